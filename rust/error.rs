@@ -1,0 +1,30 @@
+//! The core's error type. Every failure a user can cause is one of these, never a panic; the
+//! bindings map each variant to an exception class of `stagecut.errors`.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum CoreError {
+    /// Malformed input (bad array lengths, out-of-range indices, NaN or negative values...).
+    InvalidInput(String),
+    /// The graph has a directed cycle; `cycle` lists node indices along one.
+    Cycle { cycle: Vec<usize> },
+    /// Downset enumeration passed the caller's explicit limit.
+    TooManyIdeals { limit: usize },
+}
+
+impl fmt::Display for CoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CoreError::InvalidInput(msg) => write!(f, "{msg}"),
+            CoreError::Cycle { cycle } => write!(f, "graph has a cycle through nodes {cycle:?}"),
+            CoreError::TooManyIdeals { limit } => {
+                write!(f, "the graph has more than {limit} ideals (downsets)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CoreError {}
+
+pub type CoreResult<T> = Result<T, CoreError>;
