@@ -1,0 +1,1 @@
+//! Piper training planner (placeholder; see issue 5).
