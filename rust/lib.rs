@@ -8,6 +8,7 @@ pub mod error;
 pub mod ideals;
 pub mod pipeline;
 pub mod piper;
+pub mod slicegraph;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -7,6 +7,7 @@ use crate::error::CoreError;
 
 mod pipeline;
 mod piper;
+mod slicegraph;
 
 /// Map a core error to the matching exception class of `stagecut.errors`.
 pub(crate) fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
@@ -31,5 +32,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     pipeline::register(m)?;
     piper::register(m)?;
+    slicegraph::register(m)?;
     Ok(())
 }

@@ -1,5 +1,118 @@
-use pyo3::prelude::*;
+//! Bindings for the pipeline (max-load) DP.
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::to_pyerr;
+use crate::dag::Dag;
+use crate::error::CoreError;
+use crate::ideals::Ideals;
+use crate::pipeline::{solve, MaxLoadCost, OriginalNodes};
+
+fn f64s(a: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
+    Ok(a.as_slice()?.to_vec())
+}
+
+fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u32>> {
+    a.as_slice()?
+        .iter()
+        .map(|&x| {
+            u32::try_from(x).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!("{what}: index {x} out of range"))
+            })
+        })
+        .collect()
+}
+
+fn pairs(src: &[u32], dst: &[u32]) -> PyResult<Vec<(u32, u32)>> {
+    if src.len() != dst.len() {
+        return Err(pyo3::exceptions::PyValueError::new_err("edge arrays differ in length"));
+    }
+    Ok(src.iter().copied().zip(dst.iter().copied()).collect())
+}
+
+/// Exact max-load DP over the ideals of the unit DAG. See `stagecut.pipeline`.
+#[pyfunction]
+#[pyo3(signature = (acc_time, cpu_time, size, comm, acc_ok, cpu_ok, edge_src, edge_dst,
+                    n_units, unit_src, unit_dst, members_off, members,
+                    accelerators, cpus, acc_memory, cpu_memory, max_ideals, prune=true))]
+#[allow(clippy::too_many_arguments)]
+fn max_load_dp<'py>(
+    py: Python<'py>,
+    acc_time: PyReadonlyArray1<'py, f64>,
+    cpu_time: PyReadonlyArray1<'py, f64>,
+    size: PyReadonlyArray1<'py, f64>,
+    comm: PyReadonlyArray1<'py, f64>,
+    acc_ok: PyReadonlyArray1<'py, bool>,
+    cpu_ok: PyReadonlyArray1<'py, bool>,
+    edge_src: PyReadonlyArray1<'py, i64>,
+    edge_dst: PyReadonlyArray1<'py, i64>,
+    n_units: usize,
+    unit_src: PyReadonlyArray1<'py, i64>,
+    unit_dst: PyReadonlyArray1<'py, i64>,
+    members_off: PyReadonlyArray1<'py, i64>,
+    members: PyReadonlyArray1<'py, i64>,
+    accelerators: usize,
+    cpus: usize,
+    acc_memory: f64,
+    cpu_memory: f64,
+    max_ideals: usize,
+    prune: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let orig = OriginalNodes {
+        acc_time: f64s(&acc_time)?,
+        cpu_time: f64s(&cpu_time)?,
+        size: f64s(&size)?,
+        comm: f64s(&comm)?,
+        acc_ok: acc_ok.as_slice()?.to_vec(),
+        cpu_ok: cpu_ok.as_slice()?.to_vec(),
+        edges: pairs(&u32s(&edge_src, "edge_src")?, &u32s(&edge_dst, "edge_dst")?)?,
+    };
+    let unit_edges = pairs(&u32s(&unit_src, "unit_src")?, &u32s(&unit_dst, "unit_dst")?)?;
+    let off = u32s(&members_off, "members_off")?;
+    let flat = u32s(&members, "members")?;
+    if off.len() != n_units + 1 || off.windows(2).any(|w| w[0] > w[1]) || off[n_units] as usize > flat.len() {
+        return Err(to_pyerr(py, CoreError::InvalidInput("members_off is not a valid CSR offset array".into())));
+    }
+    let unit_members: Vec<Vec<u32>> =
+        (0..n_units).map(|u| flat[off[u] as usize..off[u + 1] as usize].to_vec()).collect();
+    let result = py.allow_threads(move || {
+        let dag = Dag::from_edges(n_units, &unit_edges)?;
+        let cost = MaxLoadCost::new(&orig, &unit_members, acc_memory, cpu_memory)?;
+        let ideals = Ideals::enumerate(&dag, max_ideals)?;
+        solve(&ideals, &cost, accelerators, cpus, prune)
+    });
+    let sol = result.map_err(|e| to_pyerr(py, e))?;
+    let out = PyDict::new(py);
+    out.set_item("objective", sol.objective)?;
+    let blocks: Vec<(bool, Vec<usize>)> =
+        sol.blocks.into_iter().map(|b| (b.accelerator, b.nodes)).collect();
+    out.set_item("blocks", blocks)?;
+    out.set_item("ideals", sol.ideals)?;
+    out.set_item("pairs", sol.pairs)?;
+    Ok(out)
+}
+
+/// Number of ideals of a DAG, or `TooManyIdealsError` past `max_ideals`.
+#[pyfunction]
+fn count_ideals(
+    py: Python<'_>,
+    n: usize,
+    src: PyReadonlyArray1<'_, i64>,
+    dst: PyReadonlyArray1<'_, i64>,
+    max_ideals: usize,
+) -> PyResult<usize> {
+    let edges = pairs(&u32s(&src, "src")?, &u32s(&dst, "dst")?)?;
+    py.allow_threads(move || {
+        let dag = Dag::from_edges(n, &edges)?;
+        Ideals::enumerate(&dag, max_ideals).map(|i| i.len())
+    })
+    .map_err(|e| to_pyerr(py, e))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(max_load_dp, m)?)?;
+    m.add_function(wrap_pyfunction!(count_ideals, m)?)?;
     Ok(())
 }

@@ -1,0 +1,356 @@
+"""The graph model: one ``Graph`` type shared by every solver.
+
+A :class:`Graph` is a DAG of :class:`Node` objects. Each node carries its compute time per
+device kind (``"accelerator"``, ``"cpu"`` or any other named kind), the memory it takes, the
+communication cost of its output (the time to move it between devices; tensor-once: paid once
+per crossing however many consumers it has), the device kinds allowed to run it, an optional
+colocation class (nodes of one class share a device: a forward node and its backward node, for
+instance) and a forward/backward flag. Validation happens once, in the constructor; every
+error names the node or field at fault.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> g = sc.Graph.chain([3.0, 1.0, 2.0], comm=0.5)
+>>> [n.id for n in g.nodes], g.edges
+([0, 1, 2], ((0, 1), (1, 2)))
+>>> g.node(1).time("accelerator")
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+
+from stagecut.errors import CycleError, InvalidGraphError
+
+__all__ = ["Node", "Graph", "ACCELERATOR", "CPU"]
+
+ACCELERATOR = "accelerator"
+CPU = "cpu"
+
+
+def _check_number(value: Any, where: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise InvalidGraphError(f"{where}: {value!r} is not a number") from None
+    if math.isnan(x) or math.isinf(x):
+        raise InvalidGraphError(f"{where}: {value!r} is not finite")
+    if x < 0:
+        raise InvalidGraphError(f"{where}: {value!r} is negative")
+    return x
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operator or layer.
+
+    Parameters
+    ----------
+    id : hashable
+        Unique id (the input's id: it is what results report).
+    compute : mapping of str to float
+        Compute time per device kind, e.g. ``{"accelerator": 0.2, "cpu": 1.5}``.
+    memory : float
+        Memory the node takes on a device (bytes), e.g. its weights.
+    comm : float
+        Time to move this node's output between devices (paid once per crossing).
+    kinds : frozenset of str, optional
+        Device kinds allowed to run the node; ``None`` means every kind in ``compute``.
+    colocation : hashable, optional
+        Nodes with the same colocation class must share a device.
+    backward : bool
+        True for nodes of the backward pass of a training graph.
+    name : str, optional
+        A human-readable name.
+    """
+
+    id: Hashable
+    compute: Mapping[str, float]
+    memory: float = 0.0
+    comm: float = 0.0
+    kinds: frozenset | None = None
+    colocation: Hashable | None = None
+    backward: bool = False
+    name: str | None = None
+
+    def time(self, kind: str) -> float:
+        """Compute time on a device of ``kind`` (``inf`` if the node cannot run there)."""
+        if not self.supports(kind):
+            return math.inf
+        return self.compute.get(kind, math.inf)
+
+    def supports(self, kind: str) -> bool:
+        """May this node run on a device of ``kind``?"""
+        allowed = self.kinds if self.kinds is not None else self.compute.keys()
+        return kind in allowed and kind in self.compute
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A validated DAG of :class:`Node` objects.
+
+    Parameters
+    ----------
+    nodes : iterable of Node
+    edges : iterable of (source id, target id)
+    defaults : mapping, optional
+        Problem defaults carried by the input (``accelerators``, ``cpus``, ``memory``): the
+        solvers use them when a parameter is not given.
+
+    Raises
+    ------
+    InvalidGraphError
+        Empty graph, duplicate ids, unknown edge endpoints, self-loops, NaN/inf/negative costs.
+    CycleError
+        The edges close a cycle (the message lists one).
+    """
+
+    nodes: tuple
+    edges: tuple
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    index: Mapping[Hashable, int] = field(init=False, repr=False, compare=False)
+    succ: tuple = field(init=False, repr=False, compare=False)
+    pred: tuple = field(init=False, repr=False, compare=False)
+
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        edges: Iterable[tuple],
+        defaults: Mapping[str, Any] | None = None,
+    ) -> None:
+        nodes = tuple(nodes)
+        if not nodes:
+            raise InvalidGraphError("the graph is empty: it has no nodes")
+        index: dict = {}
+        checked = []
+        for pos, n in enumerate(nodes):
+            if not isinstance(n, Node):
+                raise InvalidGraphError(f"nodes[{pos}] is a {type(n).__name__}, not a stagecut.Node")
+            if n.id in index:
+                raise InvalidGraphError(f"duplicate node id {n.id!r}")
+            index[n.id] = pos
+            where = f"node {n.id!r}"
+            compute = {str(k): _check_number(v, f"{where}: compute[{k!r}]") for k, v in n.compute.items()}
+            kinds = None if n.kinds is None else frozenset(str(k) for k in n.kinds)
+            checked.append(
+                Node(
+                    id=n.id,
+                    compute=compute,
+                    memory=_check_number(n.memory, f"{where}: memory"),
+                    comm=_check_number(n.comm, f"{where}: comm"),
+                    kinds=kinds,
+                    colocation=n.colocation,
+                    backward=bool(n.backward),
+                    name=n.name,
+                )
+            )
+        edge_list = []
+        seen = set()
+        for e in edges:
+            try:
+                u, v = e
+            except (TypeError, ValueError):
+                raise InvalidGraphError(f"edge {e!r} is not a (source, target) pair") from None
+            for end, what in ((u, "source"), (v, "target")):
+                if end not in index:
+                    raise InvalidGraphError(f"edge ({u!r}, {v!r}): unknown {what} node {end!r}")
+            if u == v:
+                raise CycleError(f"edge ({u!r}, {v!r}) is a self-loop", [u])
+            if (u, v) not in seen:
+                seen.add((u, v))
+                edge_list.append((u, v))
+        succ: list = [[] for _ in checked]
+        pred: list = [[] for _ in checked]
+        for u, v in edge_list:
+            succ[index[u]].append(index[v])
+            pred[index[v]].append(index[u])
+        object.__setattr__(self, "nodes", tuple(checked))
+        object.__setattr__(self, "edges", tuple(edge_list))
+        object.__setattr__(self, "defaults", dict(defaults or {}))
+        object.__setattr__(self, "index", index)
+        object.__setattr__(self, "succ", tuple(tuple(s) for s in succ))
+        object.__setattr__(self, "pred", tuple(tuple(p) for p in pred))
+        self._check_acyclic()
+
+    # ------------------------------------------------------------------ basics
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, node_id: Hashable) -> Node:
+        """The node with id ``node_id``."""
+        try:
+            return self.nodes[self.index[node_id]]
+        except KeyError:
+            raise InvalidGraphError(f"unknown node id {node_id!r}") from None
+
+    @property
+    def ids(self) -> list:
+        """Node ids, in input order."""
+        return [n.id for n in self.nodes]
+
+    @property
+    def is_training(self) -> bool:
+        """Does the graph hold backward nodes?"""
+        return any(n.backward for n in self.nodes)
+
+    def topological_order(self) -> list[int]:
+        """Node positions in a topological order (Kahn's algorithm, input order on ties)."""
+        import heapq
+
+        indeg = [len(p) for p in self.pred]
+        heap = [i for i, d in enumerate(indeg) if d == 0]
+        heapq.heapify(heap)
+        order = []
+        while heap:
+            i = heapq.heappop(heap)
+            order.append(i)
+            for j in self.succ[i]:
+                indeg[j] -= 1
+                if indeg[j] == 0:
+                    heapq.heappush(heap, j)
+        return order
+
+    def _check_acyclic(self) -> None:
+        order = self.topological_order()
+        if len(order) == len(self.nodes):
+            return
+        done = set(order)
+        # walk predecessors inside the unfinished part until a node repeats
+        start = next(i for i in range(len(self.nodes)) if i not in done)
+        pos: dict = {}
+        path = []
+        while start not in pos:
+            pos[start] = len(path)
+            path.append(start)
+            start = next(p for p in self.pred[start] if p not in done)
+        cycle = [self.nodes[i].id for i in reversed(path[pos[start]:])]
+        shown = " -> ".join(repr(c) for c in cycle + cycle[:1])
+        raise CycleError(f"the graph has a cycle: {shown}", cycle)
+
+    # ---------------------------------------------------------------- builders
+    @classmethod
+    def chain(
+        cls,
+        costs: Sequence[float],
+        *,
+        cpu_costs: Sequence[float] | None = None,
+        memory: Sequence[float] | float = 0.0,
+        comm: Sequence[float] | float = 0.0,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> "Graph":
+        """A chain of layers ``0 -> 1 -> ... -> n-1`` from per-layer accelerator times.
+
+        >>> g = Graph.chain([1.0, 2.0], cpu_costs=[5.0, 9.0], memory=[4.0, 4.0])
+        >>> g.node(1).compute
+        {'accelerator': 2.0, 'cpu': 9.0}
+        """
+        n = len(costs)
+
+        def per_layer(x, what):
+            if isinstance(x, (int, float)):
+                return [x] * n
+            if len(x) != n:
+                raise InvalidGraphError(f"{what}: expected {n} values, got {len(x)}")
+            return list(x)
+
+        cpu = per_layer(cpu_costs, "cpu_costs") if cpu_costs is not None else None
+        mem = per_layer(memory, "memory")
+        com = per_layer(comm, "comm")
+        nodes = []
+        for i in range(n):
+            compute = {ACCELERATOR: costs[i]}
+            if cpu is not None:
+                compute[CPU] = cpu[i]
+            nodes.append(Node(id=i, compute=compute, memory=mem[i], comm=com[i]))
+        return cls(nodes, [(i, i + 1) for i in range(n - 1)], defaults)
+
+    @classmethod
+    def from_networkx(
+        cls,
+        G: Any,
+        *,
+        compute: Mapping[str, str] | None = None,
+        memory: str = "memory",
+        comm: str = "comm",
+        output_bytes: str | None = None,
+        bandwidth: float | None = None,
+        kinds: str = "kinds",
+        colocation: str = "colocation",
+        backward: str = "backward",
+        name: str = "name",
+        defaults: Mapping[str, Any] | None = None,
+    ) -> "Graph":
+        """Build from a ``networkx.DiGraph``.
+
+        Node attributes (names configurable): ``compute`` maps a device kind to the attribute
+        holding its time (default ``{"accelerator": "accelerator", "cpu": "cpu"}``; a missing
+        attribute means the kind cannot run the node); ``memory``; ``comm`` (time to move the
+        output), or ``output_bytes`` together with ``bandwidth`` (bytes per time unit);
+        ``kinds`` (allowed kinds, optional); ``colocation``; ``backward``; ``name``.
+
+        >>> import networkx as nx
+        >>> G = nx.DiGraph()
+        >>> G.add_node("a", accelerator=1.0, cpu=4.0, comm=0.5)
+        >>> G.add_node("b", accelerator=2.0)
+        >>> G.add_edge("a", "b")
+        >>> Graph.from_networkx(G).node("b").supports("cpu")
+        False
+        """
+        if not G.is_directed():
+            raise InvalidGraphError("the networkx graph must be directed (a DiGraph)")
+        compute = dict(compute or {ACCELERATOR: ACCELERATOR, CPU: CPU})
+        if output_bytes is not None and bandwidth is None:
+            raise InvalidGraphError("output_bytes needs a bandwidth (bytes per time unit)")
+        if bandwidth is not None and not (bandwidth > 0 and math.isfinite(bandwidth)):
+            raise InvalidGraphError(f"bandwidth must be positive and finite, got {bandwidth!r}")
+        nodes = []
+        for nid, data in G.nodes(data=True):
+            times = {k: data[a] for k, a in compute.items() if a in data and data[a] is not None}
+            if not times:
+                raise InvalidGraphError(
+                    f"node {nid!r}: no compute time (looked for attributes {sorted(compute.values())})"
+                )
+            if output_bytes is not None:
+                c = _check_number(data.get(output_bytes, 0.0), f"node {nid!r}: {output_bytes}") / bandwidth
+            else:
+                c = data.get(comm, 0.0)
+            allowed = data.get(kinds)
+            nodes.append(
+                Node(
+                    id=nid,
+                    compute=times,
+                    memory=data.get(memory, 0.0),
+                    comm=c,
+                    kinds=frozenset(allowed) if allowed is not None else None,
+                    colocation=data.get(colocation),
+                    backward=bool(data.get(backward, False)),
+                    name=data.get(name),
+                )
+            )
+        return cls(nodes, list(G.edges()), defaults)
+
+    def to_networkx(self) -> Any:
+        """A ``networkx.DiGraph`` with the attributes :meth:`from_networkx` reads by default."""
+        import networkx as nx
+
+        G = nx.DiGraph()
+        for n in self.nodes:
+            attrs = dict(n.compute)
+            attrs.update(memory=n.memory, comm=n.comm, backward=n.backward)
+            if n.kinds is not None:
+                attrs["kinds"] = set(n.kinds)
+            if n.colocation is not None:
+                attrs["colocation"] = n.colocation
+            if n.name is not None:
+                attrs["name"] = n.name
+            G.add_node(n.id, **attrs)
+        G.add_edges_from(self.edges)
+        return G
+
+    def map_nodes(self, fn: Callable[[Node], Node]) -> "Graph":
+        """A copy with every node replaced by ``fn(node)`` (same ids, same edges)."""
+        return Graph([fn(n) for n in self.nodes], self.edges, self.defaults)

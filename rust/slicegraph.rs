@@ -1,0 +1,1 @@
+//! SliceGraph (placeholder; see issue 3).
