@@ -1,2 +1,42 @@
-"""stagecut: split DNN computation graphs across devices."""
-from stagecut.errors import *  # noqa: F401,F403
+"""stagecut: split DNN computation graphs across devices, optimally where tractable.
+
+Quick start
+-----------
+>>> import stagecut as sc
+>>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
+>>> sc.partition(g, accelerators=3).objective
+4.0
+"""
+
+from stagecut.errors import (
+    CycleError,
+    InvalidGraphError,
+    SolverError,
+    StagecutError,
+    TooManyIdealsError,
+)
+from stagecut.evaluate import evaluate, is_contiguous
+from stagecut.examples import random_dag, transformer_like
+from stagecut.formats import (
+    read_split,
+    read_workload,
+    split_from_dict,
+    split_to_dict,
+    workload_from_dict,
+    workload_to_dict,
+    write_split,
+    write_workload,
+)
+from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.pipeline import DEFAULT_MAX_IDEALS, partition
+from stagecut.results import DeviceLoad, Evaluation, Plan
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ACCELERATOR", "CPU", "CycleError", "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Graph",
+    "InvalidGraphError", "Node", "Plan", "SolverError", "StagecutError", "TooManyIdealsError",
+    "evaluate", "is_contiguous", "partition", "random_dag", "read_split", "read_workload",
+    "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
+    "write_split", "write_workload",
+]

@@ -1,0 +1,358 @@
+"""Pipeline partitioning for throughput: the exact DP over ideals and its linearized variant.
+
+The model is the one of Table 1 of "Efficient Algorithms for Device Placement of DNN Graph
+Operators" (Tarnawski et al., NeurIPS 2020): split a DAG into contiguous blocks on at most
+``accelerators`` accelerators and ``cpus`` CPUs, minimizing the largest device load (the time
+per sample of the pipeline), with a memory limit per accelerator. See
+:mod:`stagecut.evaluate` for the cost of one device.
+
+Training graphs (Section 5.3): nodes of one colocation class are contracted into one unit per
+class (a forward node carries its backward node along); a class whose nodes are all backward
+gets an empty forward stand-in, tied by the mirror image of its backward edges; classes on a
+cycle of the contracted forward graph are fused (they cannot be split contiguously). The DP
+then runs over the ideals of the forward unit DAG.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Hashable
+
+import numpy as np
+
+from stagecut import _core
+from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
+from stagecut.evaluate import evaluate
+from stagecut.graph import ACCELERATOR, CPU, Graph
+from stagecut.results import Plan
+
+__all__ = ["partition", "DEFAULT_MAX_IDEALS", "METHODS"]
+
+#: Default cap on the number of ideals the exact DP may enumerate.
+DEFAULT_MAX_IDEALS = 200_000
+METHODS = ("auto", "dp", "dpl")
+
+
+class _Units:
+    """The forward unit DAG of a graph: contracted colocation classes, fused cycles."""
+
+    def __init__(self, graph: Graph, memory: float = math.inf) -> None:
+        n = len(graph)
+        parent: dict = {}
+
+        def find(x):
+            root = x
+            while parent.setdefault(root, root) != root:
+                root = parent[root]
+            while parent[x] != root:
+                parent[x], x = root, parent[x]
+            return root
+
+        def union(a, b):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[rb] = ra
+
+        key = []
+        for i, node in enumerate(graph.nodes):
+            k = ("c", node.colocation) if node.colocation is not None else ("n", i)
+            key.append(k)
+            find(k)
+        for u, v in graph.edges:
+            iu, iv = graph.index[u], graph.index[v]
+            if graph.nodes[iu].backward and not graph.nodes[iv].backward:
+                raise InvalidGraphError(
+                    f"edge ({u!r}, {v!r}) goes from a backward node to a forward node"
+                )
+        fwd_classes = {key[i] for i, nd in enumerate(graph.nodes) if not nd.backward}
+        # forward class graph, with mirrored edges for all-backward ("orphan") classes
+        cedges = set()
+        for u in range(n):
+            for v in graph.succ[u]:
+                bu, bv = graph.nodes[u].backward, graph.nodes[v].backward
+                if not bu and not bv:
+                    cedges.add((key[u], key[v]))
+                elif bu and bv and (key[u] not in fwd_classes or key[v] not in fwd_classes):
+                    cedges.add((key[v], key[u]))
+        cedges = {(a, b) for a, b in cedges if a != b}
+        # fuse the strongly connected components of the class graph
+        import networkx as nx
+
+        cg = nx.DiGraph()
+        cg.add_nodes_from({key[i] for i in range(n)})
+        cg.add_edges_from(cedges)
+        for comp in nx.strongly_connected_components(cg):
+            if len(comp) > 1:
+                comp = list(comp)
+                for c in comp[1:]:
+                    union(comp[0], c)
+        self._fuse_leaves(graph, key, find, union, cedges, memory)
+        unit_of_root: dict = {}
+        self.unit_of_node = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            self.unit_of_node[i] = unit_of_root.setdefault(find(key[i]), len(unit_of_root))
+        self.n_units = len(unit_of_root)
+        self.members = [[] for _ in range(self.n_units)]
+        for i in range(n):
+            self.members[self.unit_of_node[i]].append(i)
+        root_unit = {find(k): u for k, u in ((k, unit_of_root[find(k)]) for k in parent)}
+        uedges = set()
+        for a, b in cedges:
+            ua, ub = root_unit[find(a)], root_unit[find(b)]
+            if ua != ub:
+                uedges.add((ua, ub))
+        self.edges = sorted(uedges)
+
+    @staticmethod
+    def _fuse_leaves(graph, key, find, union, cedges, memory) -> None:
+        """Fold free leaves into their one neighbour, where that provably keeps an optimum.
+
+        A class is a *free leaf* when its nodes take no compute time on any kind, all of
+        their edges (forward and backward) go to one other class ``m``, and the class can
+        run on every kind ``m`` can. Moving it onto ``m``'s device then never raises any
+        load: its edges become internal, compute is unchanged, contiguity is kept. Memory
+        moves too, so the fold is done only when the class takes no memory or when the
+        memory limit cannot bind (the whole graph fits on one accelerator). Repeated until
+        no free leaf is left. Without this, dangling zero-cost inputs (e.g. GNMT's hidden
+        states) multiply the number of ideals.
+        """
+        n = len(graph)
+        total_memory = math.fsum(nd.memory for nd in graph.nodes)
+        memory_free = total_memory <= memory
+        kinds_of = lambda nd: frozenset(nd.kinds if nd.kinds is not None else nd.compute.keys())  # noqa: E731
+        changed = True
+        while changed:
+            changed = False
+            members: dict = {}
+            for i in range(n):
+                members.setdefault(find(key[i]), []).append(i)
+            touched: set = set()
+            for root, ms in members.items():
+                if root in touched:
+                    continue
+                nodes = [graph.nodes[i] for i in ms]
+                if any(nd.backward for nd in nodes) and not any(not nd.backward for nd in nodes):
+                    continue  # an all-backward class has no forward position of its own
+                if any(t != 0 for nd in nodes for t in nd.compute.values()):
+                    continue
+                if not memory_free and any(nd.memory != 0 for nd in nodes):
+                    continue
+                nbrs = {find(key[j]) for i in ms for j in graph.succ[i] + graph.pred[i]} - {root}
+                if len(nbrs) != 1:
+                    continue
+                (other,) = nbrs
+                if other in touched:
+                    continue
+                mine = frozenset.intersection(*(kinds_of(nd) for nd in nodes))
+                theirs = frozenset.intersection(*(kinds_of(graph.nodes[i]) for i in members[other]))
+                if not theirs <= mine:
+                    continue
+                union(other, root)
+                touched.update((root, other))
+                changed = True
+
+    def linearized_edges(self) -> list:
+        """Unit edges plus a path along a DFS-like topological order (see :func:`dpl_order`)."""
+        order = dpl_order(self.n_units, self.edges)
+        path = set(zip(order, order[1:]))
+        return sorted(set(self.edges) | path)
+
+
+def dpl_order(n: int, edges: "list[tuple[int, int]]") -> list:
+    """The topological order DPL follows: Kahn's algorithm with a *stack* (depth-first-like).
+
+    Sources are pushed in unit order (units are numbered by first appearance in the input);
+    the top of the stack is visited next; when a node is visited its successors, in
+    increasing unit number, are pushed as their in-degree drops to zero. This is the order of
+    the reference implementation's ``linearize`` (a LIFO worklist over the contracted graph).
+    """
+    succ: list = [[] for _ in range(n)]
+    indeg = [0] * n
+    for a, b in sorted(edges):
+        succ[a].append(b)
+        indeg[b] += 1
+    stack = [v for v in range(n) if indeg[v] == 0]
+    order = []
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return order
+
+
+def _resolve(graph: Graph, accelerators, cpus, memory):
+    d = graph.defaults
+    accelerators = d.get("accelerators", 1) if accelerators is None else accelerators
+    cpus = d.get("cpus", 0) if cpus is None else cpus
+    memory = d.get("memory", math.inf) if memory is None else memory
+    for name, v in (("accelerators", accelerators), ("cpus", cpus)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise InvalidGraphError(f"{name} must be a non-negative integer, got {v!r}")
+    try:
+        memory = float(memory)
+    except (TypeError, ValueError):
+        raise InvalidGraphError(f"memory must be a number, got {memory!r}") from None
+    if math.isnan(memory) or memory < 0:
+        raise InvalidGraphError(f"memory must be a non-negative number, got {memory!r}")
+    if accelerators + cpus == 0:
+        raise InvalidGraphError("no devices: accelerators + cpus must be at least 1")
+    return int(accelerators), int(cpus), memory
+
+
+def simple_lower_bound(graph: Graph, units: _Units, accelerators: int, cpus: int, memory: float) -> float:
+    """max(heaviest unit on its cheapest usable kind, total cheapest work / devices)."""
+    best_unit = 0.0
+    total = 0.0
+    for ms in units.members:
+        nodes = [graph.nodes[i] for i in ms]
+        options = []
+        if accelerators and sum(n.memory for n in nodes) <= memory:
+            options.append(math.fsum(n.time(ACCELERATOR) for n in nodes))
+        if cpus:
+            options.append(math.fsum(n.time(CPU) for n in nodes))
+        t = min(options, default=math.inf)
+        best_unit = max(best_unit, t)
+        total += t
+    return max(best_unit, total / (accelerators + cpus))
+
+
+def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory, max_ideals, prune):
+    nodes = graph.nodes
+    src = np.fromiter((graph.index[u] for u, _ in graph.edges), dtype=np.int64, count=len(graph.edges))
+    dst = np.fromiter((graph.index[v] for _, v in graph.edges), dtype=np.int64, count=len(graph.edges))
+    off = np.zeros(units.n_units + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(m) for m in units.members])
+    flat = np.fromiter((i for m in units.members for i in m), dtype=np.int64, count=len(nodes))
+    ue = np.asarray(unit_edges, dtype=np.int64).reshape(-1, 2)
+
+    def times(kind):
+        # an unsupported kind costs nothing here; the *_ok flags make the block infeasible
+        return np.array([n.compute.get(kind, 0.0) if n.supports(kind) else 0.0 for n in nodes], dtype=np.float64)
+
+    return _core.max_load_dp(
+        times(ACCELERATOR),
+        times(CPU),
+        np.array([n.memory for n in nodes], dtype=np.float64),
+        np.array([n.comm for n in nodes], dtype=np.float64),
+        np.array([n.supports(ACCELERATOR) for n in nodes], dtype=np.bool_),
+        np.array([n.supports(CPU) for n in nodes], dtype=np.bool_),
+        src,
+        dst,
+        units.n_units,
+        np.ascontiguousarray(ue[:, 0]),
+        np.ascontiguousarray(ue[:, 1]),
+        off,
+        flat,
+        accelerators,
+        cpus,
+        memory,
+        math.inf,
+        max_ideals,
+        prune,
+    )
+
+
+def partition(
+    graph: Graph,
+    accelerators: int | None = None,
+    cpus: int | None = None,
+    memory: float | None = None,
+    *,
+    method: str = "auto",
+    max_ideals: int = DEFAULT_MAX_IDEALS,
+    prune: bool = True,
+) -> Plan:
+    """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
+
+    Parameters
+    ----------
+    graph : Graph
+        Node times per kind (``"accelerator"``, ``"cpu"``), memory, output communication cost.
+    accelerators, cpus : int, optional
+        Device counts; default ``graph.defaults`` (the workload file's ``maxFPGAs`` /
+        ``maxCPUs``), else 1 accelerator and 0 CPUs.
+    memory : float, optional
+        Memory per accelerator; default ``graph.defaults["memory"]``, else unlimited.
+    method : {"auto", "dp", "dpl"}
+        ``"dp"``: the exact DP over all ideals (status ``"optimal"``); raises
+        :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals``. ``"dpl"``: the same
+        DP after adding a DFS topological path (n + 1 ideals; status ``"feasible"``).
+        ``"auto"``: ``"dp"`` when the ideals fit under ``max_ideals``, otherwise ``"dpl"``.
+    max_ideals : int
+        Explicit cap on the ideals the exact DP enumerates.
+    prune : bool
+        Skip blocks whose compute alone cannot improve the current row (exact; turn off to
+        count every ideal pair).
+
+    Returns
+    -------
+    Plan
+        Re-scored by :func:`stagecut.evaluate`; ``status="infeasible"`` with
+        ``objective=None`` when no contiguous split fits.
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
+    >>> plan = sc.partition(g, accelerators=3)
+    >>> plan.objective, plan.status, [list(d.nodes) for d in plan.devices]
+    (4.0, 'optimal', [[0], [1, 2, 3], [4]])
+    """
+    if method not in METHODS:
+        raise InvalidGraphError(f"method must be one of {METHODS}, got {method!r}")
+    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
+        raise InvalidGraphError(f"max_ideals must be a positive integer, got {max_ideals!r}")
+    accelerators, cpus, memory = _resolve(graph, accelerators, cpus, memory)
+    t0 = time.perf_counter()
+    units = _Units(graph, memory)
+    notes = []
+    ran = method
+    if method in ("auto", "dp"):
+        try:
+            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
+            ran = "dp"
+        except TooManyIdealsError:
+            if method == "dp":
+                raise TooManyIdealsError(
+                    f"the graph has more than max_ideals={max_ideals} ideals; raise max_ideals, "
+                    "or use method='dpl' (linearized DP, at most n + 1 ideals) or method='auto'"
+                ) from None
+            notes.append(f"more than {max_ideals} ideals: ran the linearized DP (DPL) instead of the exact DP")
+            ran = "dpl"
+    if ran == "dpl":
+        raw = _run_dp(graph, units, units.linearized_edges(), accelerators, cpus, memory,
+                      units.n_units + 2, prune)
+    runtime = time.perf_counter() - t0
+    exact = ran == "dp"
+    lb = simple_lower_bound(graph, units, accelerators, cpus, memory)
+    common = dict(method=ran, runtime_s=runtime, accelerators=accelerators, cpus=cpus, memory=memory,
+                  ideals=raw["ideals"], ideal_pairs=raw["pairs"], notes=tuple(notes))
+    if not math.isfinite(raw["objective"]):
+        return Plan(objective=None, status="infeasible", devices=(), lower_bound=None if not exact else math.inf,
+                    **common)
+    assignment: dict = {}
+    order: list = []
+    counters = {True: 0, False: 0}
+    for is_acc, unit_ids in raw["blocks"]:
+        kind = ACCELERATOR if is_acc else CPU
+        dev = (kind, counters[is_acc])
+        counters[is_acc] += 1
+        order.append(dev)
+        for u in unit_ids:
+            for i in units.members[u]:
+                assignment[graph.nodes[i].id] = dev
+    ev = evaluate(graph, assignment, memory=memory, accelerators=accelerators, cpus=cpus)
+    if not ev.feasible or abs(ev.objective - raw["objective"]) > 1e-6 * max(1.0, abs(ev.objective)):
+        raise StagecutError(
+            f"internal error: the DP's split scores {ev.objective} (issues: {list(ev.issues)}) "
+            f"but the DP computed {raw['objective']}; please report this with the input"
+        )
+    by_dev = {(d.kind, d.index): d for d in ev.devices}
+    devices = tuple(by_dev[d] for d in order)
+    return Plan(objective=ev.objective, status="optimal" if exact else "feasible", devices=devices,
+                lower_bound=ev.objective if exact else min(lb, ev.objective), contiguous=ev.contiguous,
+                **common)
