@@ -1,0 +1,5 @@
+import sys
+
+from stagecut.cli import main
+
+sys.exit(main())

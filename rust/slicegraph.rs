@@ -1,1 +1,0 @@
-//! SliceGraph (placeholder; see issue 3).
