@@ -1,0 +1,398 @@
+//! The SliceGraph DP (Algorithm 1): the best split of one topological order into at most `k`
+//! contiguous segments (every segment of a topological order is a block, and consecutive
+//! segments form an acyclic quotient).
+//!
+//! `best[j][i]` = least max segment cost of the first `i` units in exactly `j` segments:
+//! `best[j][i] = min_l max(best[j-1][l], cost(l, i-1))`. [`reference`] is the plain
+//! `O(n^2 k)` recurrence over any cost function. [`solve`] computes the same optimum faster:
+//! it guesses a threshold `T`, drops every segment whose monotone lower bound (work +
+//! overflow) exceeds `T` (so each column is scanned only as far back as a segment can still
+//! fit under `T`), keeps for each prefix only the segment counts `j` compatible with
+//! covering the prefix and the suffix within `k` segments under `T`, and raises `T`
+//! geometrically until a split of cost `<= T` exists. Every split of cost `<= T` survives the
+//! pruning, so the first success is optimal; `T` is capped by the cost of a feasible greedy
+//! split, so it terminates.
+
+use super::fenwick::SegTable;
+use super::{OrderCtx, INF};
+
+/// Tensor costs `io(l, r)` of the segments ending at one `r`, for `l = r, r - 1, ...` in turn.
+pub trait SegCosts {
+    fn begin(&mut self, r: usize);
+    /// `io(l, r)` for the next `l` (callers go down one step at a time from `l = r`).
+    fn io(&mut self, l: usize) -> f64;
+}
+
+/// Lookups in a materialized table (Lemma 4.1).
+pub struct TableCosts<'t> {
+    table: &'t SegTable,
+    r: usize,
+}
+
+impl<'t> TableCosts<'t> {
+    pub fn new(table: &'t SegTable) -> Self {
+        TableCosts { table, r: 0 }
+    }
+}
+
+impl SegCosts for TableCosts<'_> {
+    fn begin(&mut self, r: usize) {
+        self.r = r;
+    }
+    #[inline]
+    fn io(&mut self, l: usize) -> f64 {
+        self.table.io(l, self.r)
+    }
+}
+
+/// No table: `io(l, r)` kept incrementally while `l` goes down (`O(deg)` per step), so only
+/// the segments the DP actually looks at are ever computed. Memory `O(n + m)`.
+pub struct ScanCosts<'c, 'a> {
+    ctx: &'c OrderCtx<'a>,
+    stamp: Vec<u32>,
+    gen: u32,
+    r: usize,
+    io: f64,
+}
+
+impl<'c, 'a> ScanCosts<'c, 'a> {
+    pub fn new(ctx: &'c OrderCtx<'a>) -> Self {
+        ScanCosts { ctx, stamp: vec![0; ctx.inst.num_tensors()], gen: 0, r: 0, io: 0.0 }
+    }
+}
+
+impl SegCosts for ScanCosts<'_, '_> {
+    fn begin(&mut self, r: usize) {
+        self.r = r;
+        self.io = 0.0;
+        self.gen = self.gen.wrapping_add(1);
+        if self.gen == 0 {
+            self.stamp.iter_mut().for_each(|s| *s = u32::MAX);
+            self.gen = 1;
+        }
+    }
+
+    #[inline]
+    fn io(&mut self, l: usize) -> f64 {
+        let inst = self.ctx.inst;
+        let u = self.ctx.order[l];
+        let mut io = self.io;
+        for &t in inst.produced(u) {
+            let t = t as usize;
+            let c = inst.t_cost[t];
+            if self.stamp[t] == self.gen {
+                io -= c; // was entering; its producer is now inside
+            }
+            if self.ctx.qmax[t] as usize > self.r {
+                io += c; // leaves
+            }
+        }
+        for &t in inst.consumed(u) {
+            let t = t as usize;
+            if self.stamp[t] != self.gen {
+                self.stamp[t] = self.gen;
+                io += inst.t_cost[t];
+            }
+        }
+        io = io.max(0.0);
+        self.io = io;
+        io
+    }
+}
+
+/// An optimal split of one order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Split {
+    /// Max segment cost (`INF` if no split into at most `k` feasible segments exists).
+    pub objective: f64,
+    /// Start position of each segment (the first is 0); empty when infeasible.
+    pub starts: Vec<usize>,
+    /// Threshold rounds used by [`solve`].
+    pub rounds: u32,
+}
+
+impl Split {
+    /// The segments as lists of units.
+    pub fn blocks(&self, order: &[usize]) -> Vec<Vec<usize>> {
+        let mut out = Vec::with_capacity(self.starts.len());
+        for (i, &s) in self.starts.iter().enumerate() {
+            let e = self.starts.get(i + 1).copied().unwrap_or(order.len());
+            out.push(order[s..e].to_vec());
+        }
+        out
+    }
+}
+
+fn backtrack(par: &[u32], n: usize, mut j: usize) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(j);
+    let mut i = n;
+    while j > 0 {
+        let l = par[j * (n + 1) + i] as usize;
+        starts.push(l);
+        i = l;
+        j -= 1;
+    }
+    starts.reverse();
+    starts
+}
+
+/// Plain `O(n^2 k)` DP over a cost function (test oracle and reference).
+pub fn reference(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> Split {
+    if n == 0 {
+        return Split { objective: 0.0, starts: vec![], rounds: 0 };
+    }
+    let w = n + 1;
+    let mut best = vec![INF; (k + 1) * w];
+    let mut par = vec![0u32; (k + 1) * w];
+    best[0] = 0.0;
+    for j in 1..=k {
+        for i in 1..=n {
+            for l in 0..i {
+                let b = best[(j - 1) * w + l];
+                if b == INF {
+                    continue;
+                }
+                let cand = b.max(cost(l, i - 1));
+                if cand < best[j * w + i] {
+                    best[j * w + i] = cand;
+                    par[j * w + i] = l as u32;
+                }
+            }
+        }
+    }
+    let mut bj = 0;
+    let mut bv = INF;
+    for j in 1..=k {
+        if best[j * w + n] < bv {
+            bv = best[j * w + n];
+            bj = j;
+        }
+    }
+    if bv == INF {
+        return Split { objective: INF, starts: vec![], rounds: 0 };
+    }
+    Split { objective: bv, starts: backtrack(&par, n, bj), rounds: 0 }
+}
+
+/// Exact cost of segment `[l, r]` through a provider (walks `l` down from `r`).
+fn segment_cost<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, l: usize, r: usize) -> f64 {
+    seg.begin(r);
+    let mut io = 0.0;
+    for x in (l..=r).rev() {
+        io = seg.io(x);
+    }
+    ctx.seg_lb(l, r) + io
+}
+
+/// The optimal split of `ctx`'s order into at most `k` segments (see the module docs).
+pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
+    let n = ctx.n();
+    if n == 0 {
+        return Split { objective: 0.0, starts: vec![], rounds: 0 };
+    }
+    if k == 0 {
+        return Split { objective: INF, starts: vec![], rounds: 0 };
+    }
+    // A feasible split: maximal segments of finite lower bound (hard memory limit).
+    let mut greedy = Vec::new();
+    let mut l = 0;
+    while l < n {
+        if ctx.seg_lb(l, l) == INF {
+            return Split { objective: INF, starts: vec![], rounds: 0 };
+        }
+        let mut r = l;
+        while r + 1 < n && ctx.seg_lb(l, r + 1) < INF {
+            r += 1;
+        }
+        greedy.push((l, r));
+        l = r + 1;
+    }
+    if greedy.len() > k {
+        return Split { objective: INF, starts: vec![], rounds: 0 };
+    }
+    let tmax = greedy
+        .iter()
+        .map(|&(l, r)| segment_cost(ctx, seg, l, r))
+        .fold(0.0, f64::max);
+    let mut t = (0..n).map(|i| ctx.seg_lb(i, i)).fold(ctx.pw[n] / k as f64, f64::max);
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        let cap = t >= tmax;
+        let tt = if cap { tmax } else { t };
+        if let Some(mut s) = banded(ctx, seg, k, tt) {
+            s.rounds = rounds;
+            return s;
+        }
+        if cap {
+            // cannot happen (the greedy split has cost <= tmax); be safe anyway
+            let starts = greedy.iter().map(|&(l, _)| l).collect();
+            return Split { objective: tmax, starts, rounds };
+        }
+        t = if t > 0.0 { t * 1.25 } else { tmax / 64.0 };
+    }
+}
+
+/// One round at threshold `t`: the optimum if it is `<= t`, else `None`.
+fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Option<Split> {
+    let n = ctx.n();
+    let w = n + 1;
+    // f[i]: fewest segments with lower bound <= t covering [0, i); h[i]: likewise [i, n).
+    let mut f = vec![0usize; w];
+    let mut lo = 0;
+    for i in 1..=n {
+        if ctx.seg_lb(i - 1, i - 1) > t {
+            return None;
+        }
+        while ctx.seg_lb(lo, i - 1) > t {
+            lo += 1;
+        }
+        f[i] = 1 + f[lo];
+    }
+    if f[n] > k {
+        return None;
+    }
+    let mut h = vec![0usize; w];
+    let mut hi = n - 1;
+    for i in (0..n).rev() {
+        while ctx.seg_lb(i, hi) > t {
+            hi -= 1;
+        }
+        h[i] = 1 + h[hi + 1];
+    }
+    let mut best = vec![INF; (k + 1) * w];
+    let mut par = vec![0u32; (k + 1) * w];
+    best[0] = 0.0;
+    for r in 0..n {
+        let i = r + 1;
+        if h[i] >= k {
+            continue;
+        }
+        let (ja, jb) = (f[i], k - h[i]);
+        if ja > jb {
+            continue;
+        }
+        seg.begin(r);
+        for l in (0..=r).rev() {
+            let lb = ctx.seg_lb(l, r);
+            if lb > t {
+                break;
+            }
+            let c = lb + seg.io(l);
+            if c > t || h[l] > k {
+                continue;
+            }
+            let a = ja.max(f[l] + 1);
+            let b = jb.min(k + 1 - h[l]).min(l + 1);
+            for j in a..=b {
+                let prev = best[(j - 1) * w + l];
+                if prev == INF {
+                    continue;
+                }
+                let cand = if prev > c { prev } else { c };
+                let cell = &mut best[j * w + i];
+                if cand < *cell {
+                    *cell = cand;
+                    par[j * w + i] = l as u32;
+                }
+            }
+        }
+    }
+    let mut bj = 0;
+    let mut bv = INF;
+    for j in 1..=k {
+        if best[j * w + n] < bv {
+            bv = best[j * w + n];
+            bj = j;
+        }
+    }
+    if bv > t || bv == INF {
+        return None;
+    }
+    Some(Split { objective: bv, starts: backtrack(&par, n, bj), rounds: 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fenwick::{build_fenwick, build_naive};
+    use super::super::kahn::kahn;
+    use super::super::rng::Rng;
+    use super::super::tests_common::random_instance;
+    use super::super::Memory;
+    use super::*;
+
+    /// Every set of cut positions with at most k segments.
+    fn brute(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> f64 {
+        let mut best = INF;
+        for mask in 0u32..1 << (n - 1) {
+            if mask.count_ones() as usize + 1 > k {
+                continue;
+            }
+            let mut l = 0;
+            let mut worst: f64 = 0.0;
+            for r in 0..n {
+                if r == n - 1 || mask >> r & 1 == 1 {
+                    worst = worst.max(cost(l, r));
+                    l = r + 1;
+                }
+            }
+            best = best.min(worst);
+        }
+        best
+    }
+
+    #[test]
+    fn dp_equals_brute_force_over_cut_positions() {
+        let mut rng = Rng::new(21);
+        for trial in 0..150 {
+            let n = 1 + trial % 11;
+            let mut inst = random_instance(&mut rng, n, 0.3, trial % 3 == 0);
+            if trial % 4 == 1 {
+                inst.memory = Memory { fast: 12.0, reserved: 0.0, bandwidth: None };
+            }
+            let keys: Vec<f64> = (0..n).map(|_| rng.unit()).collect();
+            let ctx = OrderCtx::new(&inst, kahn(&inst, &keys));
+            let table = build_naive(&ctx);
+            let cost = |l: usize, r: usize| ctx.seg_lb(l, r) + table.io(l, r);
+            for k in 1..=4 {
+                let want = brute(n, k, cost);
+                let rf = reference(n, k, cost);
+                assert_eq!(rf.objective, want, "trial {trial} k {k}");
+                let fw = build_fenwick(&ctx);
+                let a = solve(&ctx, &mut TableCosts::new(&fw), k);
+                let b = solve(&ctx, &mut ScanCosts::new(&ctx), k);
+                assert_eq!(a.objective, want, "table trial {trial} k {k}");
+                assert_eq!(b.objective, want, "scan trial {trial} k {k}");
+                if want < INF {
+                    assert!(a.starts.len() <= k && a.starts[0] == 0);
+                    // the returned cuts achieve the objective
+                    let mut worst: f64 = 0.0;
+                    for (s, blk) in b.starts.iter().zip(b.blocks(&ctx.order)) {
+                        worst = worst.max(cost(*s, s + blk.len() - 1));
+                    }
+                    assert_eq!(worst, want);
+                } else {
+                    assert!(a.starts.is_empty() && b.starts.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn scan_costs_equal_the_table() {
+        let mut rng = Rng::new(8);
+        for trial in 0..40 {
+            let inst = random_instance(&mut rng, 2 + trial % 20, 0.2, false);
+            let keys: Vec<f64> = (0..inst.n).map(|_| rng.unit()).collect();
+            let ctx = OrderCtx::new(&inst, kahn(&inst, &keys));
+            let table = build_naive(&ctx);
+            let mut sc = ScanCosts::new(&ctx);
+            for r in 0..inst.n {
+                sc.begin(r);
+                for l in (0..=r).rev() {
+                    assert_eq!(sc.io(l), table.io(l, r));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Search over topological orders (Algorithm 2): a chromosome is a vector of random keys in
+//! `[0, 1)`, one per unit; the decoder runs Kahn's algorithm with those priorities and then
+//! the SliceGraph DP on the resulting order.
+//!
+//! * random-T: the best of `T` random key vectors;
+//! * BRKGA (Goncalves and Resende): elites survive, mutants are fresh random vectors, the rest
+//!   are biased crossovers of an elite and a non-elite parent (each key from the elite parent
+//!   with probability `rho`);
+//! * MLA / MLA-weighted: BRKGA on the linear-arrangement cost of the Kahn order (sum over
+//!   edges of the position gap, optionally weighted by the tensor cost), then one SliceGraph
+//!   on the best order found.
+//!
+//! Determinism: every random draw happens on one thread, in a fixed sequence (random-T draws
+//! one seed per sample first); only decoding runs in parallel (rayon), and decoding is a pure
+//! function. So a seed gives the same answer whatever the number of threads.
+
+use rayon::prelude::*;
+
+use super::dp::{self, ScanCosts, Split};
+use super::kahn::kahn;
+use super::rng::{splitmix64, Rng};
+use super::{Instance, OrderCtx, INF};
+
+#[derive(Debug, Clone)]
+pub struct BrkgaParams {
+    pub population: usize,
+    pub generations: usize,
+    pub elite: f64,
+    pub mutant: f64,
+    pub rho: f64,
+    /// Stop once this many chromosomes have been decoded (`None`: no limit).
+    pub max_decodes: Option<u64>,
+    pub seed: u64,
+}
+
+impl Default for BrkgaParams {
+    fn default() -> Self {
+        BrkgaParams {
+            population: 100,
+            generations: 100,
+            elite: 0.2,
+            mutant: 0.1,
+            rho: 0.7,
+            max_decodes: None,
+            seed: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchResult {
+    pub best_keys: Vec<f64>,
+    pub best: f64,
+    pub decodes: u64,
+    /// Best fitness after the initial population and after each generation (or batch).
+    pub history: Vec<f64>,
+}
+
+fn random_keys(rng: &mut Rng, n: usize) -> Vec<f64> {
+    (0..n).map(|_| rng.unit()).collect()
+}
+
+fn order_by_fitness(fit: &[f64]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..fit.len()).collect();
+    idx.sort_by(|&a, &b| fit[a].total_cmp(&fit[b]).then(a.cmp(&b)));
+    idx
+}
+
+/// BRKGA minimising `fitness` over key vectors of length `n`.
+pub fn brkga<F: Fn(&[f64]) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F) -> SearchResult {
+    let pop_size = p.population.max(2);
+    let budget = p.max_decodes.unwrap_or(u64::MAX);
+    let mut rng = Rng::new(p.seed);
+    let first = (pop_size as u64).min(budget.max(1)) as usize;
+    let mut pop: Vec<Vec<f64>> = (0..first).map(|_| random_keys(&mut rng, n)).collect();
+    let mut fit: Vec<f64> = pop.par_iter().map(|c| fitness(c)).collect();
+    let mut decodes = first as u64;
+    let idx = order_by_fitness(&fit);
+    pop = idx.iter().map(|&i| std::mem::take(&mut pop[i])).collect();
+    fit = idx.iter().map(|&i| fit[i]).collect();
+    let mut history = vec![fit[0]];
+    let ne = ((p.elite * pop_size as f64).round() as usize).clamp(1, pop_size - 1);
+    let nm = ((p.mutant * pop_size as f64).round() as usize).min(pop_size - ne);
+    for _ in 0..p.generations {
+        if decodes >= budget || pop.len() < 2 {
+            break;
+        }
+        let ne_now = ne.min(pop.len() - 1);
+        let remaining = (budget - decodes).min(usize::MAX as u64) as usize;
+        let n_new = (pop_size - ne_now).min(remaining);
+        let mut children: Vec<Vec<f64>> = Vec::with_capacity(n_new);
+        for c in 0..n_new {
+            if c < nm {
+                children.push(random_keys(&mut rng, n));
+            } else {
+                let a = &pop[rng.below(ne_now)];
+                let b = &pop[ne_now + rng.below(pop.len() - ne_now)];
+                let child = (0..n).map(|i| if rng.unit() < p.rho { a[i] } else { b[i] }).collect();
+                children.push(child);
+            }
+        }
+        let cfit: Vec<f64> = children.par_iter().map(|c| fitness(c)).collect();
+        decodes += n_new as u64;
+        // next population: elites, the new children, then (only if the budget cut the
+        // generation short) the best previous non-elites to keep the size
+        let mut npop: Vec<Vec<f64>> = pop[..ne_now].to_vec();
+        let mut nfit: Vec<f64> = fit[..ne_now].to_vec();
+        npop.extend(children);
+        nfit.extend(cfit);
+        let mut i = ne_now;
+        while npop.len() < pop_size && i < pop.len() {
+            npop.push(pop[i].clone());
+            nfit.push(fit[i]);
+            i += 1;
+        }
+        let idx = order_by_fitness(&nfit);
+        pop = idx.iter().map(|&i| std::mem::take(&mut npop[i])).collect();
+        fit = idx.iter().map(|&i| nfit[i]).collect();
+        history.push(fit[0]);
+    }
+    SearchResult { best_keys: pop[0].clone(), best: fit[0], decodes, history }
+}
+
+/// The best of `samples` random key vectors; `batch` sets the history granularity.
+pub fn random_t<F: Fn(&[f64]) -> f64 + Sync>(
+    n: usize,
+    samples: u64,
+    batch: usize,
+    seed: u64,
+    fitness: F,
+) -> SearchResult {
+    let samples = samples.max(1);
+    let mut s = seed;
+    let seeds: Vec<u64> = (0..samples).map(|_| splitmix64(&mut s)).collect();
+    let fit: Vec<f64> = seeds
+        .par_iter()
+        .map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n)))
+        .collect();
+    let mut history = Vec::new();
+    let mut best = INF;
+    let mut arg = 0;
+    for (i, &f) in fit.iter().enumerate() {
+        if f < best || i == 0 {
+            best = f;
+            arg = i;
+        }
+        if (i + 1) % batch.max(1) == 0 || i + 1 == fit.len() {
+            history.push(best);
+        }
+    }
+    SearchResult {
+        best_keys: random_keys(&mut Rng::new(seeds[arg]), n),
+        best,
+        decodes: samples,
+        history,
+    }
+}
+
+/// Kahn + SliceGraph: the decoder of Algorithm 2.
+pub fn decode(inst: &Instance, keys: &[f64], k: usize) -> (Vec<usize>, Split) {
+    let order = kahn(inst, keys);
+    let ctx = OrderCtx::new(inst, order);
+    let split = dp::solve(&ctx, &mut ScanCosts::new(&ctx), k);
+    (ctx.order, split)
+}
+
+pub fn decode_objective(inst: &Instance, keys: &[f64], k: usize) -> f64 {
+    decode(inst, keys, k).1.objective
+}
+
+/// Linear-arrangement cost of the Kahn order of `keys`.
+pub fn arrangement_cost(inst: &Instance, keys: &[f64], weighted: bool) -> f64 {
+    let order = kahn(inst, keys);
+    let mut pos = vec![0usize; inst.n];
+    for (i, &u) in order.iter().enumerate() {
+        pos[u] = i;
+    }
+    let mut s = 0.0;
+    if weighted {
+        for t in 0..inst.num_tensors() {
+            let p = pos[inst.t_prod[t] as usize];
+            for &c in inst.consumers(t) {
+                s += inst.t_cost[t] * (pos[c as usize] - p) as f64;
+            }
+        }
+    } else {
+        for u in 0..inst.n {
+            for &v in inst.dag.succs(u) {
+                s += (pos[v as usize] - pos[u]) as f64;
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::exact;
+    use super::super::tests_common::random_instance;
+    use super::*;
+
+    #[test]
+    fn heuristics_are_at_least_the_optimum_and_seeded() {
+        let mut rng = Rng::new(4);
+        for trial in 0..12 {
+            let inst = random_instance(&mut rng, 5 + trial, 0.3, trial % 2 == 0);
+            let k = 2 + trial % 3;
+            let opt = exact::solve(&inst, k, 1 << 22, true).unwrap().objective;
+            let params = BrkgaParams { population: 20, generations: 10, seed: trial as u64, ..Default::default() };
+            let r = brkga(inst.n, &params, |c| decode_objective(&inst, c, k));
+            assert!(r.best >= opt);
+            assert_eq!(r.best, decode_objective(&inst, &r.best_keys, k));
+            assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
+            assert_eq!(r.decodes, 20 + 10 * 16);
+            let r2 = random_t(inst.n, 50, 10, 7, |c| decode_objective(&inst, c, k));
+            assert!(r2.best >= opt);
+            assert_eq!(r2.best, decode_objective(&inst, &r2.best_keys, k));
+            // thread count does not change the answer
+            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+            let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+            let a = one.install(|| brkga(inst.n, &params, |c| decode_objective(&inst, c, k)));
+            let b = three.install(|| brkga(inst.n, &params, |c| decode_objective(&inst, c, k)));
+            assert_eq!(a.best_keys, b.best_keys);
+            assert_eq!(a.history, b.history);
+            assert_eq!(a.history, r.history);
+        }
+    }
+
+    #[test]
+    fn budget_is_respected() {
+        let mut rng = Rng::new(1);
+        let inst = random_instance(&mut rng, 12, 0.3, false);
+        let params = BrkgaParams { population: 10, generations: 1000, max_decodes: Some(55), ..Default::default() };
+        let r = brkga(inst.n, &params, |c| decode_objective(&inst, c, 3));
+        assert_eq!(r.decodes, 55);
+    }
+}
