@@ -57,8 +57,38 @@ def _table(devices, width: int = 48) -> str:
     return "\n".join(lines)
 
 
+def load_graph(spec: str):
+    """A workload file path, or ``example:NAME`` for a built-in synthetic graph
+    (``transformer``, ``transformer-training``, ``chain``)."""
+    if spec.startswith("example:"):
+        from stagecut import examples
+
+        name = spec.split(":", 1)[1]
+        makers = {
+            "transformer": lambda: examples.transformer_like(layers=12),
+            "transformer-training": lambda: examples.transformer_like(layers=12, training=True),
+            "chain": lambda: examples.transformer_like(layers=0),
+        }
+        if name not in makers:
+            raise StagecutError(f"unknown example {name!r}; choose one of {sorted(makers)}")
+        return makers[name]()
+    return read_workload(spec)
+
+
+DEMO_FILE = "../shared/workloads/throughput-inputs/LayerGraphs/gnmt_training.json"
+
+
+def _cmd_demo(args) -> int:
+    import os
+
+    spec = DEMO_FILE if os.path.exists(DEMO_FILE) else "example:transformer-training"
+    print(f"stagecut partition {spec}\n")
+    args.file = spec
+    return _cmd_partition(args)
+
+
 def _cmd_partition(args) -> int:
-    graph = read_workload(args.file)
+    graph = load_graph(args.file)
     plan = partition(graph, accelerators=args.accelerators, cpus=args.cpus, memory=args.memory,
                      method=args.method, max_ideals=args.max_ideals)
     if args.output:
@@ -81,7 +111,7 @@ def _cmd_partition(args) -> int:
 
 
 def _cmd_evaluate(args) -> int:
-    graph = read_workload(args.file)
+    graph = load_graph(args.file)
     split = read_split(args.split, graph)
     ev = evaluate(graph, split, memory=args.memory, accelerators=args.accelerators, cpus=args.cpus)
     if args.json:
@@ -107,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stagecut", description="Split DNN graphs across devices.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("partition", help="optimal contiguous pipeline split (max-load objective)")
-    p.add_argument("file", help="workload JSON file")
+    p.add_argument("file", help="workload JSON file, or example:transformer[-training]")
     _device_args(p)
     p.add_argument("--method", choices=METHODS, default="auto",
                    help="auto: exact DP if the ideals fit under --max-ideals, else DPL (default)")
@@ -115,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"cap on ideals for the exact DP (default {DEFAULT_MAX_IDEALS})")
     p.add_argument("-o", "--output", help="write the split (fpgas/cpus JSON) to this file")
     p.set_defaults(func=_cmd_partition)
+    demo = sub.add_parser("demo", help=f"partition {DEMO_FILE} (or a built-in example if absent)")
+    demo.set_defaults(func=_cmd_demo, accelerators=None, cpus=None, memory=None, json=False,
+                      method="auto", max_ideals=DEFAULT_MAX_IDEALS, output=None)
     e = sub.add_parser("evaluate", help="score a split in the max-load cost model")
     e.add_argument("file", help="workload JSON file")
     e.add_argument("split", help="split JSON file ({fpgas: [{nodes}], cpus: [{nodes}]})")
