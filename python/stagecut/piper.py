@@ -349,6 +349,40 @@ def chain_problem(times: Sequence[float], *, devices: int, memory: float, bandwi
     return PiperProblem(tuple(nodes), tuple(edges), devices, memory, bandwidth, batch)
 
 
+_PRIMES = (13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043, 85229, 172933)
+
+
+def _libstdcxx_int_set_order(keys: Sequence[int]) -> list:
+    """Iteration order of a libstdc++ ``std::unordered_set<int>`` after inserting ``keys`` in
+    order (identity hash, prime rehash policy, max load factor 1): elements of one bucket are
+    contiguous, a new bucket's first element goes to the front, rehashing relinks in order."""
+    order: list = []
+    nb = 1
+    next_resize = 0
+    for x in keys:
+        if x in order:
+            continue
+        n_elt = len(order)
+        if n_elt + 1 > next_resize:
+            min_bkts = max(n_elt + 1, 0 if next_resize else 11)
+            if min_bkts >= nb:
+                want = max(min_bkts + 1, nb * 2)
+                nb = next(p for p in _PRIMES if p >= want)
+                next_resize = nb
+                new: list = []
+                for y in order:  # relink: new bucket -> front, else start of its bucket's run
+                    b = y % nb
+                    at = next((i for i, z in enumerate(new) if z % nb == b), None)
+                    new.insert(0 if at is None else at, y)
+                order = new
+            else:
+                next_resize = nb
+        b = x % nb
+        at = next((i for i, z in enumerate(order) if z % nb == b), None)
+        order.insert(0 if at is None else at, x)
+    return order
+
+
 def insert_layer_copies(prob: PiperProblem, count: int, name: str = "ParallelTransformerLayer") -> PiperProblem:
     """Deepen a model the way the paper's BERT-64 experiment does: ``count`` times, copy a
     layer named ``name`` that has such a layer before and after it in a chain, inserting the
@@ -364,8 +398,10 @@ def insert_layer_copies(prob: PiperProblem, count: int, name: str = "ParallelTra
             if e.source in layer and e.target in layer:
                 prev[e.target] = e.source
                 nxt[e.source] = e.target
-        # a layer with a layer before and after it (the authors take the first one of a hash set)
-        cands = [v for v in (nd.id for nd in nodes) if v in prev and v in nxt]
+        # a layer with a layer before and after it: the first one in the iteration order of the
+        # authors' std::unordered_set<int> of layer positions (so BERT-64 is their BERT-64)
+        pos = [i for i, nd in enumerate(nodes) if nd.name == name]
+        cands = [nodes[i].id for i in _libstdcxx_int_set_order(pos) if nodes[i].id in prev and nodes[i].id in nxt]
         if not cands:
             raise InvalidGraphError(f"no {name!r} layer with a {name!r} predecessor and successor")
         v = cands[0]
