@@ -1,0 +1,397 @@
+"""SliceGraph: pipeline partitioning of graphs of any size under the MTPP cost model.
+
+Archer, Fahrbach, Liu, Prabhu, "Practical Performance Guarantees for Pipelined DNN Inference"
+(Sections 4 and Appendix B). Every topological order of the graph, cut into at most ``k``
+contiguous segments, gives a valid partition (its quotient is acyclic); SliceGraph finds the
+best cuts of one order exactly by a DP (Algorithm 1) over segment costs (Lemma 4.1: a 2D
+Fenwick tree, or an incremental scan that only touches the segments the DP needs). The search
+is over orders: a vector of node priorities gives an order by Kahn's algorithm (Algorithm 3),
+and random sampling, BRKGA or minimum-linear-arrangement orders explore the priorities
+(Algorithm 2). ``method="dp"`` is the exact optimum over all acyclic partitions (the ideal DP
+with the MTPP block cost) when the graph has few enough ideals.
+
+Examples
+--------
+>>> from stagecut.graph import Graph
+>>> g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+>>> plan = slice_graph(g, stages=2, method="dp")
+>>> plan.objective, plan.blocks, plan.status
+(5.5, ((0, 1), (2, 3)), 'optimal')
+>>> slice_graph(g, stages=2, method="brkga", seed=0, population=10, generations=5).objective
+5.5
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Mapping, Sequence
+
+import numpy as np
+
+from stagecut.errors import InvalidGraphError
+from stagecut.graph import ACCELERATOR, Graph
+from stagecut.mtpp import MtppProblem, evaluate, lower_bound
+
+__all__ = ["SlicePlan", "slice_graph", "METHODS", "mtpp_arrays", "segment_io"]
+
+METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order")
+
+
+@dataclass(frozen=True)
+class SlicePlan:
+    """A pipeline partition and how it was found.
+
+    ``objective`` is what the independent evaluator (:func:`stagecut.mtpp.evaluate`) says of
+    ``blocks``; ``lower_bound`` the simple bound of :func:`stagecut.mtpp.lower_bound` (or the
+    optimum itself for ``method="dp"``).
+    """
+
+    objective: float
+    blocks: tuple
+    order: tuple
+    lower_bound: float
+    status: str
+    method: str
+    seed: "int | None"
+    decodes: int
+    history: tuple
+    runtime_s: float
+    stages: int
+    block_costs: tuple = ()
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def gap(self) -> float:
+        """Relative gap to the lower bound (0 when proven optimal)."""
+        if not math.isfinite(self.objective):
+            return math.inf
+        if self.objective == 0:
+            return 0.0
+        return (self.objective - self.lower_bound) / self.objective
+
+    def assignment(self) -> dict:
+        """``{node id: stage index}``."""
+        return {v: b for b, nodes in enumerate(self.blocks) for v in nodes}
+
+    def to_json(self) -> dict:
+        """A JSON-serialisable dict (``inf`` becomes ``null``)."""
+
+        def num(x):
+            return x if math.isfinite(x) else None
+
+        return {
+            "objective": num(self.objective),
+            "lower_bound": num(self.lower_bound),
+            "gap": num(self.gap),
+            "status": self.status,
+            "method": self.method,
+            "seed": self.seed,
+            "stages": self.stages,
+            "blocks": [list(b) for b in self.blocks],
+            "block_costs": [num(c) for c in self.block_costs],
+            "order": list(self.order),
+            "decodes": self.decodes,
+            "history": [num(h) for h in self.history],
+            "runtime_s": self.runtime_s,
+            "details": dict(self.details),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), default=str)
+
+
+class _Units:
+    """Nodes grouped into units (exact free-leaf folding) and the flat arrays of the core."""
+
+    def __init__(self, problem: MtppProblem, fold_leaves: bool) -> None:
+        g = problem.graph
+        n = len(g.nodes)
+        parent = list(range(n))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        if fold_leaves:
+            # A node with no work and no parameters whose only neighbour is its single
+            # producer (a sink) or single consumer (a source) can join that neighbour's block in
+            # some optimal partition: moving it there never raises a block cost (its tensor
+            # stops crossing, or crosses where it already did) and never closes a cycle.
+            for i, node in enumerate(g.nodes):
+                if problem.work(i) != 0 or node.memory != 0:
+                    continue
+                if not g.succ[i] and len(g.pred[i]) == 1:
+                    parent[find(i)] = find(g.pred[i][0])
+                elif not g.pred[i] and len(g.succ[i]) == 1:
+                    parent[find(i)] = find(g.succ[i][0])
+        roots = sorted({find(i) for i in range(n)})
+        uid = {r: u for u, r in enumerate(roots)}
+        self.unit_of = [uid[find(i)] for i in range(n)]
+        topo = g.topological_order()
+        rank = {v: r for r, v in enumerate(topo)}
+        members: list = [[] for _ in roots]
+        for i in topo:
+            members[self.unit_of[i]].append(i)
+        self.members = members
+        self.rank = rank
+        nu = len(roots)
+        work = np.zeros(nu)
+        params = np.zeros(nu)
+        for i, node in enumerate(g.nodes):
+            work[self.unit_of[i]] += problem.work(i)
+            params[self.unit_of[i]] += node.memory
+        t_cost, t_prod, off, cons = [], [], [0], []
+        for i, node in enumerate(g.nodes):
+            if not g.succ[i]:
+                continue
+            t_cost.append(node.comm)
+            t_prod.append(self.unit_of[i])
+            cons.extend(self.unit_of[j] for j in g.succ[i])
+            off.append(len(cons))
+        self.arrays = (
+            work,
+            params,
+            np.asarray(t_cost, dtype=np.float64),
+            np.asarray(t_prod, dtype=np.int64),
+            np.asarray(off, dtype=np.int64),
+            np.asarray(cons, dtype=np.int64),
+        )
+        self.memory = (
+            float(problem.fast_memory),
+            float(problem.reserved_memory),
+            None if problem.bandwidth is None else float(problem.bandwidth),
+        )
+
+    def expand(self, units: Sequence[int]) -> list:
+        """Original node positions of the units, each unit's members in topological order."""
+        return [i for u in units for i in self.members[u]]
+
+
+def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False):
+    """The flat arrays the core takes (``work, params, t_cost, t_prod, t_cons_off, t_cons``)."""
+    return _Units(problem, fold_leaves).arrays
+
+
+def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "fenwick") -> np.ndarray:
+    """The ``n x n`` table of tensor costs ``io(l, r)`` of the segments of ``order`` (node ids),
+    by the 2D Fenwick construction of Lemma 4.1 (``builder="fenwick"``) or the naive one."""
+    from stagecut import _core
+
+    g = problem.graph
+    units = _Units(problem, fold_leaves=False)
+    pos = []
+    for v in order:
+        if v not in g.index:
+            raise InvalidGraphError(f"order: unknown node {v!r}")
+        pos.append(g.index[v])
+    flat = _core.mtpp_segment_io(*units.arrays, np.asarray(pos, dtype=np.int64), builder)
+    n = len(g.nodes)
+    return flat.reshape(n, n)
+
+
+def _int(x, what: str, lo: int = 0) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise InvalidGraphError(f"{what}: {x!r} is not an integer")
+    if x < lo:
+        raise InvalidGraphError(f"{what}: {x} must be at least {lo}")
+    return int(x)
+
+
+def _frac(x, what: str) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise InvalidGraphError(f"{what}: {x!r} is not a number") from None
+    if not (0.0 <= v <= 1.0):
+        raise InvalidGraphError(f"{what}: {x!r} must lie in [0, 1]")
+    return v
+
+
+def slice_graph(
+    graph: "Graph | MtppProblem",
+    stages: "int | None" = None,
+    method: str = "brkga",
+    *,
+    seed: int = 0,
+    population: int = 100,
+    generations: int = 100,
+    decodes: "int | None" = None,
+    elite: float = 0.2,
+    mutant: float = 0.1,
+    rho: float = 0.7,
+    order: "Sequence[Hashable] | None" = None,
+    priorities: "Mapping[Hashable, float] | Sequence[float] | None" = None,
+    fast_memory: "float | None" = None,
+    bandwidth: "float | None" = None,
+    reserved_memory: float = 0.0,
+    segment_costs: str = "auto",
+    max_ideals: int = 1_000_000,
+    fold_leaves: bool = True,
+    kind: str = ACCELERATOR,
+) -> SlicePlan:
+    """Split ``graph`` into at most ``stages`` pipeline stages minimising the largest MTPP
+    block cost (see :mod:`stagecut.mtpp` for the cost model and units).
+
+    Parameters
+    ----------
+    graph : Graph or MtppProblem
+        With a problem, ``stages`` and the memory arguments come from it.
+    stages : int
+        At most this many blocks (default: ``graph.defaults["accelerators"]``).
+    method : {"brkga", "random", "mla", "mla-weighted", "dp", "order"}
+        ``"brkga"``: BRKGA over node priorities, each decoded by Kahn + SliceGraph.
+        ``"random"``: the best of ``decodes`` random priority vectors.
+        ``"mla"`` / ``"mla-weighted"``: BRKGA on the (tensor-cost weighted) linear-arrangement
+        cost of the order, then SliceGraph on the best order.
+        ``"dp"``: the exact optimum (ideal DP; ``TooManyIdealsError`` past ``max_ideals``).
+        ``"order"``: SliceGraph on one order (``order``, or the order ``priorities`` give,
+        or a default topological order).
+    seed, population, generations, elite, mutant, rho
+        BRKGA parameters (Goncalves and Resende): elite and mutant fractions of the
+        population, probability ``rho`` of inheriting a key from the elite parent.
+    decodes : int, optional
+        Budget of decoded chromosomes (BRKGA and MLA stop there; random samples this many;
+        default ``population * generations``).
+    fast_memory, bandwidth, reserved_memory
+        Memory model (bytes; bytes per time unit). ``bandwidth=None``: hard limit.
+    segment_costs : {"auto", "scan", "fenwick"}
+        For ``method="order"``: the segment costs by incremental scan, or materialized by the
+        2D Fenwick tree (``O(n^2)`` memory; "auto" uses it up to 4096 nodes).
+    fold_leaves : bool
+        Fold work-free, parameter-free leaves into their only neighbour first (exact).
+
+    Returns
+    -------
+    SlicePlan
+    """
+    from stagecut import _core
+
+    t0 = time.perf_counter()
+    if isinstance(graph, MtppProblem):
+        problem = graph
+    else:
+        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, kind)
+    g = problem.graph
+    if method not in METHODS:
+        raise InvalidGraphError(f"method: {method!r} is not one of {', '.join(METHODS)}")
+    seed = _int(seed, "seed")
+    if seed >= 2**64:
+        raise InvalidGraphError("seed: must be below 2**64")
+    population = _int(population, "population", 2)
+    generations = _int(generations, "generations")
+    if decodes is not None:
+        decodes = _int(decodes, "decodes", 1)
+    elite, mutant, rho = _frac(elite, "elite"), _frac(mutant, "mutant"), _frac(rho, "rho")
+    if not (0 < elite < 1) or elite + mutant > 1:
+        raise InvalidGraphError("elite must lie in (0, 1) and elite + mutant must be at most 1")
+    max_ideals = _int(max_ideals, "max_ideals", 1)
+    if segment_costs not in ("auto", "scan", "fenwick"):
+        raise InvalidGraphError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
+    units = _Units(problem, fold_leaves and order is None and priorities is None)
+    k = problem.stages
+    details: dict = {"units": len(units.members)}
+    if method == "dp":
+        out = _core.mtpp_exact(*units.arrays, *units.memory, k, max_ideals)
+        details["ideals"] = out["ideals"]
+        ublocks = out["blocks"]
+        uorder = [u for b in ublocks for u in b]
+        n_dec, hist = 0, [out["objective"]]
+    else:
+        kw: dict = {}
+        if method == "order":
+            if order is not None and priorities is not None:
+                raise InvalidGraphError("give order or priorities, not both")
+            if order is not None:
+                pos = []
+                for v in order:
+                    if v not in g.index:
+                        raise InvalidGraphError(f"order: unknown node {v!r}")
+                    pos.append(g.index[v])
+                kw["order"] = np.asarray(pos, dtype=np.int64)
+            elif priorities is not None:
+                if isinstance(priorities, Mapping):
+                    missing = [v.id for v in g.nodes if v.id not in priorities]
+                    if missing:
+                        raise InvalidGraphError(f"priorities: no value for node {missing[0]!r}")
+                    vals = [priorities[v.id] for v in g.nodes]
+                else:
+                    vals = list(priorities)
+                    if len(vals) != len(g.nodes):
+                        raise InvalidGraphError(f"priorities: expected {len(g.nodes)} values, got {len(vals)}")
+                try:
+                    arr = np.asarray(vals, dtype=np.float64)
+                except (TypeError, ValueError):
+                    raise InvalidGraphError("priorities: values must be numbers") from None
+                if np.isnan(arr).any():
+                    raise InvalidGraphError("priorities: NaN value")
+                kw["priorities"] = arr
+            seg = segment_costs
+            if seg == "auto":
+                seg = "fenwick" if len(units.members) <= 4096 else "scan"
+            kw["segment_costs"] = seg
+        elif order is not None or priorities is not None:
+            raise InvalidGraphError("order/priorities are only used with method='order'")
+        budget = decodes if decodes is not None else population * max(generations, 1)
+        out = _core.mtpp_slice(
+            *units.arrays,
+            *units.memory,
+            k,
+            method,
+            seed=seed,
+            population=population,
+            generations=generations if decodes is None else 2**62,
+            elite=elite,
+            mutant=mutant,
+            rho=rho,
+            max_decodes=budget if method != "order" else None,
+            samples=budget,
+            **kw,
+        )
+        ublocks = out["blocks"]
+        uorder = out["order"]
+        n_dec, hist = out["decodes"], out["history"]
+        details["rounds"] = out["rounds"]
+    core_obj = out["objective"]
+    details["core_objective"] = core_obj
+    if ublocks:
+        blocks = tuple(tuple(g.nodes[i].id for i in sorted(units.expand(b), key=units.rank.__getitem__)) for b in ublocks)
+        ev = evaluate(problem, blocks)
+        objective, costs = ev.objective, ev.block_costs
+        if not math.isclose(objective, core_obj, rel_tol=1e-6, abs_tol=1e-9):  # pragma: no cover
+            raise AssertionError(f"core objective {core_obj} != evaluator {objective}")
+    else:
+        blocks, objective, costs = (), math.inf, ()
+    if blocks:
+        node_order = tuple(v for b in blocks for v in b)
+    else:
+        node_order = tuple(g.nodes[i].id for i in units.expand(uorder)) if uorder else ()
+    lb = lower_bound(problem)
+    if not math.isfinite(objective):
+        status = "infeasible"
+    elif method == "dp":
+        status = "optimal"
+        lb = objective
+    elif objective <= lb * (1 + 1e-12):
+        status = "optimal"
+    else:
+        status = "feasible"
+    return SlicePlan(
+        objective=objective,
+        blocks=blocks,
+        order=node_order,
+        lower_bound=lb,
+        status=status,
+        method=method,
+        seed=seed if method in ("brkga", "random", "mla", "mla-weighted") else None,
+        decodes=int(n_dec),
+        history=tuple(hist),
+        runtime_s=time.perf_counter() - t0,
+        stages=k,
+        block_costs=tuple(costs),
+        details=details,
+    )
