@@ -138,6 +138,7 @@ def test_networkx_builder_with_bytes_and_bandwidth():
     assert g.node("x").comm == 4.0 and not g.node("y").supports("cpu")
     p = sc.partition(g, accelerators=2)
     assert p.objective == 5.0  # one device (2 + 3) beats 2 + 4 | 3 + 4
+    assert sc.partition(g, accelerators=2, method="dpl").objective == 5.0  # non-integer ids too
     G2 = g.to_networkx()
     assert sc.Graph.from_networkx(G2).nodes == g.nodes
     with pytest.raises(sc.InvalidGraphError, match="bandwidth"):

@@ -27,7 +27,7 @@ from stagecut.evaluate import evaluate
 from stagecut.graph import ACCELERATOR, CPU, Graph
 from stagecut.results import Plan
 
-__all__ = ["partition", "DEFAULT_MAX_IDEALS", "METHODS"]
+__all__ = ["partition", "simple_lower_bound", "DEFAULT_MAX_IDEALS", "METHODS"]
 
 #: Default cap on the number of ideals the exact DP may enumerate.
 DEFAULT_MAX_IDEALS = 200_000
@@ -152,36 +152,17 @@ class _Units:
                 touched.update((root, other))
                 changed = True
 
-    def linearized_edges(self) -> list:
-        """Unit edges plus a path along a DFS-like topological order (see :func:`dpl_order`)."""
-        order = dpl_order(self.n_units, self.edges)
-        path = set(zip(order, order[1:]))
-        return sorted(set(self.edges) | path)
 
+class _ReferenceUnits:
+    """Units and linearized edges of DPL, following the reference implementation's order
+    (see :mod:`stagecut._reference_order`)."""
 
-def dpl_order(n: int, edges: "list[tuple[int, int]]") -> list:
-    """The topological order DPL follows: Kahn's algorithm with a *stack* (depth-first-like).
+    def __init__(self, graph: Graph) -> None:
+        from stagecut._reference_order import reference_dpl_units
 
-    Sources are pushed in unit order (units are numbered by first appearance in the input);
-    the top of the stack is visited next; when a node is visited its successors, in
-    increasing unit number, are pushed as their in-degree drops to zero. This is the order of
-    the reference implementation's ``linearize`` (a LIFO worklist over the contracted graph).
-    """
-    succ: list = [[] for _ in range(n)]
-    indeg = [0] * n
-    for a, b in sorted(edges):
-        succ[a].append(b)
-        indeg[b] += 1
-    stack = [v for v in range(n) if indeg[v] == 0]
-    order = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return order
+        self.members, edges, path = reference_dpl_units(graph)
+        self.n_units = len(self.members)
+        self.edges = sorted(set(edges) | set(path))
 
 
 def _resolve(graph: Graph, accelerators, cpus, memory):
@@ -324,8 +305,8 @@ def partition(
             notes.append(f"more than {max_ideals} ideals: ran the linearized DP (DPL) instead of the exact DP")
             ran = "dpl"
     if ran == "dpl":
-        raw = _run_dp(graph, units, units.linearized_edges(), accelerators, cpus, memory,
-                      units.n_units + 2, prune)
+        units = _ReferenceUnits(graph)
+        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
     runtime = time.perf_counter() - t0
     exact = ran == "dp"
     lb = simple_lower_bound(graph, units, accelerators, cpus, memory)
