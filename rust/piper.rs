@@ -446,79 +446,58 @@ pub fn knapsack_exact(items: &[Vec<(f64, f64, usize)>], cap: f64) -> Option<(f64
 // Sparse DP tables
 // ---------------------------------------------------------------------------------------------
 
-/// `dp[I][k][·]` for all k, stored as distinct rows. At-most mode: a row lists its drops
-/// `(s, v)` (v strictly decreasing); exact mode: all finite entries.
+/// `dp[I][·][·]` stored by its corners: the cells `(k, s, v)` whose value is below both the
+/// cell with one device less and (at-most mode) the cell with one less in s. Every cell's value
+/// is the least corner value at or below it (same `s` in exact-batch mode), and with stage costs
+/// nondecreasing in `s`, candidates built from corners alone give the same DP (any other cell's
+/// candidate is matched by a corner's at a cell below it). Sorted by (k, s).
 #[derive(Debug, Clone, Default)]
 struct Table {
-    row_of_k: Vec<u32>,
-    row_off: Vec<u32>,
-    ent_s: Vec<u32>,
-    ent_v: Vec<f64>,
-    /// `(k, row)` for every k whose row differs from k - 1's (k = 0 included).
-    kstarts: Vec<(u32, u32)>,
+    corners: Vec<(u32, u32, f64)>,
 }
 
 impl Table {
-    fn empty_set(kmax: usize) -> Table {
-        Table {
-            row_of_k: vec![0; kmax + 1],
-            row_off: vec![0, 1],
-            ent_s: vec![0],
-            ent_v: vec![0.0],
-            kstarts: vec![(0, 0)],
-        }
-    }
-
-    fn row(&self, r: u32) -> (&[u32], &[f64]) {
-        let (a, b) = (self.row_off[r as usize] as usize, self.row_off[r as usize + 1] as usize);
-        (&self.ent_s[a..b], &self.ent_v[a..b])
+    fn empty_set() -> Table {
+        Table { corners: vec![(0, 0, 0.0)] }
     }
 
     fn get(&self, k: usize, s: usize, exact: bool) -> f64 {
-        let (ss, vv) = self.row(self.row_of_k[k]);
-        let i = ss.partition_point(|&x| (x as usize) <= s);
-        if i == 0 {
-            return INF;
+        let mut best = INF;
+        for &(ck, cs, v) in &self.corners {
+            if ck as usize > k {
+                break;
+            }
+            if (exact && cs as usize == s) || (!exact && cs as usize <= s) {
+                best = best.min(v);
+            }
         }
-        if exact && ss[i - 1] as usize != s {
-            return INF;
-        }
-        vv[i - 1]
+        best
     }
 
+    /// Corners of a filled dense table, rows processed in parallel.
     fn from_dense(dense: &[f64], kmax: usize, cols: usize, exact: bool) -> Table {
-        let mut t = Table { row_of_k: Vec::with_capacity(kmax + 1), row_off: vec![0], ..Default::default() };
-        let mut prev: Option<(usize, usize)> = None; // (start, end) of the last row's entries
-        for k in 0..=kmax {
-            let row = &dense[k * cols..(k + 1) * cols];
-            let start = t.ent_s.len();
-            let mut last = INF;
-            for (s, &v) in row.iter().enumerate() {
-                if v.is_finite() && (exact || v < last) {
-                    t.ent_s.push(s as u32);
-                    t.ent_v.push(v);
-                    last = v;
+        let rows: Vec<Vec<(u32, u32, f64)>> = (0..kmax + 1)
+            .into_par_iter()
+            .with_min_len(64)
+            .map(|k| {
+                let row = &dense[k * cols..(k + 1) * cols];
+                let mut out = Vec::new();
+                for (s, &v) in row.iter().enumerate() {
+                    if !v.is_finite() {
+                        continue;
+                    }
+                    if k > 0 && v >= dense[(k - 1) * cols + s] {
+                        continue;
+                    }
+                    if !exact && s > 0 && v >= row[s - 1] {
+                        continue;
+                    }
+                    out.push((k as u32, s as u32, v));
                 }
-            }
-            let end = t.ent_s.len();
-            if let Some((ps, pe)) = prev {
-                if pe - ps == end - start
-                    && t.ent_s[ps..pe] == t.ent_s[start..end]
-                    && t.ent_v[ps..pe] == t.ent_v[start..end]
-                {
-                    t.ent_s.truncate(start);
-                    t.ent_v.truncate(start);
-                    t.row_of_k.push((t.row_off.len() - 2) as u32);
-                    continue;
-                }
-            }
-            t.row_off.push(end as u32);
-            let r = (t.row_off.len() - 2) as u32;
-            t.row_of_k.push(r);
-            t.kstarts.push((k as u32, r));
-            prev = Some((start, end));
-        }
-        t
+                out
+            })
+            .collect();
+        Table { corners: rows.concat() }
     }
 }
 
@@ -804,7 +783,6 @@ impl Work {
 fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64]) {
     let kmax = m.p.devices;
     let cols = m.smax + 1;
-    let exact = m.p.exact_batch;
     for ti in 0..m.nt() {
         if !w.usable(m, dep, ti) {
             continue;
@@ -812,61 +790,54 @@ fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64
         let t = m.ts[ti] as usize;
         for di in 0..m.divs.len() {
             let d = m.divs[di];
-            if t * d > kmax {
+            let td = t * d;
+            if td > kmax {
                 break;
             }
             if !w.stage_tps(m, dep, ti, di, 1).is_finite() {
                 continue; // infeasible at y = 1, hence at every y
             }
-            for &(k0, r) in &tj.kstarts {
-                let k = k0 as usize + t * d;
+            for &(k0, f, v) in &tj.corners {
+                let k = k0 as usize + td;
                 if k > kmax {
                     break;
                 }
-                let (ss, vv) = tj.row(r);
-                let base = k * cols;
-                for (&f, &v) in ss.iter().zip(vv) {
-                    let s = f as usize + d;
-                    if s > m.smax {
-                        break;
-                    }
-                    let y = s.div_ceil(d);
-                    let tv = w.stage_tps(m, dep, ti, di, y);
-                    if exact {
-                        if !tv.is_finite() {
-                            break;
-                        }
-                        let c = v.max(tv);
-                        if c < dense[base + s] {
-                            dense[base + s] = c;
-                        }
-                    } else if v > tv {
-                        if v < dense[base + s] {
-                            dense[base + s] = v;
-                        }
-                    } else {
-                        if tv < dense[base + s] {
-                            dense[base + s] = tv;
-                        }
-                        break;
-                    }
+                let s = f as usize + d;
+                if s > m.smax {
+                    continue;
+                }
+                let cell = &mut dense[k * cols + s];
+                if v >= *cell {
+                    continue;
+                }
+                let tv = w.stage_tps(m, dep, ti, di, s.div_ceil(d));
+                let c = v.max(tv);
+                if c < *cell {
+                    *cell = c;
                 }
             }
         }
     }
 }
 
+/// 2D prefix minimum (at-most mode) or prefix minimum over k (exact mode).
 fn fill(dense: &mut [f64], kmax: usize, cols: usize, exact: bool) {
-    for k in 0..=kmax {
-        for s in 0..cols {
-            let mut v = dense[k * cols + s];
-            if k > 0 {
-                v = v.min(dense[(k - 1) * cols + s]);
+    if !exact {
+        dense.par_chunks_mut(cols).with_min_len(64).for_each(|row| {
+            for s in 1..row.len() {
+                if row[s - 1] < row[s] {
+                    row[s] = row[s - 1];
+                }
             }
-            if s > 0 && !exact {
-                v = v.min(dense[k * cols + s - 1]);
+        });
+    }
+    for k in 1..=kmax {
+        let (lo, hi) = dense.split_at_mut(k * cols);
+        let prev = &lo[(k - 1) * cols..];
+        for (x, &p) in hi[..cols].iter_mut().zip(prev) {
+            if p < *x {
+                *x = p;
             }
-            dense[k * cols + s] = v;
         }
     }
 }
@@ -887,7 +858,7 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
     if cells > 200_000_000 {
         return Err(bad(format!("the DP table has {cells} cells per node set (devices x batch too large)")));
     }
-    let mut tables: Vec<Table> = vec![Table::empty_set(kmax)];
+    let mut tables: Vec<Table> = vec![Table::empty_set()];
     let mut final_dense: Vec<f64> = Vec::new();
     let mut pairs = 0u64;
     let levels = ids.levels();
