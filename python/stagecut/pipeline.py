@@ -313,8 +313,10 @@ def partition(
     common = dict(method=ran, runtime_s=runtime, accelerators=accelerators, cpus=cpus, memory=memory,
                   ideals=raw["ideals"], ideal_pairs=raw["pairs"], notes=tuple(notes))
     if not math.isfinite(raw["objective"]):
-        return Plan(objective=None, status="infeasible", devices=(), lower_bound=None if not exact else math.inf,
-                    **common)
+        # exact: proven infeasible; DPL: only this linearization is (no bound either way)
+        notes.append("no split fits" if exact else "no split along the DPL order fits; try method='dp'")
+        common["notes"] = tuple(notes)
+        return Plan(objective=None, status="infeasible", devices=(), lower_bound=None, **common)
     assignment: dict = {}
     order: list = []
     counters = {True: 0, False: 0}
