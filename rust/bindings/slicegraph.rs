@@ -189,14 +189,14 @@ fn mtpp_slice<'py>(
                     rounds: split.rounds,
                 }
             }
-            "brkga" => from_keys(search::brkga(inst.n, &bp, |c| search::decode_objective(&inst, c, k)), 0),
+            "brkga" => from_keys(search::brkga(inst.n, &bp, |c, cap| search::decode_capped(&inst, c, k, cap)), 0),
             "random" => from_keys(
-                search::random_t(inst.n, samples, population, seed, |c| search::decode_objective(&inst, c, k)),
+                search::random_t(inst.n, samples, population, seed, |c, cap| search::decode_capped(&inst, c, k, cap)),
                 0,
             ),
             "mla" | "mla-weighted" => {
                 let weighted = method == "mla-weighted";
-                let res = search::brkga(inst.n, &bp, |c| search::arrangement_cost(&inst, c, weighted));
+                let res = search::brkga(inst.n, &bp, |c, _| search::arrangement_cost(&inst, c, weighted));
                 from_keys(res, 1)
             }
             other => return Err(bad(&format!("unknown method {other:?}"))),

@@ -233,12 +233,35 @@ pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
     }
 }
 
+/// The optimum if it is at most `cap` (one banded round at `T = cap`), else `None`. Used by
+/// the searches: a chromosome that cannot beat the current elites needs no exact value.
+pub fn solve_capped<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, cap: f64) -> Option<Split> {
+    if !cap.is_finite() {
+        let s = solve(ctx, seg, k);
+        return if s.objective <= cap { Some(s) } else { None };
+    }
+    if ctx.n() == 0 {
+        return Some(Split { objective: 0.0, starts: vec![], rounds: 0 });
+    }
+    if k == 0 {
+        return None;
+    }
+    banded(ctx, seg, k, cap).map(|mut s| {
+        s.rounds = 1;
+        s
+    })
+}
+
 /// One round at threshold `t`: the optimum if it is `<= t`, else `None`.
+///
+/// `best[i][j]` (row per prefix length, `k + 1` wide so the inner loop over `j` is a
+/// contiguous min/max the compiler vectorizes); no parent pointers: the cuts are recovered
+/// afterwards by re-scanning only the columns on the optimal path.
 fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Option<Split> {
     let n = ctx.n();
-    let w = n + 1;
+    let w = k + 1;
     // f[i]: fewest segments with lower bound <= t covering [0, i); h[i]: likewise [i, n).
-    let mut f = vec![0usize; w];
+    let mut f = vec![0usize; n + 1];
     let mut lo = 0;
     for i in 1..=n {
         if ctx.seg_lb(i - 1, i - 1) > t {
@@ -252,7 +275,7 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
     if f[n] > k {
         return None;
     }
-    let mut h = vec![0usize; w];
+    let mut h = vec![0usize; n + 1];
     let mut hi = n - 1;
     for i in (0..n).rev() {
         while ctx.seg_lb(i, hi) > t {
@@ -260,40 +283,46 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
         }
         h[i] = 1 + h[hi + 1];
     }
-    let mut best = vec![INF; (k + 1) * w];
-    let mut par = vec![0u32; (k + 1) * w];
+    // j range that can matter for each prefix i: [f[i], min(i, k - h[i])]
+    let range = |i: usize| -> (usize, usize) {
+        if h[i] > k {
+            (1, 0)
+        } else {
+            (f[i], (k - h[i]).min(i))
+        }
+    };
+    let mut best = vec![INF; (n + 1) * w];
     best[0] = 0.0;
     for r in 0..n {
         let i = r + 1;
-        if h[i] >= k {
-            continue;
-        }
-        let (ja, jb) = (f[i], k - h[i]);
+        let (ja, jb) = range(i);
         if ja > jb {
             continue;
         }
         seg.begin(r);
+        let (lo_rows, hi_rows) = best.split_at_mut(i * w);
+        let row = &mut hi_rows[..w];
         for l in (0..=r).rev() {
             let lb = ctx.seg_lb(l, r);
             if lb > t {
                 break;
             }
             let c = lb + seg.io(l);
-            if c > t || h[l] > k {
+            if c > t {
                 continue;
             }
-            let a = ja.max(f[l] + 1);
-            let b = jb.min(k + 1 - h[l]).min(l + 1);
-            for j in a..=b {
-                let prev = best[(j - 1) * w + l];
-                if prev == INF {
-                    continue;
-                }
-                let cand = if prev > c { prev } else { c };
-                let cell = &mut best[j * w + i];
+            let (pa, pb) = range(l);
+            // j - 1 in [pa, pb] and j in [ja, jb]
+            let a = ja.max(pa + 1);
+            let b = jb.min(pb + 1);
+            if a > b {
+                continue;
+            }
+            let prev = &lo_rows[l * w + a - 1..l * w + b];
+            for (cell, &p) in row[a..=b].iter_mut().zip(prev) {
+                let cand = if p > c { p } else { c };
                 if cand < *cell {
                     *cell = cand;
-                    par[j * w + i] = l as u32;
                 }
             }
         }
@@ -301,15 +330,44 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
     let mut bj = 0;
     let mut bv = INF;
     for j in 1..=k {
-        if best[j * w + n] < bv {
-            bv = best[j * w + n];
+        if best[n * w + j] < bv {
+            bv = best[n * w + j];
             bj = j;
         }
     }
     if bv > t || bv == INF {
         return None;
     }
-    Some(Split { objective: bv, starts: backtrack(&par, n, bj), rounds: 0 })
+    // recover the cuts: for (i, j), some l gives max(best[l][j-1], cost(l, i-1)) == best[i][j]
+    let mut starts = Vec::with_capacity(bj);
+    let (mut i, mut j) = (n, bj);
+    while j > 0 {
+        let target = best[i * w + j];
+        let r = i - 1;
+        seg.begin(r);
+        let mut found = None;
+        for l in (0..=r).rev() {
+            let lb = ctx.seg_lb(l, r);
+            if lb > t {
+                break;
+            }
+            let c = lb + seg.io(l);
+            let p = best[l * w + j - 1];
+            if c <= t && p != INF && (if p > c { p } else { c }) == target {
+                found = Some(l);
+                break;
+            }
+        }
+        let Some(l) = found else {
+            return None; // cannot happen (exact float recomputation); treated as a failed round
+        };
+        starts.push(l);
+        i = l;
+        j -= 1;
+    }
+    debug_assert_eq!(i, 0);
+    starts.reverse();
+    Some(Split { objective: bv, starts, rounds: 0 })
 }
 
 #[cfg(test)]
@@ -363,6 +421,13 @@ mod tests {
                 let b = solve(&ctx, &mut ScanCosts::new(&ctx), k);
                 assert_eq!(a.objective, want, "table trial {trial} k {k}");
                 assert_eq!(b.objective, want, "scan trial {trial} k {k}");
+                for cap in [want - 1.0, want, want + 0.5, want + 7.0] {
+                    let c = solve_capped(&ctx, &mut ScanCosts::new(&ctx), k, cap);
+                    match c {
+                        Some(s) => assert!(want <= cap && s.objective == want),
+                        None => assert!(!(want <= cap), "cap {cap} want {want}"),
+                    }
+                }
                 if want < INF {
                     assert!(a.starts.len() <= k && a.starts[0] == 0);
                     // the returned cuts achieve the objective

@@ -67,13 +67,18 @@ fn order_by_fitness(fit: &[f64]) -> Vec<usize> {
 }
 
 /// BRKGA minimising `fitness` over key vectors of length `n`.
-pub fn brkga<F: Fn(&[f64]) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F) -> SearchResult {
+///
+/// `fitness(keys, cap)` may return `INF` instead of the exact value when that value exceeds
+/// `cap`: the cap passed for a generation's children is the worst elite fitness, and a child
+/// above it can enter neither the elite set nor the history, so nothing the search reports
+/// changes (non-elite parents are drawn uniformly, whatever their fitness).
+pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F) -> SearchResult {
     let pop_size = p.population.max(2);
     let budget = p.max_decodes.unwrap_or(u64::MAX);
     let mut rng = Rng::new(p.seed);
     let first = (pop_size as u64).min(budget.max(1)) as usize;
     let mut pop: Vec<Vec<f64>> = (0..first).map(|_| random_keys(&mut rng, n)).collect();
-    let mut fit: Vec<f64> = pop.par_iter().map(|c| fitness(c)).collect();
+    let mut fit: Vec<f64> = pop.par_iter().map(|c| fitness(c, INF)).collect();
     let mut decodes = first as u64;
     let idx = order_by_fitness(&fit);
     pop = idx.iter().map(|&i| std::mem::take(&mut pop[i])).collect();
@@ -99,7 +104,8 @@ pub fn brkga<F: Fn(&[f64]) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F)
                 children.push(child);
             }
         }
-        let cfit: Vec<f64> = children.par_iter().map(|c| fitness(c)).collect();
+        let cap = fit[ne_now - 1];
+        let cfit: Vec<f64> = children.par_iter().map(|c| fitness(c, cap)).collect();
         decodes += n_new as u64;
         // next population: elites, the new children, then (only if the budget cut the
         // generation short) the best previous non-elites to keep the size
@@ -121,8 +127,10 @@ pub fn brkga<F: Fn(&[f64]) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F)
     SearchResult { best_keys: pop[0].clone(), best: fit[0], decodes, history }
 }
 
-/// The best of `samples` random key vectors; `batch` sets the history granularity.
-pub fn random_t<F: Fn(&[f64]) -> f64 + Sync>(
+/// The best of `samples` random key vectors, decoded in batches of `batch` (in parallel within
+/// a batch; `fitness(keys, cap)` may return `INF` above `cap`, the best value of the earlier
+/// batches). `history` holds the best value after each batch.
+pub fn random_t<F: Fn(&[f64], f64) -> f64 + Sync>(
     n: usize,
     samples: u64,
     batch: usize,
@@ -130,23 +138,23 @@ pub fn random_t<F: Fn(&[f64]) -> f64 + Sync>(
     fitness: F,
 ) -> SearchResult {
     let samples = samples.max(1);
+    let batch = batch.max(1);
     let mut s = seed;
     let seeds: Vec<u64> = (0..samples).map(|_| splitmix64(&mut s)).collect();
-    let fit: Vec<f64> = seeds
-        .par_iter()
-        .map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n)))
-        .collect();
     let mut history = Vec::new();
     let mut best = INF;
     let mut arg = 0;
-    for (i, &f) in fit.iter().enumerate() {
-        if f < best || i == 0 {
-            best = f;
-            arg = i;
+    for (b, chunk) in seeds.chunks(batch).enumerate() {
+        let cap = best;
+        let fit: Vec<f64> =
+            chunk.par_iter().map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n), cap)).collect();
+        for (i, &f) in fit.iter().enumerate() {
+            if f < best {
+                best = f;
+                arg = b * batch + i;
+            }
         }
-        if (i + 1) % batch.max(1) == 0 || i + 1 == fit.len() {
-            history.push(best);
-        }
+        history.push(best);
     }
     SearchResult {
         best_keys: random_keys(&mut Rng::new(seeds[arg]), n),
@@ -166,6 +174,15 @@ pub fn decode(inst: &Instance, keys: &[f64], k: usize) -> (Vec<usize>, Split) {
 
 pub fn decode_objective(inst: &Instance, keys: &[f64], k: usize) -> f64 {
     decode(inst, keys, k).1.objective
+}
+
+/// The decoder's objective if it is at most `cap`, else `INF`.
+pub fn decode_capped(inst: &Instance, keys: &[f64], k: usize, cap: f64) -> f64 {
+    let ctx = OrderCtx::new(inst, kahn(inst, keys));
+    match dp::solve_capped(&ctx, &mut ScanCosts::new(&ctx), k, cap) {
+        Some(s) => s.objective,
+        None => INF,
+    }
 }
 
 /// Linear-arrangement cost of the Kahn order of `keys`.
@@ -207,19 +224,19 @@ mod tests {
             let k = 2 + trial % 3;
             let opt = exact::solve(&inst, k, 1 << 22, true).unwrap().objective;
             let params = BrkgaParams { population: 20, generations: 10, seed: trial as u64, ..Default::default() };
-            let r = brkga(inst.n, &params, |c| decode_objective(&inst, c, k));
+            let r = brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap));
             assert!(r.best >= opt);
             assert_eq!(r.best, decode_objective(&inst, &r.best_keys, k));
             assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
             assert_eq!(r.decodes, 20 + 10 * 16);
-            let r2 = random_t(inst.n, 50, 10, 7, |c| decode_objective(&inst, c, k));
+            let r2 = random_t(inst.n, 50, 10, 7, |c, cap| decode_capped(&inst, c, k, cap));
             assert!(r2.best >= opt);
             assert_eq!(r2.best, decode_objective(&inst, &r2.best_keys, k));
             // thread count does not change the answer
             let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
             let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-            let a = one.install(|| brkga(inst.n, &params, |c| decode_objective(&inst, c, k)));
-            let b = three.install(|| brkga(inst.n, &params, |c| decode_objective(&inst, c, k)));
+            let a = one.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
+            let b = three.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
             assert_eq!(a.best_keys, b.best_keys);
             assert_eq!(a.history, b.history);
             assert_eq!(a.history, r.history);
@@ -231,7 +248,7 @@ mod tests {
         let mut rng = Rng::new(1);
         let inst = random_instance(&mut rng, 12, 0.3, false);
         let params = BrkgaParams { population: 10, generations: 1000, max_decodes: Some(55), ..Default::default() };
-        let r = brkga(inst.n, &params, |c| decode_objective(&inst, c, 3));
+        let r = brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, 3, cap));
         assert_eq!(r.decodes, 55);
     }
 }
