@@ -133,3 +133,83 @@ def test_highs_selectable():
     except sc.errors.SolverError:
         pytest.skip("HiGHS not available through python-mip")
     assert plan.objective == 4.0
+
+
+# ---------------------------------------------------------------- MTPP MIPs and certificates
+from stagecut.certify import certify  # noqa: E402
+from stagecut.mip_mtpp import LEVELS, mtpp_bound  # noqa: E402
+from stagecut.mtpp import MtppProblem, evaluate as mtpp_evaluate  # noqa: E402
+from stagecut.slicegraph import slice_graph  # noqa: E402
+
+
+def _mtpp_instance(seed):
+    rng = random.Random(5000 + seed)
+    n = rng.randint(1, 9)
+    nodes = [Node(id=i, compute={"accelerator": rng.randint(0, 8)}, memory=rng.randint(0, 5), comm=rng.randint(0, 4))
+             for i in range(n)]
+    g = sc.Graph(nodes, [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35])
+    mm = rng.choice([{}, dict(fast_memory=8.0, bandwidth=2.0, reserved_memory=1.0),
+                     dict(fast_memory=8.0, reserved_memory=1.0)])
+    return g, rng.randint(1, 4), mm
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_mtpp_ladder_against_dp(seed):
+    g, k, mm = _mtpp_instance(seed)
+    problem = MtppProblem(g, stages=k, **mm)
+    opt = slice_graph(g, stages=k, method="dp", **mm).objective
+    r = {lv: mtpp_bound(problem, lv) for lv in LEVELS}
+    if not math.isfinite(opt):
+        assert r["exact"].status == "infeasible"
+        return
+    ex = r["exact"]
+    assert ex.status == "optimal"
+    assert ex.bound == pytest.approx(opt, rel=1e-6)
+    assert mtpp_evaluate(problem, ex.blocks).objective == pytest.approx(opt)  # re-scored
+    for lv in LEVELS:
+        assert r[lv].bound <= opt + 1e-6, lv
+    assert r["simple"].bound <= r["bottleneck"].bound + 1e-6
+    assert r["simple"].bound <= r["bottleneck-guess"].bound + 1e-6
+
+
+def test_bottleneck_is_stronger_than_simple_somewhere():
+    # the comm of a chain is invisible to the simple bound
+    g = sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0)
+    p = MtppProblem(g, stages=2)
+    simple = mtpp_bound(p, "simple").bound
+    assert simple == 4.0
+    assert mtpp_bound(p, "bottleneck").bound > simple
+    assert mtpp_bound(p, "exact").bound == pytest.approx(7.0)
+
+
+def test_certify_ratio_and_table():
+    g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+    cert = certify(g, [[0], [1, 2, 3]], stages=2)
+    assert cert.objective == 6.5
+    assert cert.lower_bound == pytest.approx(5.5)
+    assert cert.ratio == pytest.approx(6.5 / 5.5)
+    assert [r.level for r in cert.table] == list(LEVELS)
+    assert cert.table[-1].status == "optimal"
+    assert cert.best_blocks == ((0, 1), (2, 3))
+    js = cert.to_json()
+    assert js["levels"][0]["level"] == "simple"
+    # an optimal plan stops the ladder once proven
+    cert2 = certify(g, [[0, 1], [2, 3]], stages=2, levels=("exact", "bottleneck"))
+    assert cert2.ratio == 1.0 and cert2.table[1].status == "skipped"
+
+
+def test_certify_bad_level():
+    g = sc.Graph.chain([1.0, 1.0])
+    with pytest.raises(ValueError):
+        certify(g, [[0, 1]], stages=2, levels=("magic",))
+
+
+def test_bottleneck_guess_in_workers():
+    from stagecut.generators import regal_graph
+    g = regal_graph(14, seed=2)
+    p = MtppProblem(g, stages=3)
+    a = mtpp_bound(p, "bottleneck-guess", workers=2, time_limit=60)
+    b = mtpp_bound(p, "bottleneck-guess", time_limit=60)
+    assert a.status == b.status == "optimal"
+    assert a.bound == pytest.approx(b.bound, rel=1e-6)
+    assert a.bound <= slice_graph(g, stages=3, method="dp").objective + 1e-6

@@ -439,7 +439,7 @@ def partition_ip(
                   extra=extra)
     lb = out.bound if math.isfinite(out.bound) or out.bound == math.inf else None
     if out.status == "infeasible":
-        return Plan(objective=None, status="infeasible", devices=(), lower_bound=math.inf,
+        return Plan(objective=None, status="infeasible", devices=(), lower_bound=None,
                     contiguous=contiguous, **common)
     if out.objective is None:
         return Plan(objective=None, status="time_limit" if out.status == "time_limit" else "feasible",
