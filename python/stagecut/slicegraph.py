@@ -359,7 +359,10 @@ def slice_graph(
     core_obj = out["objective"]
     details["core_objective"] = core_obj
     if ublocks:
-        blocks = tuple(tuple(g.nodes[i].id for i in sorted(units.expand(b), key=units.rank.__getitem__)) for b in ublocks)
+        if method == "dp":  # unit ids ascending: put each block in a topological order
+            blocks = tuple(tuple(g.nodes[i].id for i in sorted(units.expand(b), key=units.rank.__getitem__)) for b in ublocks)
+        else:  # contiguous segments of the order
+            blocks = tuple(tuple(g.nodes[i].id for i in units.expand(b)) for b in ublocks)
         ev = evaluate(problem, blocks)
         objective, costs = ev.objective, ev.block_costs
         if not math.isclose(objective, core_obj, rel_tol=1e-6, abs_tol=1e-9):  # pragma: no cover

@@ -1,0 +1,109 @@
+"""The MTPP evaluator: hand-computed costs, tensor-once counting, overflow, validation."""
+
+import math
+
+import networkx as nx
+import pytest
+
+from stagecut.errors import InvalidGraphError
+from stagecut.graph import Graph, Node
+from stagecut.mtpp import MtppProblem, block_cost, evaluate, lower_bound
+
+
+def diamond():
+    # a -> b, a -> c, b -> d, c -> d
+    nodes = [
+        Node("a", {"accelerator": 1.0}, memory=4.0, comm=2.0),
+        Node("b", {"accelerator": 3.0}, memory=1.0, comm=0.5),
+        Node("c", {"accelerator": 2.0}, memory=1.0, comm=0.25),
+        Node("d", {"accelerator": 5.0}, memory=2.0, comm=9.0),
+    ]
+    return Graph(nodes, [("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])
+
+
+def test_tensor_counted_once_per_block_side():
+    p = MtppProblem(diamond(), stages=2)
+    # {a}: work 1 + a's tensor leaves once (two consumers outside) = 3
+    assert block_cost(p, ["a"]) == 3.0
+    # {b, c, d}: a's tensor enters once; work 10; nothing leaves (d is a sink) = 12
+    assert block_cost(p, ["b", "c", "d"]) == 12.0
+    # {a, b}: work 4, a leaves (to c) 2, b leaves (to d) 0.5 -> 6.5
+    assert block_cost(p, ["a", "b"]) == 6.5
+    # {c}: a enters 2, work 2, c leaves 0.25
+    assert block_cost(p, ["c"]) == 4.25
+    ev = evaluate(p, [["a"], ["b", "c", "d"]])
+    assert ev.objective == 12.0 and ev.block_costs == (3.0, 12.0) and ev.feasible
+
+
+def test_overflow_and_hard_limit():
+    g = diamond()
+    p = MtppProblem(g, stages=4, fast_memory=3.0, bandwidth=2.0, reserved_memory=1.0)
+    # {a}: params 4 + reserved 1 - 3 = 2 over -> 1.0 extra
+    assert block_cost(p, ["a"]) == 3.0 + 1.0
+    # {b}: 1 + 1 - 3 < 0 -> none; a enters 2, work 3, b leaves 0.5
+    assert block_cost(p, ["b"]) == 5.5
+    hard = MtppProblem(g, stages=4, fast_memory=3.0, reserved_memory=1.0)
+    assert block_cost(hard, ["a"]) == math.inf
+    assert block_cost(hard, ["b"]) == 5.5
+    assert not evaluate(hard, [["a"], ["b"], ["c"], ["d"]]).feasible
+
+
+def test_cyclic_quotient_and_bad_partitions_are_rejected():
+    p = MtppProblem(diamond(), stages=3)
+    with pytest.raises(InvalidGraphError, match="cycle"):
+        evaluate(p, [["a", "d"], ["b", "c"]])
+    with pytest.raises(InvalidGraphError, match="'d'"):
+        evaluate(p, [["a"], ["b", "c"]])
+    with pytest.raises(InvalidGraphError, match="'b'"):
+        evaluate(p, [["a", "b"], ["b", "c", "d"]])
+    with pytest.raises(InvalidGraphError, match="unknown node 'z'"):
+        evaluate(p, [["a", "b", "c", "d", "z"]])
+    with pytest.raises(InvalidGraphError, match="blocks for 3 stages"):
+        evaluate(p, [["a"], ["b"], ["c"], ["d"]])
+    with pytest.raises(InvalidGraphError, match="empty"):
+        evaluate(p, [["a", "b", "c", "d"], []])
+
+
+def test_problem_validation_names_the_field():
+    g = diamond()
+    with pytest.raises(InvalidGraphError, match="stages"):
+        MtppProblem(g, stages=0)
+    with pytest.raises(InvalidGraphError, match="stages"):
+        MtppProblem(g)  # no default
+    with pytest.raises(InvalidGraphError, match="fast_memory"):
+        MtppProblem(g, 2, fast_memory=-1)
+    with pytest.raises(InvalidGraphError, match="bandwidth"):
+        MtppProblem(g, 2, fast_memory=1.0, bandwidth=0.0)
+    with pytest.raises(InvalidGraphError, match="reserved_memory"):
+        MtppProblem(g, 2, reserved_memory=float("nan"))
+    cpu_only = Graph([Node("x", {"cpu": 1.0}), Node("y", {"accelerator": 1.0})], [("x", "y")])
+    with pytest.raises(InvalidGraphError, match="node 'x'"):
+        MtppProblem(cpu_only, 2)
+
+
+def test_networkx_bytes_and_bandwidth_map_to_tensor_costs():
+    G = nx.DiGraph()
+    G.add_node(0, accelerator=1.0, out_bytes=100.0, memory=10.0)
+    G.add_node(1, accelerator=2.0, out_bytes=50.0, memory=10.0)
+    G.add_edge(0, 1)
+    g = Graph.from_networkx(G, output_bytes="out_bytes", bandwidth=10.0)
+    p = MtppProblem(g, 2, fast_memory=15.0, bandwidth=10.0)
+    # {0}: work 1 + 100 B / 10 B per unit = 10 out
+    assert block_cost(p, [0]) == 11.0
+    # both: work 3, overflow (20 - 15) / 10
+    assert block_cost(p, [0, 1]) == 3.5
+
+
+def test_lower_bound_is_valid_on_a_chain():
+    g = Graph.chain([3.0, 1.0, 2.0, 2.0], comm=0.5, memory=[4.0, 0.0, 4.0, 4.0])
+    p = MtppProblem(g, 2, fast_memory=6.0, bandwidth=2.0)
+    # best of the three cut points by hand
+    cands = []
+    for c in range(1, 4):
+        a, b = list(range(c)), list(range(c, 4))
+        cands.append(max(block_cost(p, a), block_cost(p, b)))
+    cands.append(block_cost(p, [0, 1, 2, 3]))
+    lb = lower_bound(p)
+    assert lb <= min(cands)
+    # single-node term: node 0 has work 3 and no overflow; average term (8 + (12-12)/2)/2 = 4
+    assert lb == 4.0

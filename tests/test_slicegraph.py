@@ -1,0 +1,278 @@
+"""SliceGraph: exactness against brute force, Theorem 4.3, heuristics vs the DP optimum,
+determinism, bad input, and the layer-graph workloads."""
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stagecut.errors import InvalidGraphError, TooManyIdealsError
+from stagecut.generators import REGAL_MODELS, regal_graph
+from stagecut.graph import Graph, Node
+from stagecut.mtpp import MtppProblem, block_cost, evaluate, lower_bound
+from stagecut.slicegraph import SlicePlan, segment_io, slice_graph
+
+WORKLOADS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
+
+
+# ----------------------------------------------------------------------------- helpers
+@st.composite
+def small_problems(draw, max_n=7):
+    n = draw(st.integers(1, max_n))
+    perm = draw(st.permutations(range(n)))
+    edges = [(perm[a], perm[b]) for a in range(n) for b in range(a + 1, n) if draw(st.booleans()) and draw(st.booleans())]
+    ints = st.integers(0, 9)
+    nodes = [
+        Node(v, {"accelerator": float(draw(ints))}, memory=float(draw(st.integers(0, 4))), comm=float(draw(st.integers(0, 5))))
+        for v in range(n)
+    ]
+    g = Graph(nodes, edges)
+    mem = draw(st.sampled_from(["none", "hard", "overflow"]))
+    k = draw(st.integers(1, 4))
+    if mem == "none":
+        return MtppProblem(g, k)
+    if mem == "hard":
+        return MtppProblem(g, k, fast_memory=7.0)
+    return MtppProblem(g, k, fast_memory=5.0, bandwidth=0.5, reserved_memory=1.0)
+
+
+def set_partitions(items, k):
+    """All partitions of ``items`` into at most ``k`` non-empty blocks."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in set_partitions(rest, k):
+        for i in range(len(part)):
+            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+        if len(part) < k:
+            yield [[first]] + part
+
+
+def brute_force(problem):
+    best = math.inf
+    for part in set_partitions(list(problem.graph.ids), problem.stages):
+        try:
+            ev = evaluate(problem, part)
+        except InvalidGraphError:
+            continue  # cyclic quotient
+        best = min(best, ev.objective)
+    return best
+
+
+def cut_brute_force(problem, order):
+    """Every set of cut positions of a fixed order."""
+    n = len(order)
+    best = math.inf
+    for m in range(0, min(problem.stages, n)):
+        for cuts in itertools.combinations(range(1, n), m):
+            bounds = (0,) + cuts + (n,)
+            worst = max(block_cost(problem, order[a:b]) for a, b in zip(bounds, bounds[1:]))
+            best = min(best, worst)
+    return best
+
+
+# ----------------------------------------------------------------------------- exactness
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_dp_equals_brute_force_over_acyclic_partitions(problem):
+    want = brute_force(problem)
+    plan = slice_graph(problem, method="dp", fold_leaves=False)
+    assert plan.objective == want
+    folded = slice_graph(problem, method="dp", fold_leaves=True)
+    assert folded.objective == want
+    if math.isfinite(want):
+        assert plan.status == "optimal"
+        assert evaluate(problem, plan.blocks).objective == want
+        assert lower_bound(problem) <= want
+    else:
+        assert plan.status == "infeasible" and plan.blocks == ()
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_problems(max_n=8), st.randoms(use_true_random=False))
+def test_slicegraph_equals_cut_brute_force_on_a_fixed_order(problem, rnd):
+    g = problem.graph
+    prio = {v: rnd.random() for v in g.ids}
+    order = slice_graph(problem, method="order", priorities=prio).order
+    want = cut_brute_force(problem, list(order))
+    for seg in ("scan", "fenwick"):
+        plan = slice_graph(problem, method="order", order=order, segment_costs=seg)
+        assert plan.objective == want
+        if math.isfinite(want):
+            # the blocks are contiguous segments of the given order
+            assert tuple(v for b in plan.blocks for v in b) == tuple(order)
+
+
+@settings(max_examples=80, deadline=None)
+@given(small_problems(max_n=7))
+def test_theorem_4_3_priorities_from_an_optimal_partition(problem):
+    opt = slice_graph(problem, method="dp", fold_leaves=False)
+    if not math.isfinite(opt.objective):
+        return
+    prio = {v: float(b) for b, block in enumerate(opt.blocks) for v in block}
+    plan = slice_graph(problem, method="order", priorities=prio)
+    assert plan.objective == opt.objective
+
+
+@settings(max_examples=40, deadline=None)
+@given(small_problems(max_n=12), st.integers(0, 2**32))
+def test_heuristics_rescored_and_at_least_the_optimum(problem, seed):
+    opt = slice_graph(problem, method="dp").objective
+    lb = lower_bound(problem)
+    assert lb <= opt
+    for method in ("brkga", "random", "mla", "mla-weighted"):
+        plan = slice_graph(problem, method=method, seed=seed, population=12, generations=6)
+        assert plan.objective >= opt
+        assert plan.lower_bound == lb
+        if math.isfinite(plan.objective):
+            assert evaluate(problem, plan.blocks).objective == plan.objective
+            assert len(plan.blocks) <= problem.stages
+
+
+def test_fenwick_equals_naive_segment_table():
+    for seed in range(6):
+        g = regal_graph(30 + 7 * seed, model=REGAL_MODELS[seed % 4], seed=seed)
+        p = MtppProblem(g, 4)
+        order = slice_graph(p, method="order", priorities=np.random.default_rng(seed).random(len(g))).order
+        a = segment_io(p, order, "fenwick")
+        b = segment_io(p, order, "naive")
+        iu = np.triu_indices(len(g))
+        np.testing.assert_allclose(a[iu], b[iu], rtol=1e-9, atol=1e-9)
+        # spot-check against the evaluator's io part (cost minus work)
+        for l, r in [(0, 0), (3, 17), (5, len(g) - 1)]:
+            seg = order[l : r + 1]
+            work = sum(g.node(v).time("accelerator") for v in seg)
+            assert math.isclose(block_cost(p, seg) - work, a[l, r], rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_brkga_reaches_the_optimum_on_small_graphs():
+    hits = 0
+    for seed in range(8):
+        g = regal_graph(14, model=REGAL_MODELS[seed % 4], seed=seed)
+        p = MtppProblem(g, 3)
+        opt = slice_graph(p, method="dp").objective
+        plan = slice_graph(p, method="brkga", seed=seed, population=50, generations=40)
+        assert opt - 1e-9 <= plan.objective <= 1.02 * opt
+        hits += math.isclose(plan.objective, opt, rel_tol=1e-9)
+    assert hits >= 6
+
+
+# ----------------------------------------------------------------------------- results and determinism
+def test_plan_fields_history_and_json():
+    g = regal_graph(60, seed=3)
+    plan = slice_graph(g, stages=4, method="brkga", seed=5, population=20, generations=10)
+    assert isinstance(plan, SlicePlan)
+    assert plan.decodes == 20 + 10 * 16
+    assert len(plan.history) == 11
+    assert all(b <= a for a, b in zip(plan.history, plan.history[1:]))
+    assert plan.history[-1] == pytest.approx(plan.objective, rel=1e-9)
+    assert sorted(plan.order) == sorted(g.ids)
+    assert set(plan.assignment()) == set(g.ids)
+    d = json.loads(plan.dumps())
+    assert d["method"] == "brkga" and d["seed"] == 5 and len(d["blocks"]) == len(plan.blocks)
+    again = slice_graph(g, stages=4, method="brkga", seed=5, population=20, generations=10)
+    assert again.blocks == plan.blocks and again.history == plan.history
+    budget = slice_graph(g, stages=4, method="brkga", seed=5, population=20, decodes=123)
+    assert budget.decodes == 123
+
+
+def test_same_answer_whatever_the_thread_count():
+    code = (
+        "from stagecut.generators import regal_graph; from stagecut.slicegraph import slice_graph;"
+        "g = regal_graph(80, seed=2);"
+        "print([slice_graph(g, stages=5, method=m, seed=3, population=24, generations=8).dumps().split('\"order\"')[0]"
+        " for m in ('brkga', 'random')])"
+    )
+    outs = []
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, RAYON_NUM_THREADS=threads)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] == outs[2]
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_input_raises_invalid_graph_error():
+    g = Graph.chain([1.0, 2.0, 3.0], comm=1.0)
+    with pytest.raises(InvalidGraphError, match="method"):
+        slice_graph(g, 2, method="nope")
+    with pytest.raises(InvalidGraphError, match="stages"):
+        slice_graph(g, 0)
+    with pytest.raises(InvalidGraphError, match="population"):
+        slice_graph(g, 2, population=1)
+    with pytest.raises(InvalidGraphError, match="rho"):
+        slice_graph(g, 2, rho=1.5)
+    with pytest.raises(InvalidGraphError, match="elite"):
+        slice_graph(g, 2, elite=0.0)
+    with pytest.raises(InvalidGraphError, match="seed"):
+        slice_graph(g, 2, seed=-1)
+    with pytest.raises(InvalidGraphError, match="unknown node 7"):
+        slice_graph(g, 2, method="order", order=[0, 1, 7])
+    with pytest.raises(InvalidGraphError, match="predecessor"):
+        slice_graph(g, 2, method="order", order=[1, 0, 2])
+    with pytest.raises(InvalidGraphError, match="repeated"):
+        slice_graph(g, 2, method="order", order=[0, 0, 2])
+    with pytest.raises(InvalidGraphError, match="priorities"):
+        slice_graph(g, 2, method="order", priorities={0: 1.0})
+    with pytest.raises(InvalidGraphError, match="priorities"):
+        slice_graph(g, 2, method="order", priorities=[0.0, float("nan"), 1.0])
+    with pytest.raises(InvalidGraphError, match="only used with method='order'"):
+        slice_graph(g, 2, method="brkga", order=[0, 1, 2])
+    with pytest.raises(InvalidGraphError, match="segment_costs"):
+        slice_graph(g, 2, method="order", segment_costs="magic")
+
+
+def test_too_many_ideals_propagates():
+    g = Graph([Node(i, {"accelerator": 1.0}, comm=1.0) for i in range(40)], [])
+    with pytest.raises(TooManyIdealsError):
+        slice_graph(g, 3, method="dp", max_ideals=1000, fold_leaves=False)
+
+
+def test_infeasible_hard_memory():
+    g = Graph.chain([1.0, 1.0, 1.0], memory=[5.0, 5.0, 5.0])
+    plan = slice_graph(g, 2, method="brkga", fast_memory=6.0, population=4, generations=2)
+    assert plan.status == "infeasible" and math.isinf(plan.objective)
+    ok = slice_graph(g, 3, method="brkga", fast_memory=6.0, population=4, generations=2)
+    assert ok.objective == 1.0 and ok.status == "optimal"
+
+
+# ----------------------------------------------------------------------------- workloads
+def _layer_graphs():
+    if not WORKLOADS.is_dir():
+        return []
+    return sorted(WORKLOADS.glob("*.json"))
+
+
+@pytest.mark.skipif(not WORKLOADS.is_dir(), reason="../shared/workloads not present")
+@pytest.mark.parametrize("name", ["bert24_inference", "bert24_training", "resnet50_inference"])
+def test_brkga_within_one_percent_of_dp_on_small_layer_graphs(name):
+    from stagecut.formats import read_workload
+
+    g = read_workload(WORKLOADS / f"{name}.json")
+    for kw in ({"fast_memory": g.defaults["memory"]}, {"fast_memory": 1.5e8, "bandwidth": 16e6}):
+        opt = slice_graph(g, 6, method="dp", **kw)
+        plan = slice_graph(g, 6, method="brkga", seed=0, decodes=10_000, **kw)
+        assert opt.objective <= plan.objective <= 1.01 * opt.objective
+        assert plan.lower_bound <= opt.objective
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not WORKLOADS.is_dir(), reason="../shared/workloads not present")
+@pytest.mark.parametrize("name", ["inceptionv3_inference", "resnet50_training"])
+def test_brkga_within_one_percent_of_dp_on_large_layer_graphs(name):
+    from stagecut.formats import read_workload
+
+    g = read_workload(WORKLOADS / f"{name}.json")
+    opt = slice_graph(g, 6, method="dp", fast_memory=g.defaults["memory"], max_ideals=2_000_000)
+    plan = slice_graph(g, 6, method="brkga", seed=0, decodes=10_000, fast_memory=g.defaults["memory"])
+    assert opt.objective <= plan.objective <= 1.01 * opt.objective
