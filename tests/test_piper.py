@@ -1,0 +1,420 @@
+"""Piper training planner: brute-force cross-checks, evaluator agreement, bad inputs, and the
+published GNMT / ResNet / BERT reproductions (``../shared/workloads/piper``)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stagecut.piper as sp
+from stagecut.errors import CycleError, InvalidGraphError
+
+GIB = float(1 << 30)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "..", "shared", "workloads", "piper")
+
+
+def data_file(name: str) -> str:
+    path = os.path.join(DATA, name)
+    if not os.path.exists(path):
+        pytest.skip(f"workload {name} not available")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# random problems and a brute force over all plans
+# ---------------------------------------------------------------------------------------------
+
+
+@st.composite
+def problems(draw, max_nodes=5, max_opts=2, fast_path=False, max_t=2):
+    n = draw(st.integers(1, max_nodes))
+    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
+    perm = draw(st.permutations(range(n)))  # node ids not in topological order
+    preds = {v: [u for u, w in edges if w == v] for v in range(n)}
+    succs = {v: [w for u, w in edges if u == v] for v in range(n)}
+    num = st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0])
+    nodes = []
+    for v in range(n):
+        tmpcs = {}
+        for t in range(1, max_t + 1):
+            if t > 1 and not draw(st.booleans()):
+                continue
+            k = draw(st.integers(1, max_opts))
+            base_fw = {perm[u]: draw(num) for u in preds[v]}
+            base_bw = {perm[w]: draw(num) for w in succs[v]}
+            params = draw(num)
+            lst = []
+            for i in range(k):
+                fw = base_fw if fast_path else {u: draw(num) for u in base_fw}
+                bw = base_bw if fast_path else {w: draw(num) for w in base_bw}
+                lst.append(sp.TMPC(
+                    id=f"c{i}", time=draw(num) + 1.0, params=params if fast_path else draw(num),
+                    mem_a=draw(num), mem_b=draw(num), sync_fw=fw, sync_bw=bw))
+            tmpcs[t] = tuple(lst)
+        nodes.append(sp.PiperNode(perm[v], tmpcs))
+    pedges = [sp.PiperEdge(perm[u], perm[w], draw(num)) for u, w in edges]
+    return sp.PiperProblem(
+        nodes=tuple(nodes), edges=tuple(pedges), devices=draw(st.integers(1, 4)),
+        memory=draw(st.sampled_from([6.0, 10.0, 16.0, 30.0, 100.0])), bandwidth=draw(st.sampled_from([1.0, 4.0])),
+        batch=draw(st.sampled_from([1, 2, 3, 4, 6])))
+
+
+def brute_force(prob: sp.PiperProblem) -> dict:
+    """``{(devices used, sum of d): best TPS}`` over every plan (all stage sequences, all d, t,
+    all TMPC choices), each stage scored by the evaluator's stage cost."""
+    ids = [nd.id for nd in prob.nodes]
+    preds = {v: {e.source for e in prob.edges if e.target == v} for v in ids}
+    node = {nd.id: nd for nd in prob.nodes}
+    divs = [d for d in range(1, prob.batch + 1) if prob.batch % d == 0]
+    memo: dict = {}
+
+    def stage_best(S, t, d, y):
+        key = (S, t, d, y)
+        if key not in memo:
+            best = math.inf
+            lists = [[c.id for c in node[v].tmpcs[t]] for v in S]
+            for pick in itertools.product(*lists):
+                tps, mem = sp.stage_cost(prob, S, d, t, dict(zip(S, pick)), y)
+                if mem <= prob.memory and tps < best:
+                    best = tps
+            memo[key] = best
+        return memo[key]
+
+    out: dict = {}
+
+    def rec(placed, stages):
+        if len(placed) == len(ids):
+            # assign (t, d) to every stage
+            opts = []
+            for S in stages:
+                ts = [t for t in node[S[0]].tmpcs if all(t in node[v].tmpcs for v in S)]
+                opts.append([(t, d) for t in ts for d in divs])
+            for combo in itertools.product(*opts):
+                dev = sum(t * d for t, d in combo)
+                tot = sum(d for _, d in combo)
+                if dev > prob.devices or tot > prob.batch:
+                    continue
+                worst, suffix = 0.0, tot
+                for S, (t, d) in zip(stages, combo):
+                    y = -(-suffix // d)
+                    suffix -= d
+                    worst = max(worst, stage_best(S, t, d, y))
+                key = (dev, tot)
+                out[key] = min(out.get(key, math.inf), worst)
+            return
+        rest = [v for v in ids if v not in placed]
+        for r in range(1, len(rest) + 1):
+            for S in itertools.combinations(rest, r):
+                if all(preds[v] <= placed | set(S) for v in S):
+                    rec(placed | set(S), stages + [S])
+
+    rec(set(), [])
+    return out
+
+
+def bf_table(bf: dict, K: int, cols: int, exact: bool) -> np.ndarray:
+    tab = np.full((K + 1, cols), math.inf)
+    for k in range(K + 1):
+        for s in range(cols):
+            vals = [v for (dev, tot), v in bf.items() if dev <= k and (tot == s if exact else tot <= s)]
+            tab[k, s] = min(vals, default=math.inf)
+    return tab
+
+
+def close(a: float, b: float) -> bool:
+    if math.isinf(a) or math.isinf(b):
+        return a == b
+    return abs(a - b) <= 1e-9 * max(1.0, abs(b))
+
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(problems(max_opts=3))
+def test_dp_with_exact_knapsack_equals_brute_force(prob):
+    bf = brute_force(prob)
+    plan = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    cols = min(prob.batch, prob.devices) + 1
+    want = bf_table(bf, prob.devices, cols, exact=False)
+    assert plan.table.shape == want.shape
+    for k in range(prob.devices + 1):
+        for s in range(cols):
+            assert close(plan.table[k, s], want[k, s]), (k, s, plan.table[k, s], want[k, s])
+    best = min(bf.values(), default=math.inf)
+    assert close(plan.objective, best)
+    if plan.feasible:
+        assert plan.status == "optimal"
+        ev = sp.evaluate_training(prob, plan.stages)
+        assert close(ev.tps, plan.objective) and close(plan.dp_objective, plan.objective)
+        assert plan.devices_used <= prob.devices and plan.batch_used <= prob.batch
+    else:
+        assert plan.status == "infeasible" and plan.stages == ()
+
+
+@SETTINGS
+@given(problems(max_opts=2))
+def test_exact_batch_equals_brute_force(prob):
+    bf = brute_force(prob)
+    plan = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99, exact_batch=True)
+    cols = min(prob.batch, prob.devices) + 1
+    want = bf_table(bf, prob.devices, cols, exact=True)
+    for k in range(prob.devices + 1):
+        for s in range(cols):
+            assert close(plan.table[k, s], want[k, s]), (k, s)
+    best = min((v for (dev, tot), v in bf.items() if tot == prob.batch), default=math.inf)
+    assert close(plan.objective, best)
+    if plan.feasible:
+        assert plan.batch_used == prob.batch
+        assert close(sp.evaluate_training(prob, plan.stages, exact_batch=True).tps, plan.objective)
+
+
+@SETTINGS
+@given(problems(max_opts=2, fast_path=True, max_nodes=6))
+def test_incremental_fast_path_equals_generic_greedy(prob):
+    fast = sp.plan_training(prob)
+    slow = sp.plan_training(prob, knapsack="generic")
+    assert close(fast.objective, slow.objective)
+    assert np.allclose(fast.table, slow.table, rtol=1e-9, atol=0)
+    exact = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    assert exact.objective <= fast.objective * (1 + 1e-9) or math.isinf(fast.objective) and math.isinf(exact.objective)
+    if fast.feasible:  # the heuristic's plan is a real plan with the value the DP claims
+        assert close(sp.evaluate_training(prob, fast.stages).tps, fast.dp_objective)
+
+
+@SETTINGS
+@given(problems(max_opts=2, max_nodes=4))
+def test_ablations_and_equi(prob):
+    full = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    for kw, check in (
+        ({"data_parallel": False}, lambda s: s.d == 1),
+        ({"tensor_parallel": False}, lambda s: s.t == 1),
+        ({"recompute": False}, lambda s: True),
+    ):
+        p = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99, **kw)
+        assert p.objective >= full.objective * (1 - 1e-12)
+        assert all(check(s) for s in p.stages)
+    eq = sp.plan_equi(prob)
+    assert eq.objective >= full.objective * (1 - 1e-12) or math.isinf(eq.objective)
+    if eq.feasible:
+        assert close(sp.evaluate_training(prob, eq.stages).tps, eq.objective)
+        assert len({(s.d, s.t) for s in eq.stages}) == 1
+
+
+def test_chain_by_hand():
+    # all-reduce of d = 2 costs 4 * (1/2) * params / N / B = 1 per node, so splitting wins
+    prob = sp.chain_problem([3.0, 1.0, 2.0], devices=2, memory=1e9, bandwidth=1.0, batch=2, params=1.0)
+    plan = sp.plan_training(prob)
+    assert plan.objective == 3.0
+    assert [s.nodes for s in plan.stages] == [(0,), (1, 2)] and [s.d for s in plan.stages] == [1, 1]
+    assert plan.tps(1) == 6.0 and plan.tps(2) == 3.0 and plan.tps(0) == math.inf
+    assert plan.tps(2, 1) == 6.0  # sum of d <= 1: one stage
+    one = sp.plan_training(prob, data_parallel=True, max_batch=2, devices=2, bandwidth=1e9)
+    assert close(one.objective, 3.0)  # with cheap all-reduce, d = 2 on one stage ties
+    doc = json.loads(json.dumps(plan.to_json()))
+    assert doc["objective"] == 3.0 and len(doc["stages"]) == 2
+
+
+def test_memory_recompute_tradeoff_by_hand():
+    # one node, vanilla (fast, big) vs recompute (slow, small); y = ceil(s / d)
+    fw: dict = {}
+    node = sp.PiperNode(0, {1: (sp.TMPC("vanilla", 1.0, 0.0, 4.0, 0.0, fw, fw),
+                                sp.TMPC("activation recomp", 1.5, 0.0, 1.0, 0.0, fw, fw))})
+    prob = sp.PiperProblem((node,), (), devices=1, memory=4.0, bandwidth=1.0, batch=1)
+    p = sp.plan_training(prob)
+    assert p.objective == 1.0 and p.stages[0].tmpcs == {0: "vanilla"}
+    p = sp.plan_training(prob, memory=3.0)
+    assert p.objective == 1.5 and p.stages[0].tmpcs == {0: "activation recomp"}
+    assert sp.plan_training(prob, memory=3.0, recompute=False).objective == math.inf
+    assert sp.plan_training(prob, memory=0.5).status == "infeasible"
+
+
+# ---------------------------------------------------------------------------------------------
+# bad inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _tiny(**over):
+    data = {
+        "maxDevices": 2, "maxMemoryPerDevice": 100.0, "bandwidth": 1.0, "mbsInBatch": 2,
+        "nodes": [
+            {"id": 10, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": 1.0, "parameterSize": 1.0, "memoryUsageA": 1.0,
+                                        "memoryUsageB": 1.0, "syncTimeFw": {}, "syncTimeBw": {"11": 0.0}}]}},
+            {"id": 11, "TMPCs": {"1": [{"id": "vanilla", "timePerSample": 2.0, "parameterSize": 1.0, "memoryUsageA": 1.0,
+                                        "memoryUsageB": 1.0, "syncTimeFw": {"10": 0.0}, "syncTimeBw": {}}]}},
+        ],
+        "edges": [{"sourceId": 10, "destId": 11, "communicationCost": 4.0}],
+    }
+    data.update(over)
+    return data
+
+
+def test_reader_roundtrip():
+    prob = sp.read_piper(_tiny())
+    assert [nd.id for nd in prob.nodes] == [10, 11] and prob.devices == 2 and prob.batch == 2
+    p = sp.plan_training(prob)
+    assert p.feasible
+
+
+@pytest.mark.parametrize("mutate, exc, words", [
+    (lambda d: d["nodes"][1].update(TMPCs={"2": d["nodes"][1]["TMPCs"]["1"]}), InvalidGraphError, ["11", "t=1"]),
+    (lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(memoryUsageA=-1.0), InvalidGraphError, ["10", "memoryUsageA"]),
+    (lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(parameterSize=float("nan")), InvalidGraphError, ["parameterSize"]),
+    (lambda d: d["edges"][0].update(communicationCost=-3.0), InvalidGraphError, ["communicationCost"]),
+    (lambda d: d["edges"].append({"sourceId": 11, "destId": 10, "communicationCost": 1.0}), CycleError, ["cycle"]),
+    (lambda d: d["edges"].append({"sourceId": 10, "destId": 12, "communicationCost": 1.0}), InvalidGraphError, ["12"]),
+    (lambda d: d["edges"].append(dict(d["edges"][0])), InvalidGraphError, ["duplicate edge"]),
+    (lambda d: d["nodes"][1]["TMPCs"]["1"][0].update(syncTimeFw={}), InvalidGraphError, ["11", "syncTimeFw"]),
+    (lambda d: d["nodes"][0]["TMPCs"]["1"][0].pop("timePerSample"), InvalidGraphError, ["timePerSample"]),
+    (lambda d: d.update(maxDevices=0), InvalidGraphError, ["devices"]),
+    (lambda d: d.update(mbsInBatch=0), InvalidGraphError, ["batch"]),
+    (lambda d: d.update(bandwidth=0.0), InvalidGraphError, ["bandwidth"]),
+    (lambda d: d["nodes"][1].update(id=10), InvalidGraphError, ["duplicate node"]),
+])
+def test_bad_inputs(mutate, exc, words):
+    data = _tiny()
+    mutate(data)
+    with pytest.raises(exc) as info:
+        prob = sp.read_piper(data)
+        sp.plan_training(prob)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_cycle_error_lists_the_cycle():
+    data = _tiny()
+    data["edges"].append({"sourceId": 11, "destId": 10, "communicationCost": 1.0})
+    data["nodes"][0]["TMPCs"]["1"][0]["syncTimeFw"] = {"11": 0.0}
+    data["nodes"][1]["TMPCs"]["1"][0]["syncTimeBw"] = {"10": 0.0}
+    with pytest.raises(CycleError) as info:
+        sp.read_piper(data)
+    assert sorted(info.value.cycle) == [10, 11]
+
+
+def test_bad_plans_and_options():
+    prob = sp.read_piper(_tiny())
+    with pytest.raises(InvalidGraphError, match="no stage"):
+        sp.evaluate_training(prob, [((10,), 1, 1, {10: "vanilla"})])
+    with pytest.raises(InvalidGraphError, match="back to stage"):
+        sp.evaluate_training(prob, [((11,), 1, 1, {11: "vanilla"}), ((10,), 1, 1, {10: "vanilla"})])
+    with pytest.raises(InvalidGraphError, match="does not divide"):
+        sp.evaluate_training(prob.replace(batch=3), [((10, 11), 2, 1, {10: "vanilla", 11: "vanilla"})])
+    with pytest.raises(InvalidGraphError, match="devices"):
+        sp.evaluate_training(prob, [((10,), 2, 1, {10: "vanilla"}), ((11,), 2, 1, {11: "vanilla"})])
+    with pytest.raises(InvalidGraphError, match="no TMPC"):
+        sp.evaluate_training(prob, [((10, 11), 1, 1, {10: "vanilla", 11: "nope"})])
+    with pytest.raises(InvalidGraphError, match="knapsack"):
+        sp.plan_training(prob, knapsack="magic")
+    with pytest.raises(InvalidGraphError, match="devices"):
+        sp.plan_training(prob, devices=-1)
+
+
+def test_cli(tmp_path):
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(_tiny()))
+    run = [sys.executable, "-c", "import sys; from stagecut._piper_cli import main; sys.exit(main(sys.argv[1:]))"]
+    out = subprocess.run(run + [str(path), "--json", "--devices", "1"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["objective"] == pytest.approx(3.0) and doc["devices"] == 1
+    out = subprocess.run(run + [str(path), "--memory-gib", "1", "--bandwidth", "2", "--no-dp", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and json.loads(out.stdout)["bandwidth"] == 2.0
+    bad = tmp_path / "bad.json"
+    data = _tiny()
+    data["edges"][0]["communicationCost"] = -1
+    bad.write_text(json.dumps(data))
+    out = subprocess.run(run + [str(bad)], capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "communicationCost" in out.stderr
+    out = subprocess.run(run + [str(tmp_path / "missing.json")], capture_output=True, text=True)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# published results (values of the authors' code, code_<file> in published-piper.json)
+# ---------------------------------------------------------------------------------------------
+
+
+def _published():
+    path = os.path.join(DATA, "published-piper.json")
+    if not os.path.exists(path):
+        return []
+    pub = json.load(open(path))
+    rows = []
+    for f in ("gnmt.json", "resnet.json"):
+        for K, M, piper_tps, equi_tps in pub[f"code_{f}"]:
+            slow = f == "gnmt.json" and K >= 4
+            marks = [pytest.mark.slow] if slow else []
+            rows.append(pytest.param(f, K, M, piper_tps, equi_tps, marks=marks, id=f"{f[:-5]}-K{K}-M{M}"))
+    return rows
+
+
+_PROBLEMS: dict = {}
+
+
+def _problem(name):
+    if name not in _PROBLEMS:
+        _PROBLEMS[name] = sp.read_piper(data_file(name))
+    return _PROBLEMS[name]
+
+
+@pytest.mark.parametrize("name, K, M, piper_tps, equi_tps", _published())
+def test_published(name, K, M, piper_tps, equi_tps):
+    prob = _problem(name)
+    kw = dict(devices=K, memory=M * GIB, bandwidth=25 * GIB)
+    plan = sp.plan_training(prob, **kw)
+    assert plan.objective == pytest.approx(piper_tps, rel=1e-3)
+    assert plan.tps(K) == pytest.approx(piper_tps, rel=1e-3)
+    equi = sp.plan_equi(prob, tensor_parallel=False, **kw)
+    if equi_tps is None:
+        assert not equi.feasible and equi.status == "infeasible"
+    else:
+        assert equi.objective == pytest.approx(equi_tps, rel=1e-3)
+
+
+def test_published_out_of_memory_is_infeasible():
+    prob = _problem("resnet.json")
+    plan = sp.plan_training(prob, devices=8, memory=0.25 * GIB, bandwidth=25 * GIB)
+    assert plan.status == "infeasible" and math.isinf(plan.objective) and plan.stages == ()
+    assert np.isinf(plan.table).all()
+
+
+def test_bert32():
+    prob = _problem("bert32a100.json")
+    plan = sp.plan_training(prob, devices=2048, max_batch=512, memory=8 * GIB, bandwidth=25 * GIB)
+    assert plan.objective == pytest.approx(0.00122128, rel=1e-4)
+    assert plan.devices_used <= 2048 and plan.batch_used <= 512
+    # the table holds every smaller device count: K = 1024 from the same run
+    assert plan.tps(1024, 512) == pytest.approx(
+        sp.plan_training(prob, devices=1024, max_batch=512, memory=8 * GIB, bandwidth=25 * GIB).objective, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_bert64():
+    prob = sp.insert_layer_copies(_problem("bert32a100.json"), 32)
+    assert sum(nd.name == "ParallelTransformerLayer" for nd in prob.nodes) == 64
+    plan = sp.plan_training(prob, devices=2048, max_batch=2048, memory=8 * GIB, bandwidth=25 * GIB)
+    assert plan.objective == pytest.approx(0.00141355, rel=1e-4)
+
+
+def test_bert_baselines_small():
+    prob = _problem("bert32a100.json")
+    res = sp.plan_baselines(prob, layer_name="ParallelTransformerLayer", devices=64, max_batch=64,
+                            memory=8 * GIB, bandwidth=25 * GIB)
+    piper = res["piper"].objective
+    for name, plan in res.items():
+        assert plan.objective >= piper * (1 - 1e-9), name
+        if plan.feasible:
+            assert close(sp.evaluate_training(prob.replace(devices=64, batch=64, memory=8 * GIB, bandwidth=25 * GIB),
+                                              plan.stages).tps, plan.objective)
+    assert res["equi"].objective <= res["equi-no-tp"].objective
