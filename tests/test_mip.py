@@ -213,3 +213,23 @@ def test_bottleneck_guess_in_workers():
     assert a.status == b.status == "optimal"
     assert a.bound == pytest.approx(b.bound, rel=1e-6)
     assert a.bound <= slice_graph(g, stages=3, method="dp").objective + 1e-6
+
+
+def test_cli_certify(tmp_path, capsys):
+    import json as _json
+
+    from stagecut.cli import main
+    from stagecut.formats import workload_to_dict
+
+    g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+    wf = tmp_path / "w.json"
+    wf.write_text(_json.dumps(workload_to_dict(g)))
+    sf = tmp_path / "s.json"
+    sf.write_text(_json.dumps({"blocks": [[0], [1, 2, 3]]}))
+    assert main(["certify", str(wf), str(sf), "--stages", "2", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["objective"] == 6.5 and out["lower_bound"] == pytest.approx(5.5)
+    assert [r["level"] for r in out["levels"]] == list(LEVELS)
+    assert main(["certify", str(wf), str(sf), "--levels", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["certify", str(tmp_path / "missing.json"), str(sf)]) == 2

@@ -132,6 +132,7 @@ def certify(
     gap: "float | None" = None,
     seed: int = 0,
     verbose: bool = False,
+    stop_when_proven: bool = True,
     on_level: "Callable[[BoundResult, float], None] | None" = None,
 ) -> Certificate:
     """Certify an MTPP plan: its cost, the ladder of lower bounds and the ratio.
@@ -148,7 +149,9 @@ def certify(
         Run in this order.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each level gets what is left; a level with no
-        time left is ``"skipped"``. Once a bound reaches the plan's cost the rest is skipped.
+        time left is ``"skipped"``.
+    stop_when_proven : bool
+        Skip the remaining levels once a bound reaches the plan's cost (default).
     on_level : callable, optional
         Called as ``on_level(result, best_bound_so_far)`` after each level (the CLI prints the
         ladder as it climbs).
@@ -175,7 +178,7 @@ def certify(
     best_blocks = None
     for lv in levels:
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
-        if best >= objective * (1 - 1e-9) and math.isfinite(best):
+        if stop_when_proven and math.isfinite(best) and best >= objective * (1 - 1e-9):
             r = BoundResult(lv, -math.inf, "skipped", 0.0, details={"reason": "plan already proven optimal"})
         elif left is not None and left <= 0.05:
             r = BoundResult(lv, -math.inf, "skipped", 0.0, details={"reason": "no time left"})
