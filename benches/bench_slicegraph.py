@@ -1,0 +1,123 @@
+"""SliceGraph benchmarks (pytest-benchmark) and the tables of docs/slicegraph.md.
+
+    pytest benches/bench_slicegraph.py --benchmark-only
+    python benches/bench_slicegraph.py ratios     # BRKGA vs exact DP on the 8 layer graphs
+    python benches/bench_slicegraph.py scaling    # decodes per second vs n
+
+Reads ``../shared/workloads`` relative to the project root; skips what is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stagecut.errors import TooManyIdealsError
+from stagecut.generators import regal_graph
+from stagecut.slicegraph import slice_graph
+
+LAYERS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
+
+
+@pytest.fixture(scope="module")
+def regal200():
+    return regal_graph(200, model="erdos_renyi", seed=0)
+
+
+def test_brkga_10k_decodes_regal200_k16(benchmark, regal200):
+    plan = benchmark.pedantic(
+        lambda: slice_graph(regal200, 16, "brkga", seed=0, decodes=10_000), rounds=3, iterations=1
+    )
+    benchmark.extra_info.update(objective=plan.objective, decodes=plan.decodes)
+    assert plan.decodes == 10_000
+
+
+@pytest.mark.parametrize("segment_costs", ["scan", "fenwick"])
+def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
+    g = regal_graph(5000, model="erdos_renyi", seed=1)
+    plan = benchmark.pedantic(
+        lambda: slice_graph(g, 64, "order", segment_costs=segment_costs), rounds=3, iterations=1
+    )
+    benchmark.extra_info.update(objective=plan.objective)
+
+
+@pytest.mark.parametrize("n", [50, 100, 200, 400, 800])
+def test_decode_rate_vs_n(benchmark, n):
+    g = regal_graph(n, model="erdos_renyi", seed=n)
+    plan = benchmark.pedantic(lambda: slice_graph(g, 16, "brkga", seed=0, decodes=2000), rounds=2, iterations=1)
+    benchmark.extra_info.update(decodes=plan.decodes)
+
+
+@pytest.mark.skipif(not LAYERS.is_dir(), reason="../shared/workloads not present")
+@pytest.mark.parametrize("name", ["resnet50_inference", "inceptionv3_inference"])
+def test_brkga_layer_graphs(benchmark, name):
+    from stagecut.formats import read_workload
+
+    g = read_workload(LAYERS / f"{name}.json")
+    plan = benchmark.pedantic(
+        lambda: slice_graph(g, 6, "brkga", seed=0, decodes=10_000, fast_memory=g.defaults["memory"]),
+        rounds=1,
+        iterations=1,
+    )
+    benchmark.extra_info.update(objective=plan.objective)
+
+
+# ---------------------------------------------------------------------------- tables
+def settings_for(g):
+    params = sum(n.memory for n in g.nodes)
+    return {
+        "hard": {"fast_memory": g.defaults["memory"]},
+        "overflow": {"fast_memory": params / 12, "bandwidth": 1e8},
+    }
+
+
+def ratios(max_ideals: int = 2_000_000, decodes: int = 10_000) -> list:
+    from stagecut.formats import read_workload
+
+    rows = []
+    for path in sorted(LAYERS.glob("*.json")):
+        g = read_workload(path)
+        for label, kw in settings_for(g).items():
+            t = time.perf_counter()
+            try:
+                opt = slice_graph(g, 6, "dp", max_ideals=max_ideals, **kw)
+                dp_obj, dp_s, ideals = opt.objective, time.perf_counter() - t, opt.details["ideals"]
+            except TooManyIdealsError:
+                dp_obj, dp_s, ideals = None, None, f">{max_ideals}"
+            row = {"graph": path.stem, "memory": label, "dp": dp_obj, "ideals": ideals, "dp_s": dp_s}
+            for method in ("brkga", "random", "mla-weighted"):
+                t = time.perf_counter()
+                plan = slice_graph(g, 6, method, seed=0, decodes=decodes, **kw)
+                row[method] = plan.objective
+                row[f"{method}_s"] = time.perf_counter() - t
+                row["lb"] = plan.lower_bound
+                row["units"] = plan.details["units"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def scaling(ns=(50, 100, 200, 400, 800, 1600), decodes: int = 5000) -> list:
+    rows = []
+    for n in ns:
+        g = regal_graph(n, model="erdos_renyi", seed=n)
+        t = time.perf_counter()
+        plan = slice_graph(g, 16, "brkga", seed=0, decodes=decodes)
+        dt = time.perf_counter() - t
+        row = {"n": n, "edges": len(g.edges), "decodes_per_s": plan.decodes / dt, "seconds": dt}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "ratios"
+    out = ratios() if what == "ratios" else scaling()
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(json.dumps(out, indent=1, default=str))
+
