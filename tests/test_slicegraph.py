@@ -276,3 +276,41 @@ def test_brkga_within_one_percent_of_dp_on_large_layer_graphs(name):
     opt = slice_graph(g, 6, method="dp", fast_memory=g.defaults["memory"], max_ideals=2_000_000)
     plan = slice_graph(g, 6, method="brkga", seed=0, decodes=10_000, fast_memory=g.defaults["memory"])
     assert opt.objective <= plan.objective <= 1.01 * opt.objective
+
+
+# ----------------------------------------------------------------------------- generator and CLI
+@pytest.mark.parametrize("model", REGAL_MODELS)
+def test_regal_generator_is_seeded_and_follows_the_recipe(model):
+    g = regal_graph(None, model=model, seed=11)
+    assert 50 <= len(g) <= 200
+    assert g == regal_graph(None, model=model, seed=11)
+    assert g != regal_graph(None, model=model, seed=12)
+    assert all(u < v for u, v in g.edges)  # oriented along the random order
+    for v in g.ids:
+        node = g.node(v)
+        base = node.comm + sum(g.node(u).comm for u in g.ids if (u, v) in set(g.edges))
+        assert base - 1e-9 <= node.time("accelerator") <= 2 * base + 1e-9
+    sizes = np.array([n.comm for n in g.nodes])
+    assert 40 < sizes.mean() < 60
+
+
+def test_cli_slice(capsys, tmp_path):
+    import argparse
+
+    from stagecut._slice_cli import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["slice", "regal:14:barabasi_albert:3", "--stages", "3", "--method", "dp", "--json"])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = regal_graph(14, model="barabasi_albert", seed=3)
+    assert out["status"] == "optimal"
+    assert out["objective"] == pytest.approx(slice_graph(g, 3, "dp").objective)
+    args = parser.parse_args(["slice", str(tmp_path / "missing.json"), "--stages", "3"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.json" in err
+    args = parser.parse_args(["slice", "regal:40", "--stages", "3", "--method", "brkga", "--population", "1"])
+    assert args.func(args) == 2
+    assert "population" in capsys.readouterr().err
