@@ -797,13 +797,16 @@ fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64
             if !w.stage_tps(m, dep, ti, di, 1).is_finite() {
                 continue; // infeasible at y = 1, hence at every y
             }
+            // Once a corner (k0, f) gives the stage's own cost T(y) (v <= T), a later corner at
+            // (k0' >= k0, f' >= f) gives T(y') >= T(y) at a cell above: skip those.
+            let mut sat_f = u32::MAX;
             for &(k0, f, v) in &tj.corners {
                 let k = k0 as usize + td;
                 if k > kmax {
                     break;
                 }
                 let s = f as usize + d;
-                if s > m.smax {
+                if s > m.smax || (f >= sat_f && !m.p.exact_batch) {
                     continue;
                 }
                 let cell = &mut dense[k * cols + s];
@@ -811,6 +814,9 @@ fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64
                     continue;
                 }
                 let tv = w.stage_tps(m, dep, ti, di, s.div_ceil(d));
+                if v <= tv {
+                    sat_f = sat_f.min(f);
+                }
                 let c = v.max(tv);
                 if c < *cell {
                     *cell = c;
