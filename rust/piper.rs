@@ -473,32 +473,6 @@ impl Table {
         }
         best
     }
-
-    /// Corners of a filled dense table, rows processed in parallel.
-    fn from_dense(dense: &[f64], kmax: usize, cols: usize, exact: bool) -> Table {
-        let rows: Vec<Vec<(u32, u32, f64)>> = (0..kmax + 1)
-            .into_par_iter()
-            .with_min_len(64)
-            .map(|k| {
-                let row = &dense[k * cols..(k + 1) * cols];
-                let mut out = Vec::new();
-                for (s, &v) in row.iter().enumerate() {
-                    if !v.is_finite() {
-                        continue;
-                    }
-                    if k > 0 && v >= dense[(k - 1) * cols + s] {
-                        continue;
-                    }
-                    if !exact && s > 0 && v >= row[s - 1] {
-                        continue;
-                    }
-                    out.push((k as u32, s as u32, v));
-                }
-                out
-            })
-            .collect();
-        Table { corners: rows.concat() }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -826,26 +800,42 @@ fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64
     }
 }
 
-/// 2D prefix minimum (at-most mode) or prefix minimum over k (exact mode).
-fn fill(dense: &mut [f64], kmax: usize, cols: usize, exact: bool) {
-    if !exact {
-        dense.par_chunks_mut(cols).with_min_len(64).for_each(|row| {
-            for s in 1..row.len() {
+/// Turn the candidates into the DP table in place, one row at a time: 2D prefix minimum
+/// (at-most mode) or prefix minimum over k (exact mode), and collect the corners.
+fn fill_extract(dense: &mut [f64], kmax: usize, cols: usize, exact: bool) -> Table {
+    let mut corners = Vec::new();
+    for k in 0..=kmax {
+        let (lo, hi) = dense.split_at_mut(k * cols);
+        let row = &mut hi[..cols];
+        if !exact {
+            for s in 1..cols {
                 if row[s - 1] < row[s] {
                     row[s] = row[s - 1];
                 }
             }
-        });
-    }
-    for k in 1..=kmax {
-        let (lo, hi) = dense.split_at_mut(k * cols);
-        let prev = &lo[(k - 1) * cols..];
-        for (x, &p) in hi[..cols].iter_mut().zip(prev) {
-            if p < *x {
-                *x = p;
+        }
+        if k > 0 {
+            let prev = &lo[(k - 1) * cols..];
+            for s in 0..cols {
+                let v = row[s];
+                if v < prev[s] {
+                    if v.is_finite() && (exact || s == 0 || v < row[s - 1]) {
+                        corners.push((k as u32, s as u32, v));
+                    }
+                } else {
+                    row[s] = prev[s];
+                }
+            }
+        } else {
+            for s in 0..cols {
+                let v = row[s];
+                if v.is_finite() && (exact || s == 0 || v < row[s - 1]) {
+                    corners.push((0, s as u32, v));
+                }
             }
         }
     }
+    Table { corners }
 }
 
 /// Budget (bytes) for the dense per-task scratch tables held at once.
@@ -867,6 +857,8 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
     let mut tables: Vec<Table> = vec![Table::empty_set()];
     let mut final_dense: Vec<f64> = Vec::new();
     let mut pairs = 0u64;
+    // dense buffers are reused: fresh allocations of this size cost page faults
+    let pool: std::sync::Mutex<Vec<Vec<f64>>> = std::sync::Mutex::new(Vec::new());
     let levels = ids.levels();
     for level in levels.into_iter().skip(1) {
         let mut start = level.start;
@@ -885,12 +877,20 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
             let tasks: Vec<(usize, usize)> =
                 (start..end).flat_map(|i| (0..ids.immediate_subs(i).len()).map(move |b| (i, b))).collect();
             let tabs = &tables;
+            let pool_ref = &pool;
             let results: Vec<(usize, Vec<f64>, u64)> = tasks
                 .par_iter()
                 .map_init(
                     || Work::new(&m),
                     |w, &(i, b)| {
-                        let mut dense = vec![INF; cells];
+                        let reused = pool_ref.lock().unwrap().pop();
+                        let mut dense = match reused {
+                            Some(mut d) => {
+                                d.fill(INF);
+                                d
+                            }
+                            None => vec![INF; cells],
+                        };
                         w.pairs = 0;
                         w.descend(&m, &ids, i, Some(b), &mut |w, j, dep| {
                             combine(&m, w, dep, &tabs[j], &mut dense);
@@ -911,27 +911,27 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                 if slot.is_empty() {
                     *slot = dense;
                 } else {
-                    slot.iter_mut().zip(dense).for_each(|(a, b)| *a = a.min(b));
+                    slot.iter_mut().zip(dense.iter()).for_each(|(a, &b)| *a = a.min(b));
+                    pool.lock().unwrap().push(dense);
                 }
             }
             let full = ids.full();
-            let built: Vec<(Table, Option<Vec<f64>>)> = per
+            let built: Vec<(Table, Vec<f64>)> = per
                 .into_par_iter()
-                .enumerate()
-                .map(|(off, mut dense)| {
+                .map(|mut dense| {
                     if dense.is_empty() {
                         dense = vec![INF; cells];
                     }
-                    fill(&mut dense, kmax, cols, exact);
-                    let t = Table::from_dense(&dense, kmax, cols, exact);
-                    let keep = if start + off == full { Some(dense) } else { None };
-                    (t, keep)
+                    let t = fill_extract(&mut dense, kmax, cols, exact);
+                    (t, dense)
                 })
                 .collect();
-            for (t, keep) in built {
+            for (off, (t, dense)) in built.into_iter().enumerate() {
                 tables.push(t);
-                if let Some(d) = keep {
-                    final_dense = d;
+                if start + off == full {
+                    final_dense = dense;
+                } else {
+                    pool.lock().unwrap().push(dense);
                 }
             }
             start = end;
