@@ -170,3 +170,14 @@ def test_transformer_example_dp_and_expert_like_split():
     # one device holding everything is a valid split; the DP must beat it
     one = sc.evaluate(g, {n.id: ("accelerator", 0) for n in g.nodes})
     assert p.objective <= one.objective
+
+
+def test_partition_routes_ip_to_the_integer_program():
+    pytest.importorskip("mip")
+    g = sc.random_dag(6, edge_prob=0.4, seed=11)
+    dp = sc.partition(g, accelerators=2, cpus=1, memory=9, method="dp")
+    ip = sc.partition(g, accelerators=2, cpus=1, memory=9, method="ip", time_limit=60)
+    assert ip.method.startswith("ip") and ip.status == "optimal"
+    assert ip.objective == pytest.approx(dp.objective)
+    free = sc.partition(g, accelerators=2, cpus=1, memory=9, method="ip", contiguous=False, time_limit=60)
+    assert free.objective <= dp.objective + 1e-9

@@ -90,7 +90,8 @@ def _cmd_demo(args) -> int:
 def _cmd_partition(args) -> int:
     graph = load_graph(args.file)
     plan = partition(graph, accelerators=args.accelerators, cpus=args.cpus, memory=args.memory,
-                     method=args.method, max_ideals=args.max_ideals)
+                     method=args.method, max_ideals=args.max_ideals, contiguous=not args.non_contiguous,
+                     time_limit=args.time_limit, solver=args.solver)
     if args.output:
         with open(args.output, "w") as f:
             json.dump(plan.to_split(), f, indent=1)
@@ -102,9 +103,10 @@ def _cmd_partition(args) -> int:
               f"{plan.cpus} CPUs with memory {plan.memory:g} ({plan.method}, {plan.ideals} ideals)")
         return 0
     print(_table(plan.devices))
-    bound = "" if plan.status == "optimal" else f", lower bound {plan.lower_bound:.4f}"
+    bound = "" if plan.status == "optimal" or plan.lower_bound is None else f", lower bound {plan.lower_bound:.4f}"
+    counts = f"{plan.ideals} ideals, {plan.ideal_pairs} ideal pairs, " if plan.ideals is not None else ""
     print(f"\ntime per sample: {plan.objective:.4f} ({plan.status}, method {plan.method}, "
-          f"{plan.ideals} ideals, {plan.ideal_pairs} ideal pairs, {plan.runtime_s:.2f} s{bound})")
+          f"{counts}{plan.runtime_s:.2f} s{bound})")
     for note in plan.notes:
         print(f"note: {note}")
     return 0
@@ -143,11 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: exact DP if the ideals fit under --max-ideals, else DPL (default)")
     p.add_argument("--max-ideals", type=int, default=DEFAULT_MAX_IDEALS,
                    help=f"cap on ideals for the exact DP (default {DEFAULT_MAX_IDEALS})")
+    p.add_argument("--non-contiguous", action="store_true", help="ip only: allow non-contiguous splits")
+    p.add_argument("--time-limit", type=float, default=None, help="ip only: seconds (best found + bound)")
+    p.add_argument("--solver", default="cbc", help="ip only: cbc (default) or highs")
     p.add_argument("-o", "--output", help="write the split (fpgas/cpus JSON) to this file")
     p.set_defaults(func=_cmd_partition)
     demo = sub.add_parser("demo", help=f"partition {DEMO_FILE} (or a built-in example if absent)")
     demo.set_defaults(func=_cmd_demo, accelerators=None, cpus=None, memory=None, json=False,
-                      method="auto", max_ideals=DEFAULT_MAX_IDEALS, output=None)
+                      method="auto", max_ideals=DEFAULT_MAX_IDEALS, output=None, non_contiguous=False,
+                      time_limit=None, solver="cbc")
     e = sub.add_parser("evaluate", help="score a split in the max-load cost model")
     e.add_argument("file", help="workload JSON file")
     e.add_argument("split", help="split JSON file ({fpgas: [{nodes}], cpus: [{nodes}]})")

@@ -31,7 +31,7 @@ __all__ = ["partition", "simple_lower_bound", "DEFAULT_MAX_IDEALS", "METHODS"]
 
 #: Default cap on the number of ideals the exact DP may enumerate.
 DEFAULT_MAX_IDEALS = 200_000
-METHODS = ("auto", "dp", "dpl")
+METHODS = ("auto", "dp", "dpl", "ip")
 
 
 class _Units:
@@ -246,6 +246,14 @@ def partition(
     method: str = "auto",
     max_ideals: int = DEFAULT_MAX_IDEALS,
     prune: bool = True,
+    contiguous: bool = True,
+    time_limit: float | None = None,
+    gap: float | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+    solver: str = "cbc",
+    warm_start: "Plan | None" = None,
+    verbose: bool = False,
 ) -> Plan:
     """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
 
@@ -258,7 +266,7 @@ def partition(
         ``maxCPUs``), else 1 accelerator and 0 CPUs.
     memory : float, optional
         Memory per accelerator; default ``graph.defaults["memory"]``, else unlimited.
-    method : {"auto", "dp", "dpl"}
+    method : {"auto", "dp", "dpl", "ip"}
         ``"dp"``: the exact DP over all ideals (status ``"optimal"``); raises
         :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals``. ``"dpl"``: the same
         DP after adding a DFS topological path (n + 1 ideals; status ``"feasible"``).
@@ -268,6 +276,11 @@ def partition(
     prune : bool
         Skip blocks whose compute alone cannot improve the current row (exact; turn off to
         count every ideal pair).
+    contiguous, time_limit, gap, threads, seed, solver, warm_start, verbose
+        Only for ``method="ip"``, the integer program of :func:`stagecut.mip_pipeline.partition_ip`
+        (python-mip; CBC by default): ``contiguous=False`` drops the contiguity constraints; a
+        time limit returns the best split found with status ``"time_limit"`` and the proven
+        lower bound.
 
     Returns
     -------
@@ -288,6 +301,12 @@ def partition(
     if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
         raise InvalidGraphError(f"max_ideals must be a positive integer, got {max_ideals!r}")
     accelerators, cpus, memory = _resolve(graph, accelerators, cpus, memory)
+    if method == "ip":
+        from stagecut.mip_pipeline import partition_ip
+
+        return partition_ip(graph, accelerators, cpus, memory, contiguous=contiguous, time_limit=time_limit,
+                            gap=gap, threads=threads, seed=seed, solver=solver, warm_start=warm_start,
+                            verbose=verbose)
     t0 = time.perf_counter()
     units = _Units(graph, memory)
     notes = []
