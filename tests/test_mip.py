@@ -233,3 +233,44 @@ def test_cli_certify(tmp_path, capsys):
     assert main(["certify", str(wf), str(sf), "--levels", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
     assert main(["certify", str(tmp_path / "missing.json"), str(sf)]) == 2
+
+
+# ------------------------------------------------ published non-contiguous optima (slow: CBC, 10 min)
+def _published():
+    import json as _json
+
+    f = WORKLOADS / "published-table1.json"
+    if not f.exists():
+        return {}
+    return _json.loads(f.read_text())["rows"]
+
+
+# the ones CBC reproduced to 1% within the time limit in our runs (see docs/mip.md)
+REPRODUCED = ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.json",
+              "LayerGraphs/gnmt_inference.json"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REPRODUCED)
+def test_published_noncontiguous_optimum(name):
+    rows = _published()
+    path = WORKLOADS / "throughput-inputs" / name
+    if name not in rows or not path.exists():
+        pytest.skip("workloads absent")
+    g = sc.read_workload(path)
+    plan = partition_ip(g, contiguous=False, time_limit=600, threads=1, warm_start=sc.partition(g))
+    _rescored(g, plan, g.defaults["accelerators"], g.defaults["cpus"], g.defaults["memory"])
+    assert plan.objective <= rows[name][4] * 1.01
+    assert plan.lower_bound <= rows[name][4] + 1e-6  # Gurobi's optimum is above every valid bound
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.json"])
+def test_published_contiguous_ip_equals_dp(name):
+    path = WORKLOADS / "throughput-inputs" / name
+    if not path.exists():
+        pytest.skip("workloads absent")
+    g = sc.read_workload(path)
+    plan = partition_ip(g, contiguous=True, time_limit=600)
+    assert plan.status == "optimal"
+    assert plan.objective == pytest.approx(sc.partition(g, method="dp").objective)
