@@ -55,6 +55,7 @@ def _cmd_slice(args) -> int:
             population=args.population,
             generations=args.generations,
             decodes=args.decodes,
+            islands=args.islands,
             fast_memory=fast,
             bandwidth=args.bandwidth,
             reserved_memory=args.reserved,
@@ -88,6 +89,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--population", type=int, default=100)
     p.add_argument("--generations", type=int, default=100)
+    p.add_argument("--islands", type=int, default=1, help="independent BRKGA populations sharing the budget")
     p.add_argument("--decodes", type=int, default=None, help="budget of decodes (default population x generations)")
     p.add_argument("--fast-memory", type=float, default=None, help="fast memory per stage, bytes")
     p.add_argument("--memory-from-file", action="store_true",

@@ -224,6 +224,7 @@ def slice_graph(
     elite: float = 0.2,
     mutant: float = 0.1,
     rho: float = 0.7,
+    islands: int = 1,
     order: "Sequence[Hashable] | None" = None,
     priorities: "Mapping[Hashable, float] | Sequence[float] | None" = None,
     fast_memory: "float | None" = None,
@@ -254,6 +255,9 @@ def slice_graph(
     seed, population, generations, elite, mutant, rho
         BRKGA parameters (Goncalves and Resende): elite and mutant fractions of the
         population, probability ``rho`` of inheriting a key from the elite parent.
+    islands : int
+        BRKGA / MLA: independent populations sharing the decode budget (best one wins);
+        restarts make the search less likely to settle in one basin.
     decodes : int, optional
         Budget of decoded chromosomes (BRKGA and MLA stop there; random samples this many;
         default ``population * generations``).
@@ -290,6 +294,7 @@ def slice_graph(
     if not (0 < elite < 1) or elite + mutant > 1:
         raise InvalidGraphError("elite must lie in (0, 1) and elite + mutant must be at most 1")
     max_ideals = _int(max_ideals, "max_ideals", 1)
+    islands = _int(islands, "islands", 1)
     if segment_costs not in ("auto", "scan", "fenwick"):
         raise InvalidGraphError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
     units = _Units(problem, fold_leaves and order is None and priorities is None)
@@ -350,6 +355,7 @@ def slice_graph(
             rho=rho,
             max_decodes=budget if method != "order" else None,
             samples=budget,
+            islands=islands,
             **kw,
         )
         ublocks = out["blocks"]

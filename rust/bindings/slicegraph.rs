@@ -109,7 +109,7 @@ struct Outcome {
 #[pyfunction]
 #[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, fast_memory, reserved, bandwidth,
                     stages, method, seed=0, population=100, generations=100, elite=0.2, mutant=0.1,
-                    rho=0.7, max_decodes=None, samples=1000, order=None, priorities=None,
+                    rho=0.7, max_decodes=None, samples=1000, islands=1, order=None, priorities=None,
                     segment_costs="scan"))]
 #[allow(clippy::too_many_arguments)]
 fn mtpp_slice<'py>(
@@ -133,6 +133,7 @@ fn mtpp_slice<'py>(
     rho: f64,
     max_decodes: Option<u64>,
     samples: u64,
+    islands: usize,
     order: Option<PyReadonlyArray1<'py, i64>>,
     priorities: Option<PyReadonlyArray1<'py, f64>>,
     segment_costs: &str,
@@ -189,14 +190,17 @@ fn mtpp_slice<'py>(
                     rounds: split.rounds,
                 }
             }
-            "brkga" => from_keys(search::brkga(inst.n, &bp, |c, cap| search::decode_capped(&inst, c, k, cap)), 0),
+            "brkga" => from_keys(
+                search::brkga_islands(inst.n, &bp, islands, |c, cap| search::decode_capped(&inst, c, k, cap)),
+                0,
+            ),
             "random" => from_keys(
                 search::random_t(inst.n, samples, population, seed, |c, cap| search::decode_capped(&inst, c, k, cap)),
                 0,
             ),
             "mla" | "mla-weighted" => {
                 let weighted = method == "mla-weighted";
-                let res = search::brkga(inst.n, &bp, |c, _| search::arrangement_cost(&inst, c, weighted));
+                let res = search::brkga_islands(inst.n, &bp, islands, |c, _| search::arrangement_cost(&inst, c, weighted));
                 from_keys(res, 1)
             }
             other => return Err(bad(&format!("unknown method {other:?}"))),

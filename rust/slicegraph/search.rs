@@ -127,6 +127,56 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitnes
     SearchResult { best_keys: pop[0].clone(), best: fit[0], decodes, history }
 }
 
+/// `islands` independent BRKGA populations sharing the decode budget (each gets an equal
+/// share and its own seed derived from `p.seed`; one island is plain [`brkga`] with `p.seed`).
+/// Returns the best island; `history` is the best value over the islands after each
+/// generation. Independent restarts make the search less prone to settling in one basin.
+pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
+    n: usize,
+    p: &BrkgaParams,
+    islands: usize,
+    fitness: F,
+) -> SearchResult {
+    let islands = islands.max(1);
+    if islands == 1 {
+        return brkga(n, p, fitness);
+    }
+    let mut s = p.seed;
+    let mut best: Option<SearchResult> = None;
+    let mut history: Vec<f64> = Vec::new();
+    let mut decodes = 0;
+    for i in 0..islands {
+        let mut q = p.clone();
+        q.seed = splitmix64(&mut s);
+        if let Some(b) = p.max_decodes {
+            let share = b / islands as u64 + u64::from((i as u64) < b % islands as u64);
+            q.max_decodes = Some(share.max(1));
+        }
+        let r = brkga(n, &q, &fitness);
+        decodes += r.decodes;
+        for (g, &h) in r.history.iter().enumerate() {
+            if g < history.len() {
+                history[g] = history[g].min(h);
+            } else {
+                let prev = history.last().copied().unwrap_or(INF);
+                history.push(prev.min(h));
+            }
+        }
+        // pad: later generations of shorter islands keep their final value
+        let last = *r.history.last().unwrap_or(&INF);
+        for h in history.iter_mut().skip(r.history.len()) {
+            *h = h.min(last);
+        }
+        if best.as_ref().map_or(true, |b| r.best < b.best) {
+            best = Some(r);
+        }
+    }
+    let mut b = best.expect("at least one island");
+    b.decodes = decodes;
+    b.history = history;
+    b
+}
+
 /// The best of `samples` random key vectors, decoded in batches of `batch` (in parallel within
 /// a batch; `fitness(keys, cap)` may return `INF` above `cap`, the best value of the earlier
 /// batches). `history` holds the best value after each batch.
@@ -241,6 +291,18 @@ mod tests {
             assert_eq!(a.history, b.history);
             assert_eq!(a.history, r.history);
         }
+    }
+
+    #[test]
+    fn islands_split_the_budget_and_keep_the_best() {
+        let mut rng = Rng::new(2);
+        let inst = random_instance(&mut rng, 15, 0.3, false);
+        let params = BrkgaParams { population: 10, generations: 1000, max_decodes: Some(103), ..Default::default() };
+        let r = brkga_islands(inst.n, &params, 3, |c, cap| decode_capped(&inst, c, 3, cap));
+        assert_eq!(r.decodes, 103);
+        assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
+        assert_eq!(*r.history.last().unwrap(), r.best);
+        assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
     }
 
     #[test]
