@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Hashable, Mapping
+from typing import Mapping
 
 import numpy as np
 
