@@ -46,24 +46,51 @@ impl SegCosts for TableCosts<'_> {
 }
 
 /// No table: `io(l, r)` kept incrementally while `l` goes down (`O(deg)` per step), so only
-/// the segments the DP actually looks at are ever computed. Memory `O(n + m)`.
+/// the segments the DP actually looks at are ever computed. Memory `O(n + m)`. The tensors
+/// each position produces and consumes are packed by position first (one pass), so the
+/// steps, repeated for every column, read contiguous memory.
 pub struct ScanCosts<'c, 'a> {
     ctx: &'c OrderCtx<'a>,
+    p_off: Vec<u32>,
+    /// (tensor, largest consumer position, cost) per produced tensor, by producer position.
+    p_data: Vec<(u32, u32, f64)>,
+    c_off: Vec<u32>,
+    /// (tensor, cost) per consumed tensor, by consumer position.
+    c_data: Vec<(u32, f64)>,
     stamp: Vec<u32>,
     gen: u32,
-    r: usize,
+    r: u32,
     io: f64,
 }
 
 impl<'c, 'a> ScanCosts<'c, 'a> {
     pub fn new(ctx: &'c OrderCtx<'a>) -> Self {
-        ScanCosts { ctx, stamp: vec![0; ctx.inst.num_tensors()], gen: 0, r: 0, io: 0.0 }
+        let inst = ctx.inst;
+        let n = ctx.n();
+        let mut p_off = Vec::with_capacity(n + 1);
+        let mut c_off = Vec::with_capacity(n + 1);
+        let mut p_data = Vec::with_capacity(inst.num_tensors());
+        let mut c_data = Vec::with_capacity(inst.cons.len());
+        p_off.push(0);
+        c_off.push(0);
+        for &u in &ctx.order {
+            for &t in inst.produced(u) {
+                p_data.push((t, ctx.qmax[t as usize], inst.t_cost[t as usize]));
+            }
+            for &t in inst.consumed(u) {
+                c_data.push((t, inst.t_cost[t as usize]));
+            }
+            p_off.push(p_data.len() as u32);
+            c_off.push(c_data.len() as u32);
+        }
+        ScanCosts { ctx, p_off, p_data, c_off, c_data, stamp: vec![0; inst.num_tensors()], gen: 0, r: 0, io: 0.0 }
     }
 }
 
 impl SegCosts for ScanCosts<'_, '_> {
     fn begin(&mut self, r: usize) {
-        self.r = r;
+        let _ = self.ctx;
+        self.r = r as u32;
         self.io = 0.0;
         self.gen = self.gen.wrapping_add(1);
         if self.gen == 0 {
@@ -74,24 +101,22 @@ impl SegCosts for ScanCosts<'_, '_> {
 
     #[inline]
     fn io(&mut self, l: usize) -> f64 {
-        let inst = self.ctx.inst;
-        let u = self.ctx.order[l];
         let mut io = self.io;
-        for &t in inst.produced(u) {
-            let t = t as usize;
-            let c = inst.t_cost[t];
-            if self.stamp[t] == self.gen {
+        let (pa, pb) = (self.p_off[l] as usize, self.p_off[l + 1] as usize);
+        for &(t, q, c) in &self.p_data[pa..pb] {
+            if self.stamp[t as usize] == self.gen {
                 io -= c; // was entering; its producer is now inside
             }
-            if self.ctx.qmax[t] as usize > self.r {
+            if q > self.r {
                 io += c; // leaves
             }
         }
-        for &t in inst.consumed(u) {
-            let t = t as usize;
-            if self.stamp[t] != self.gen {
-                self.stamp[t] = self.gen;
-                io += inst.t_cost[t];
+        let (ca, cb) = (self.c_off[l] as usize, self.c_off[l + 1] as usize);
+        for &(t, c) in &self.c_data[ca..cb] {
+            let st = &mut self.stamp[t as usize];
+            if *st != self.gen {
+                *st = self.gen;
+                io += c;
             }
         }
         io = io.max(0.0);
