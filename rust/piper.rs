@@ -768,9 +768,6 @@ fn combine(m: &Model<'_>, w: &mut Work, dep: usize, tj: &Table, dense: &mut [f64
             if td > kmax {
                 break;
             }
-            if !w.stage_tps(m, dep, ti, di, 1).is_finite() {
-                continue; // infeasible at y = 1, hence at every y
-            }
             // Once a corner (k0, f) gives the stage's own cost T(y) (v <= T), a later corner at
             // (k0' >= k0, f' >= f) gives T(y') >= T(y) at a cell above: skip those.
             let mut sat_f = u32::MAX;

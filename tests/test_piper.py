@@ -137,7 +137,7 @@ def close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
