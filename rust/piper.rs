@@ -184,6 +184,14 @@ impl<'a> Model<'a> {
         if !(p.bandwidth.is_finite() && p.bandwidth > 0.0) {
             return Err(bad(format!("bandwidth must be positive and finite, got {}", p.bandwidth)));
         }
+        let smax = p.batch.min(p.devices);
+        let cells = p.devices.checked_add(1).and_then(|k| k.checked_mul(smax + 1)).unwrap_or(usize::MAX);
+        if cells > 200_000_000 {
+            return Err(bad(format!(
+                "devices ({}) x min(batch, devices) ({smax}) is too large for the DP table",
+                p.devices
+            )));
+        }
         let mut inc = vec![Vec::new(); n];
         let mut out = vec![Vec::new(); n];
         let mut pos_in_inc = vec![0; p.edges.len()];
@@ -278,7 +286,6 @@ impl<'a> Model<'a> {
                 }
             }
         }
-        let smax = p.batch.min(p.devices);
         let divs: Vec<usize> =
             (1..=smax).filter(|&d| p.batch % d == 0 && (p.allow_dp || d == 1)).collect();
         let mut order = vec![Vec::new(); nt * (smax + 1)];
@@ -847,7 +854,7 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
     let kmax = p.devices;
     let cols = m.smax + 1;
     let exact = p.exact_batch;
-    let cells = (kmax + 1) * cols;
+    let cells = kmax.checked_add(1).and_then(|k| k.checked_mul(cols)).unwrap_or(usize::MAX);
     if cells > 200_000_000 {
         return Err(bad(format!("the DP table has {cells} cells per node set (devices x batch too large)")));
     }
