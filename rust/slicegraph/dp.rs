@@ -287,6 +287,8 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
     let w = k + 1;
     // f[i]: fewest segments with lower bound <= t covering [0, i); h[i]: likewise [i, n).
     let mut f = vec![0usize; n + 1];
+    // reach[i]: smallest l with lb(l, i - 1) <= t (nondecreasing in i)
+    let mut reach = vec![0usize; n + 1];
     let mut lo = 0;
     for i in 1..=n {
         if ctx.seg_lb(i - 1, i - 1) > t {
@@ -295,6 +297,7 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
         while ctx.seg_lb(lo, i - 1) > t {
             lo += 1;
         }
+        reach[i] = lo;
         f[i] = 1 + f[lo];
     }
     if f[n] > k {
@@ -318,8 +321,14 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
     };
     let mut best = vec![INF; (n + 1) * w];
     best[0] = 0.0;
+    // last prefix length with a finite entry: once no segment ending at r can start at or
+    // before it, no later one can either (reach is nondecreasing), so the round fails here
+    let mut last_finite = 0usize;
     for r in 0..n {
         let i = r + 1;
+        if reach[i] > last_finite {
+            return None;
+        }
         let (ja, jb) = range(i);
         if ja > jb {
             continue;
@@ -350,6 +359,9 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
                     *cell = cand;
                 }
             }
+        }
+        if row.iter().any(|&x| x < INF) {
+            last_finite = i;
         }
     }
     let mut bj = 0;
