@@ -72,6 +72,11 @@ pub struct Problem {
     pub allow_dp: bool,
     pub knapsack: Knapsack,
     pub max_ideals: usize,
+    /// Two-level network: `(devices per server g, intra-server bandwidth)`. Tensor parallelism
+    /// stays inside a server (t divides g), the t-way sync bytes move at the intra-server
+    /// bandwidth, and so does a stage's data-parallel all-reduce when its `t * d` devices fit in
+    /// one server (`t * d <= g`); everything else uses `bandwidth`.
+    pub server: Option<(usize, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +168,21 @@ impl<'a> Model<'a> {
         &self.opts[v * self.ts.len() + ti]
     }
 
+    /// Stage TPS from its sums: compute time, boundary bytes (edge part, sync part), params.
+    fn stage_value(&self, ti: usize, d: usize, time: f64, e_c: f64, e_s: f64, w: f64) -> f64 {
+        let p = self.p;
+        let df = d as f64;
+        let ar = 4.0 * (df - 1.0) * w / df / p.batch as f64;
+        match p.server {
+            None => ((e_c + e_s) / df + ar) / p.bandwidth + time / df,
+            Some((g, intra)) => {
+                let t = self.ts[ti] as usize;
+                let b_ar = if t * d <= g { intra } else { p.bandwidth };
+                (e_c / df) / p.bandwidth + (e_s / df) / intra + ar / b_ar + time / df
+            }
+        }
+    }
+
     fn order(&self, ti: usize, y: usize) -> &[u32] {
         &self.order[ti * (self.smax + 1) + y]
     }
@@ -213,7 +233,18 @@ impl<'a> Model<'a> {
             pos_in_inc[e] = inc[b].len();
             inc[b].push((e, a));
         }
-        let mut ts: Vec<u32> = p.tmpcs.iter().map(|x| x.t).filter(|&t| t >= 1 && (t as usize) <= p.devices).collect();
+        if let Some((g, bw)) = p.server {
+            if g == 0 || !(bw.is_finite() && bw > 0.0) {
+                return Err(bad(format!("server size must be >= 1 and intra-server bandwidth positive, got {g}, {bw}")));
+            }
+        }
+        let mut ts: Vec<u32> = p
+            .tmpcs
+            .iter()
+            .map(|x| x.t)
+            .filter(|&t| t >= 1 && (t as usize) <= p.devices)
+            .filter(|&t| p.server.is_none_or(|(g, _)| g % t as usize == 0))
+            .collect();
         ts.sort_unstable();
         ts.dedup();
         let nt = ts.len();
@@ -486,7 +517,7 @@ impl Table {
 // The descent with incremental stage state
 // ---------------------------------------------------------------------------------------------
 
-const NF: usize = 6; // time_f, e, w, a_f, b_f, low1
+const NF: usize = 7; // time_f, e_c, w, a_f, b_f, low1, e_s
 
 struct Work {
     bits: Vec<u64>,
@@ -544,24 +575,29 @@ impl Work {
                 s[4] += nd.b_f;
                 s[5] += nd.low1;
                 if m.fast_ok[ti] {
-                    let mut e = s[1];
+                    let (mut ec, mut es) = (s[1], s[6]);
                     for &(ei, src) in &m.inc[u] {
                         let c = m.p.edges[ei].2;
                         if self.in_s(m, dep - 1, src) {
-                            e -= 2.0 * (c + m.e_sbw[ti * ne + ei]);
+                            ec -= 2.0 * c;
+                            es -= 2.0 * m.e_sbw[ti * ne + ei];
                         } else {
-                            e += 2.0 * (c + m.e_sfw[ti * ne + ei]);
+                            ec += 2.0 * c;
+                            es += 2.0 * m.e_sfw[ti * ne + ei];
                         }
                     }
                     for &(ei, dst) in &m.out[u] {
                         let c = m.p.edges[ei].2;
                         if self.in_s(m, dep - 1, dst) {
-                            e -= 2.0 * (c + m.e_sfw[ti * ne + ei]);
+                            ec -= 2.0 * c;
+                            es -= 2.0 * m.e_sfw[ti * ne + ei];
                         } else {
-                            e += 2.0 * (c + m.e_sbw[ti * ne + ei]);
+                            ec += 2.0 * c;
+                            es += 2.0 * m.e_sbw[ti * ne + ei];
                         }
                     }
-                    s[1] = e;
+                    s[1] = ec;
+                    s[6] = es;
                 }
             }
             self.st[cur * NF..cur * NF + NF].copy_from_slice(&s);
@@ -613,26 +649,26 @@ impl Work {
     fn items(&self, m: &Model<'_>, dep: usize, ti: usize, d: usize, y: usize) -> (Vec<usize>, Vec<Vec<(f64, f64, usize)>>) {
         let p = m.p;
         let nodes = self.members(m, dep);
-        let df = d as f64;
         let yf = y as f64;
         let mut items = Vec::with_capacity(nodes.len());
         for &v in &nodes {
             let mut it = Vec::new();
             for &l in m.opts(v, ti) {
                 let x = &p.tmpcs[l];
-                let mut e = 0.0;
+                let (mut ec, mut es) = (0.0, 0.0);
                 for (j, &(ei, src)) in m.inc[v].iter().enumerate() {
                     if !self.in_s(m, dep, src) {
-                        e += 2.0 * (p.edges[ei].2 + x.sfw[j]);
+                        ec += 2.0 * p.edges[ei].2;
+                        es += 2.0 * x.sfw[j];
                     }
                 }
                 for (j, &(ei, dst)) in m.out[v].iter().enumerate() {
                     if !self.in_s(m, dep, dst) {
-                        e += 2.0 * (p.edges[ei].2 + x.sbw[j]);
+                        ec += 2.0 * p.edges[ei].2;
+                        es += 2.0 * x.sbw[j];
                     }
                 }
-                let comm = e / df + 4.0 * (df - 1.0) * x.param / df / p.batch as f64;
-                let val = comm / p.bandwidth + x.time / df;
+                let val = m.stage_value(ti, d, x.time, ec, es, x.param);
                 it.push((val, x.a * yf + x.b, l));
             }
             items.push(it);
@@ -652,9 +688,7 @@ impl Work {
     fn fast_tps(&self, m: &Model<'_>, dep: usize, ti: usize, d: usize, sel: f64) -> f64 {
         let i = (dep * m.nt() + ti) * NF;
         let st = &self.st[i..i + NF];
-        let df = d as f64;
-        let comm = st[1] / df + 4.0 * (df - 1.0) * st[2] / df / m.p.batch as f64;
-        comm / m.p.bandwidth + sel / df
+        m.stage_value(ti, d, sel, st[1], st[6], st[2])
     }
 
     /// Stage TPS for (ti, di, y), memoized per visited pair.
@@ -1056,6 +1090,7 @@ mod tests {
             allow_dp: true,
             knapsack: Knapsack::Heuristic,
             max_ideals: 1 << 20,
+            server: None,
         }
     }
 

@@ -36,7 +36,7 @@ def data_file(name: str) -> str:
 
 
 @st.composite
-def problems(draw, max_nodes=5, max_opts=2, fast_path=False, max_t=2):
+def problems(draw, max_nodes=5, max_opts=2, fast_path=False, max_t=2, hierarchical=True):
     n = draw(st.integers(1, max_nodes))
     edges = [(i, j) for i in range(n) for j in range(i + 1, n) if draw(st.booleans())]
     perm = draw(st.permutations(range(n)))  # node ids not in topological order
@@ -63,10 +63,12 @@ def problems(draw, max_nodes=5, max_opts=2, fast_path=False, max_t=2):
             tmpcs[t] = tuple(lst)
         nodes.append(sp.PiperNode(perm[v], tmpcs))
     pedges = [sp.PiperEdge(perm[u], perm[w], draw(num)) for u, w in edges]
+    server = draw(st.sampled_from([None, None, 1, 2, 3])) if hierarchical else None
     return sp.PiperProblem(
         nodes=tuple(nodes), edges=tuple(pedges), devices=draw(st.integers(1, 4)),
         memory=draw(st.sampled_from([6.0, 10.0, 16.0, 30.0, 100.0])), bandwidth=draw(st.sampled_from([1.0, 4.0])),
-        batch=draw(st.sampled_from([1, 2, 3, 4, 6])))
+        batch=draw(st.sampled_from([1, 2, 3, 4, 6])), server_size=server,
+        intra_bandwidth=None if server is None else draw(st.sampled_from([2.0, 10.0])))
 
 
 def brute_force(prob: sp.PiperProblem) -> dict:
@@ -97,7 +99,8 @@ def brute_force(prob: sp.PiperProblem) -> dict:
             # assign (t, d) to every stage
             opts = []
             for S in stages:
-                ts = [t for t in node[S[0]].tmpcs if all(t in node[v].tmpcs for v in S)]
+                ts = [t for t in node[S[0]].tmpcs if all(t in node[v].tmpcs for v in S)
+                      and (prob.server_size is None or prob.server_size % t == 0)]
                 opts.append([(t, d) for t in ts for d in divs])
             for combo in itertools.product(*opts):
                 dev = sum(t * d for t, d in combo)
@@ -237,6 +240,30 @@ def test_memory_recompute_tradeoff_by_hand():
     assert p.objective == 1.5 and p.stages[0].tmpcs == {0: "activation recomp"}
     assert sp.plan_training(prob, memory=3.0, recompute=False).objective == math.inf
     assert sp.plan_training(prob, memory=0.5).status == "infeasible"
+
+
+def test_two_level_network_by_hand():
+    # one node; t = 2 halves the time but is only allowed when a server holds 2 devices
+    fw: dict = {}
+    node = sp.PiperNode(0, {1: (sp.TMPC("vanilla", 4.0, 8.0, 0.0, 1.0, fw, fw),),
+                            2: (sp.TMPC("vanilla", 2.0, 4.0, 0.0, 1.0, fw, fw),)})
+    prob = sp.PiperProblem((node,), (), devices=4, memory=10.0, bandwidth=1.0, batch=2)
+    flat = sp.plan_training(prob)
+    # d = 2, t = 2: 2 / 2 + 4 * (1/2) * 4 / 2 / 1 = 5; d = 2, t = 1: 2 + 8 = 10; d = 1, t = 2: 2
+    assert flat.objective == 2.0 and flat.stages[0].t == 2
+    one = sp.plan_training(prob, server_size=1, intra_bandwidth=100.0)
+    assert one.stages[0].t == 1 and one.objective == 4.0  # t = 2 is out; d = 2 costs 2 + 8 over servers
+    two = sp.plan_training(prob, server_size=2, intra_bandwidth=100.0)
+    # d = 2, t = 1 fits a server: 2 + 4 * (1/2) * 8 / 2 / 100 = 2.08; t = 2, d = 1: 2.0
+    assert two.objective == 2.0
+    assert close(two.tps(2, 2), 2.0)
+    assert close(sp.stage_cost(two_problem := prob.replace(server_size=2, intra_bandwidth=100.0), [0], 2, 1,
+                               {0: "vanilla"}, 1)[0], 2.08)
+    with pytest.raises(InvalidGraphError, match="server"):
+        sp.evaluate_training(prob.replace(server_size=1, intra_bandwidth=1.0), [((0,), 1, 2, {0: "vanilla"})])
+    with pytest.raises(InvalidGraphError, match="together"):
+        prob.replace(server_size=2)
+    assert two_problem.server_size == 2
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,7 +116,13 @@ class PiperEdge:
 class PiperProblem:
     """A Piper input: layer DAG with TMPCs, ``devices`` (K), ``memory`` per device (M, bytes),
     ``bandwidth`` (B, bytes/s) and ``batch`` (N, microbatches per batch). Validated on creation:
-    errors name the node or field at fault."""
+    errors name the node or field at fault.
+
+    Optionally a two-level network (``server_size`` devices per server, linked at
+    ``intra_bandwidth``; servers at ``bandwidth``): tensor parallelism stays inside a server
+    (``t`` divides ``server_size``), the t-way sync bytes move at ``intra_bandwidth``, and so does
+    a stage's data-parallel all-reduce when its ``t * d`` devices fit in one server.
+    """
 
     nodes: tuple
     edges: tuple
@@ -124,6 +130,8 @@ class PiperProblem:
     memory: float
     bandwidth: float
     batch: int
+    server_size: "int | None" = None
+    intra_bandwidth: "float | None" = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -163,6 +171,14 @@ def _validate(p: PiperProblem) -> None:
         v = getattr(p, name)
         if not isinstance(v, (int, float, np.number)) or not math.isfinite(v) or v <= 0:
             raise InvalidGraphError(f"{name} must be a positive finite number, got {v!r}")
+    if (p.server_size is None) != (p.intra_bandwidth is None):
+        raise InvalidGraphError("server_size and intra_bandwidth go together (a two-level network)")
+    if p.server_size is not None:
+        if not isinstance(p.server_size, (int, np.integer)) or isinstance(p.server_size, bool) or p.server_size < 1:
+            raise InvalidGraphError(f"server_size must be a positive integer, got {p.server_size!r}")
+        v = p.intra_bandwidth
+        if not isinstance(v, (int, float, np.number)) or not math.isfinite(v) or v <= 0:
+            raise InvalidGraphError(f"intra_bandwidth must be a positive finite number, got {v!r}")
     if not p.nodes:
         raise InvalidGraphError("the problem has no nodes")
     idx: dict = {}
@@ -318,10 +334,13 @@ def piper_from_dict(data: Mapping) -> PiperProblem:
     for i, e in enumerate(_req(data, "edges", "input")):
         edges.append(PiperEdge(_req(e, "sourceId", f"edges[{i}]"), _req(e, "destId", f"edges[{i}]"),
                                _req(e, "communicationCost", f"edges[{i}]")))
+    server = data.get("serverSize")
+    intra = data.get("intraServerBandwidth")
     return PiperProblem(nodes=tuple(nodes), edges=tuple(edges), devices=_req(data, "maxDevices", "input"),
                         memory=float(_req(data, "maxMemoryPerDevice", "input")),
                         bandwidth=float(_req(data, "bandwidth", "input")),
-                        batch=_req(data, "mbsInBatch", "input"))
+                        batch=_req(data, "mbsInBatch", "input"), server_size=server,
+                        intra_bandwidth=None if intra is None else float(intra))
 
 
 def read_piper(path: "str | os.PathLike | Mapping") -> PiperProblem:
@@ -506,6 +525,8 @@ class TrainingPlan:
     runtime: float = 0.0
     num_ideals: int = 0
     pairs_visited: int = 0
+    server_size: "int | None" = None
+    intra_bandwidth: "float | None" = None
 
     @property
     def feasible(self) -> bool:
@@ -543,6 +564,8 @@ class TrainingPlan:
             "bandwidth": self.bandwidth,
             "batch": self.batch,
             "exact_batch": self.exact_batch,
+            "server_size": self.server_size,
+            "intra_bandwidth": self.intra_bandwidth,
             "devices_used": self.devices_used,
             "batch_used": self.batch_used,
             "runtime": self.runtime,
@@ -579,7 +602,7 @@ def stage_cost(prob: PiperProblem, nodes: Iterable, d: int, t: int, tmpcs: Mappi
     that does not exist. The building block of :func:`evaluate_training`."""
     preds, succs, tm = _adjacency(prob)
     members = set(nodes)
-    compute = edge_bytes = dp_bytes = memory = 0.0
+    compute = edge_bytes = sync_bytes = dp_bytes = memory = 0.0
     for v in sorted(members, key=prob.index.__getitem__):
         key = (v, t, tmpcs.get(v) if isinstance(tmpcs, Mapping) else None)
         c = tm.get(key)
@@ -588,13 +611,19 @@ def stage_cost(prob: PiperProblem, nodes: Iterable, d: int, t: int, tmpcs: Mappi
         compute += c.time
         for u, cost in preds[v]:
             if u not in members:
-                edge_bytes += 2 * (cost + c.sync_fw[u])
+                edge_bytes += 2 * cost
+                sync_bytes += 2 * c.sync_fw[u]
         for w, cost in succs[v]:
             if w not in members:
-                edge_bytes += 2 * (cost + c.sync_bw[w])
+                edge_bytes += 2 * cost
+                sync_bytes += 2 * c.sync_bw[w]
         dp_bytes += 4 * (d - 1) * c.params / d / prob.batch
         memory += c.mem_a * y + c.mem_b
-    tps = (edge_bytes / d + dp_bytes) / prob.bandwidth + compute / d
+    if prob.server_size is None:
+        tps = ((edge_bytes + sync_bytes) / d + dp_bytes) / prob.bandwidth + compute / d
+    else:
+        b_ar = prob.intra_bandwidth if t * d <= prob.server_size else prob.bandwidth
+        tps = (edge_bytes / d) / prob.bandwidth + (sync_bytes / d) / prob.intra_bandwidth + dp_bytes / b_ar + compute / d
     return tps, memory
 
 
@@ -628,6 +657,9 @@ def evaluate_training(prob: PiperProblem, stages: Sequence, *, exact_batch: bool
             raise InvalidGraphError(f"stage {i}: data-parallel degree {d} does not divide the batch {prob.batch}")
         if t < 1:
             raise InvalidGraphError(f"stage {i}: tensor-parallel degree {t} < 1")
+        if prob.server_size is not None and prob.server_size % t:
+            raise InvalidGraphError(f"stage {i}: tensor-parallel degree {t} does not divide the server size "
+                                    f"{prob.server_size} (tensor parallelism stays inside a server)")
         if set(ch) != set(nodes):
             raise InvalidGraphError(f"stage {i}: the TMPC choice must name exactly the stage's nodes")
         total_dev += d * t
@@ -683,6 +715,8 @@ def _flatten(prob: PiperProblem, tensor_parallel: bool, recompute: bool) -> tupl
         for t in sorted(nd.tmpcs):
             if t > 1 and not tensor_parallel:
                 continue
+            if prob.server_size is not None and prob.server_size % t:
+                continue
             for c in nd.tmpcs[t]:
                 if c.is_recompute and not recompute:
                     continue
@@ -703,8 +737,12 @@ def _flatten(prob: PiperProblem, tensor_parallel: bool, recompute: bool) -> tupl
             np.array(sbo, dtype=np.int64), np.array(sbw, dtype=np.float64)), back
 
 
-def _settings(prob: PiperProblem, devices, memory, bandwidth, max_batch) -> PiperProblem:
+def _settings(prob: PiperProblem, devices, memory, bandwidth, max_batch, server_size=None,
+              intra_bandwidth=None) -> PiperProblem:
     changes = {}
+    if server_size is not None or intra_bandwidth is not None:
+        changes["server_size"] = server_size
+        changes["intra_bandwidth"] = None if intra_bandwidth is None else float(intra_bandwidth)
     if devices is not None:
         changes["devices"] = devices
     if memory is not None:
@@ -730,6 +768,8 @@ def plan_training(
     knapsack: str = "heuristic",
     exact_max_nodes: int = 20,
     max_ideals: int = DEFAULT_MAX_IDEALS,
+    server_size: "int | None" = None,
+    intra_bandwidth: "float | None" = None,
 ) -> TrainingPlan:
     """Piper's DP: the best training plan, and the table of best TPS for every ``k <= K``, ``s``.
 
@@ -747,6 +787,9 @@ def plan_training(
         Per-stage TMPC choice: the authors' bang-per-buck greedy; an exact branch and bound for
         stages of at most ``exact_max_nodes`` nodes (the greedy above); or the greedy computed
         from scratch on every stage (a cross-check of the incremental fast path).
+    server_size, intra_bandwidth : optional
+        A two-level network (see :class:`PiperProblem`), e.g. ``server_size=8,
+        intra_bandwidth=300e9`` with ``bandwidth=25e9``.
 
     Returns
     -------
@@ -755,14 +798,15 @@ def plan_training(
     """
     from stagecut import _core
 
-    prob = _settings(prob, devices, memory, bandwidth, max_batch)
+    prob = _settings(prob, devices, memory, bandwidth, max_batch, server_size, intra_bandwidth)
     if knapsack not in ("heuristic", "exact", "generic"):
         raise InvalidGraphError(f"knapsack must be 'heuristic', 'exact' or 'generic', not {knapsack!r}")
     arrays, back = _flatten(prob, tensor_parallel, recompute)
     t0 = _time.perf_counter()
     res = _core.piper_plan(*arrays, int(prob.devices), float(prob.memory), float(prob.bandwidth),
                            int(prob.batch), bool(exact_batch), bool(data_parallel), knapsack,
-                           int(exact_max_nodes), int(max_ideals))
+                           int(exact_max_nodes), int(max_ideals), prob.server_size,
+                           None if prob.intra_bandwidth is None else float(prob.intra_bandwidth))
     runtime = _time.perf_counter() - t0
     table = np.asarray(res["table"]).reshape(prob.devices + 1, res["cols"])
     table.setflags(write=False)
@@ -770,7 +814,8 @@ def plan_training(
     n_exact = knapsack == "exact" and exact_max_nodes >= len(prob.nodes)
     common = dict(solver="piper-dp", devices=prob.devices, memory=prob.memory, bandwidth=prob.bandwidth,
                   batch=prob.batch, exact_batch=exact_batch, table=table, dp_objective=dp_obj, runtime=runtime,
-                  num_ideals=res["num_ideals"], pairs_visited=res["pairs_visited"])
+                  num_ideals=res["num_ideals"], pairs_visited=res["pairs_visited"],
+                  server_size=prob.server_size, intra_bandwidth=prob.intra_bandwidth)
     if not math.isfinite(dp_obj):
         return TrainingPlan(objective=math.inf, status="infeasible", stages=(), **common)
     stages = []
@@ -860,6 +905,8 @@ def plan_equi(
     memory: "float | None" = None,
     bandwidth: "float | None" = None,
     max_batch: "int | None" = None,
+    server_size: "int | None" = None,
+    intra_bandwidth: "float | None" = None,
 ) -> TrainingPlan:
     """The "equi" baseline (PipeDream-2BW-like, Section 5): equal groups of layers, the same d
     and t on every stage, activation recomputation everywhere or nowhere; best of all of them.
@@ -870,11 +917,12 @@ def plan_equi(
     in topological order (the paper's GNMT / ResNet runs). ``tensor_parallel=False`` is
     "equi-no-TP".
     """
-    prob = _settings(prob, devices, memory, bandwidth, max_batch)
+    prob = _settings(prob, devices, memory, bandwidth, max_batch, server_size, intra_bandwidth)
     t0 = _time.perf_counter()
     K, N = prob.devices, prob.batch
     ts = sorted({t for nd in prob.nodes for t in nd.tmpcs})
-    ts = [t for t in ts if all(t in nd.tmpcs for nd in prob.nodes)]
+    ts = [t for t in ts if all(t in nd.tmpcs for nd in prob.nodes)
+          and (prob.server_size is None or prob.server_size % t == 0)]
     choices = {(t, ar): _choice(prob, t, ar) for t in ts for ar in (False, True)}
     best = None
     for layout in _equi_layouts(prob, layer_name, separate):
@@ -899,7 +947,8 @@ def plan_equi(
             d += 1
     runtime = _time.perf_counter() - t0
     name = "equi" if tensor_parallel else "equi-no-tp"
-    common = dict(solver=name, devices=K, memory=prob.memory, bandwidth=prob.bandwidth, batch=N, runtime=runtime)
+    common = dict(solver=name, devices=K, memory=prob.memory, bandwidth=prob.bandwidth, batch=N, runtime=runtime,
+                  server_size=prob.server_size, intra_bandwidth=prob.intra_bandwidth)
     if best is None:
         return TrainingPlan(objective=math.inf, status="infeasible", stages=(), **common)
     return TrainingPlan(objective=best.tps, status="feasible", stages=best.stages, **common)
@@ -909,7 +958,8 @@ def plan_baselines(prob: PiperProblem, *, layer_name: "str | None" = None, **set
     """Piper and the paper's baselines on one problem: ``{"piper", "no-dp", "no-tp", "no-ar",
     "equi", "equi-no-tp"}`` -> :class:`TrainingPlan`. ``settings`` go to :func:`plan_training`
     (``devices``, ``memory``, ``bandwidth``, ``max_batch``)."""
-    keys = {k: settings[k] for k in ("devices", "memory", "bandwidth", "max_batch") if k in settings}
+    keys = {k: settings[k] for k in ("devices", "memory", "bandwidth", "max_batch", "server_size", "intra_bandwidth")
+            if k in settings}
     return {
         "piper": plan_training(prob, **settings),
         "no-dp": plan_training(prob, data_parallel=False, **settings),

@@ -21,7 +21,8 @@ fn idx(a: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<i64>> {
 #[pyfunction]
 #[pyo3(signature = (n, edge_src, edge_dst, edge_comm, tm_node, tm_t, tm_time, tm_param, tm_a, tm_b,
                     sfw_off, sfw, sbw_off, sbw, devices, memory, bandwidth, batch,
-                    exact_batch, allow_dp, knapsack, exact_max_nodes, max_ideals))]
+                    exact_batch, allow_dp, knapsack, exact_max_nodes, max_ideals,
+                    server_size=None, intra_bandwidth=None))]
 #[allow(clippy::too_many_arguments)]
 fn piper_plan<'py>(
     py: Python<'py>,
@@ -48,6 +49,8 @@ fn piper_plan<'py>(
     knapsack: &str,
     exact_max_nodes: usize,
     max_ideals: usize,
+    server_size: Option<usize>,
+    intra_bandwidth: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let err = |m: String| to_pyerr(py, CoreError::InvalidInput(m));
     let (es, ed, ec) = (idx(&edge_src)?, idx(&edge_dst)?, f64s(&edge_comm)?);
@@ -116,6 +119,11 @@ fn piper_plan<'py>(
         allow_dp,
         knapsack,
         max_ideals,
+        server: match (server_size, intra_bandwidth) {
+            (Some(g), Some(b)) => Some((g, b)),
+            (None, None) => None,
+            _ => return Err(err("server_size and intra_bandwidth go together".into())),
+        },
     };
     let res = py.allow_threads(move || plan(&prob)).map_err(|e| to_pyerr(py, e))?;
     let out = PyDict::new(py);
