@@ -51,8 +51,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     for name, val in (("memory", memory), ("bandwidth", bandwidth)):
         if val is not None and not (math.isfinite(val) and val > 0):
             raise StagecutError(f"{name} must be positive, got {val}")
+    intra = args.intra_bandwidth if args.intra_bandwidth is not None else (
+        args.intra_bandwidth_gib * GIB if args.intra_bandwidth_gib is not None else None)
+    if (args.server_size is None) != (intra is None) and prob.server_size is None:
+        raise StagecutError("--server-size and --intra-bandwidth[-gib] go together")
+    server = {}
+    if args.server_size is not None or intra is not None:
+        server = dict(server_size=args.server_size if args.server_size is not None else prob.server_size,
+                      intra_bandwidth=intra if intra is not None else prob.intra_bandwidth)
     plan = sp.plan_training(
-        prob, devices=args.devices, memory=memory, bandwidth=bandwidth, max_batch=args.batch,
+        prob, **server, devices=args.devices, memory=memory, bandwidth=bandwidth, max_batch=args.batch,
         exact_batch=args.exact_batch, data_parallel=not args.no_dp, tensor_parallel=not args.no_tp,
         recompute=not args.no_ar, knapsack=args.knapsack)
     if args.json:
@@ -60,6 +68,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return 0
     settings = (f"K={plan.devices} devices, M={plan.memory / GIB:.4g} GiB, B={plan.bandwidth / GIB:.4g} GiB/s, "
                 f"N={plan.batch}{' (exact)' if plan.exact_batch else ''}")
+    if plan.server_size is not None:
+        settings += f", {plan.server_size} devices per server at {plan.intra_bandwidth / GIB:.4g} GiB/s"
     if not plan.feasible:
         print(f"infeasible: no plan fits in memory ({settings})")
         return 0
@@ -76,7 +86,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     lines.insert(1, "-" * len(lines[0]))
     print("\n".join(lines))
     print(f"\ntime per sample: {plan.objective:.6g} ({plan.status}; {settings}; uses {plan.devices_used} devices, "
-          f"sum of d {plan.batch_used}; {plan.num_ideals} downsets, {plan.pairs_visited} pairs, {plan.runtime:.2f} s)")
+          f"sum of d {plan.batch_used}; {plan.num_ideals} upsets, {plan.pairs_visited} pairs, {plan.runtime:.2f} s)")
     return 0
 
 
@@ -97,6 +107,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-dp", action="store_true", help="no data parallelism (d = 1)")
     p.add_argument("--no-tp", action="store_true", help="no tensor parallelism (t = 1)")
     p.add_argument("--no-ar", action="store_true", help="no activation recomputation")
+    p.add_argument("--server-size", type=int, default=None,
+                   help="two-level network: devices per server (tensor parallelism stays inside one)")
+    intra = p.add_mutually_exclusive_group()
+    intra.add_argument("--intra-bandwidth-gib", type=float, default=None, help="intra-server bandwidth in GiB/s")
+    intra.add_argument("--intra-bandwidth", type=float, default=None, help="intra-server bandwidth in bytes/s")
     p.add_argument("--knapsack", choices=("heuristic", "exact"), default="heuristic",
                    help="per-stage TMPC choice: the paper's greedy (default) or exact for stages of <= 20 nodes")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
