@@ -314,3 +314,10 @@ def test_cli_slice(capsys, tmp_path):
     args = parser.parse_args(["slice", "regal:40", "--stages", "3", "--method", "brkga", "--population", "1"])
     assert args.func(args) == 2
     assert "population" in capsys.readouterr().err
+
+
+def test_more_stages_than_nodes():
+    g = Graph.chain([1.0, 2.0, 3.0], comm=0.5)
+    for method in ("dp", "brkga", "order"):
+        plan = slice_graph(g, 10**9, method=method, population=4, generations=2)
+        assert plan.objective == pytest.approx(3.5) and plan.stages == 10**9

@@ -150,10 +150,11 @@ fn mtpp_slice<'py>(
     }
     let result: CoreResult<Outcome> = py.allow_threads(move || {
         let inst = raw.build()?;
-        let k = stages;
-        if k == 0 {
+        if stages == 0 {
             return Err(bad("stages must be at least 1"));
         }
+        // blocks are non-empty: more than n stages never helps (and would only cost memory)
+        let k = stages.min(inst.n.max(1));
         let from_keys = |res: search::SearchResult, extra: u64| {
             let (order, split) = search::decode(&inst, &res.best_keys, k);
             Outcome {
@@ -243,7 +244,7 @@ fn mtpp_exact<'py>(
         if stages == 0 {
             return Err(CoreError::InvalidInput("stages must be at least 1".into()));
         }
-        exact::solve(&inst, stages, max_ideals, prune)
+        exact::solve(&inst, stages.min(inst.n.max(1)), max_ideals, prune)
     });
     let sol = result.map_err(|e| to_pyerr(py, e))?;
     let d = PyDict::new(py);
