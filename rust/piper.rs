@@ -150,9 +150,6 @@ struct Model<'a> {
     order: Vec<Vec<u32>>,
     smax: usize,
     divs: Vec<usize>,
-    /// position of each node's incoming/outgoing edge within the TMPC's sfw/sbw vectors.
-    pos_in_inc: Vec<usize>,
-    pos_in_out: Vec<usize>,
 }
 
 impl<'a> Model<'a> {
@@ -199,13 +196,23 @@ impl<'a> Model<'a> {
             return Err(bad("batch (mbsInBatch) must be at least 1".into()));
         }
         if !(p.memory.is_finite() && p.memory > 0.0) {
-            return Err(bad(format!("memory must be positive and finite, got {}", p.memory)));
+            return Err(bad(format!(
+                "memory must be positive and finite, got {}",
+                p.memory
+            )));
         }
         if !(p.bandwidth.is_finite() && p.bandwidth > 0.0) {
-            return Err(bad(format!("bandwidth must be positive and finite, got {}", p.bandwidth)));
+            return Err(bad(format!(
+                "bandwidth must be positive and finite, got {}",
+                p.bandwidth
+            )));
         }
         let smax = p.batch.min(p.devices);
-        let cells = p.devices.checked_add(1).and_then(|k| k.checked_mul(smax + 1)).unwrap_or(usize::MAX);
+        let cells = p
+            .devices
+            .checked_add(1)
+            .and_then(|k| k.checked_mul(smax + 1))
+            .unwrap_or(usize::MAX);
         if cells > 200_000_000 {
             return Err(bad(format!(
                 "devices ({}) x min(batch, devices) ({smax}) is too large for the DP table",
@@ -220,10 +227,14 @@ impl<'a> Model<'a> {
         for (e, &(a, b, c)) in p.edges.iter().enumerate() {
             let (a, b) = (a as usize, b as usize);
             if a >= n || b >= n {
-                return Err(bad(format!("edge {e} ({a} -> {b}) has an endpoint outside 0..{n}")));
+                return Err(bad(format!(
+                    "edge {e} ({a} -> {b}) has an endpoint outside 0..{n}"
+                )));
             }
             if !(c.is_finite() && c >= 0.0) {
-                return Err(bad(format!("edge {e} ({a} -> {b}): communication cost {c} is negative or not finite")));
+                return Err(bad(format!(
+                    "edge {e} ({a} -> {b}): communication cost {c} is negative or not finite"
+                )));
             }
             if !seen.insert((a, b)) {
                 return Err(bad(format!("duplicate edge {a} -> {b}")));
@@ -235,7 +246,9 @@ impl<'a> Model<'a> {
         }
         if let Some((g, bw)) = p.server {
             if g == 0 || !(bw.is_finite() && bw > 0.0) {
-                return Err(bad(format!("server size must be >= 1 and intra-server bandwidth positive, got {g}, {bw}")));
+                return Err(bad(format!(
+                    "server size must be >= 1 and intra-server bandwidth positive, got {g}, {bw}"
+                )));
             }
         }
         let mut ts: Vec<u32> = p
@@ -243,7 +256,7 @@ impl<'a> Model<'a> {
             .iter()
             .map(|x| x.t)
             .filter(|&t| t >= 1 && (t as usize) <= p.devices)
-            .filter(|&t| p.server.is_none_or(|(g, _)| g % t as usize == 0))
+            .filter(|&t| p.server.is_none_or(|(g, _)| g.is_multiple_of(t as usize)))
             .collect();
         ts.sort_unstable();
         ts.dedup();
@@ -251,21 +264,42 @@ impl<'a> Model<'a> {
         let mut opts = vec![Vec::new(); n * nt];
         for (i, x) in p.tmpcs.iter().enumerate() {
             if x.node >= n {
-                return Err(bad(format!("TMPC {i} refers to node {} outside 0..{n}", x.node)));
+                return Err(bad(format!(
+                    "TMPC {i} refers to node {} outside 0..{n}",
+                    x.node
+                )));
             }
             if x.t == 0 {
                 return Err(bad(format!("node {}: tensor-parallel degree 0", x.node)));
             }
-            for (what, val) in [("timePerSample", x.time), ("parameterSize", x.param), ("memoryUsageA", x.a), ("memoryUsageB", x.b)] {
+            for (what, val) in [
+                ("timePerSample", x.time),
+                ("parameterSize", x.param),
+                ("memoryUsageA", x.a),
+                ("memoryUsageB", x.b),
+            ] {
                 if !(val.is_finite() && val >= 0.0) {
-                    return Err(bad(format!("node {}, t={}: {what} = {val} is negative or not finite", x.node, x.t)));
+                    return Err(bad(format!(
+                        "node {}, t={}: {what} = {val} is negative or not finite",
+                        x.node, x.t
+                    )));
                 }
             }
             if x.sfw.len() != inc[x.node].len() || x.sbw.len() != out[x.node].len() {
-                return Err(bad(format!("node {}, t={}: sync arrays do not match the node's edges", x.node, x.t)));
+                return Err(bad(format!(
+                    "node {}, t={}: sync arrays do not match the node's edges",
+                    x.node, x.t
+                )));
             }
-            if x.sfw.iter().chain(x.sbw.iter()).any(|s| !(s.is_finite() && *s >= 0.0)) {
-                return Err(bad(format!("node {}, t={}: a sync cost is negative or not finite", x.node, x.t)));
+            if x.sfw
+                .iter()
+                .chain(x.sbw.iter())
+                .any(|s| !(s.is_finite() && *s >= 0.0))
+            {
+                return Err(bad(format!(
+                    "node {}, t={}: a sync cost is negative or not finite",
+                    x.node, x.t
+                )));
             }
             if let Ok(ti) = ts.binary_search(&x.t) {
                 opts[x.node * nt + ti].push(i);
@@ -287,7 +321,10 @@ impl<'a> Model<'a> {
                     }
                 }
                 let tf = &p.tmpcs[f];
-                let low1 = o.iter().map(|&l| p.tmpcs[l].a + p.tmpcs[l].b).fold(INF, f64::min);
+                let low1 = o
+                    .iter()
+                    .map(|&l| p.tmpcs[l].a + p.tmpcs[l].b)
+                    .fold(INF, f64::min);
                 let other = o.iter().copied().find(|&l| l != f);
                 if o.len() > 2 {
                     fast_ok[ti] = false;
@@ -298,7 +335,16 @@ impl<'a> Model<'a> {
                         fast_ok[ti] = false;
                     }
                 }
-                nodet[v * nt + ti] = NodeT { has: true, fast: f, other, time_f: tf.time, a_f: tf.a, b_f: tf.b, w_f: tf.param, low1 };
+                nodet[v * nt + ti] = NodeT {
+                    has: true,
+                    fast: f,
+                    other,
+                    time_f: tf.time,
+                    a_f: tf.a,
+                    b_f: tf.b,
+                    w_f: tf.param,
+                    low1,
+                };
             }
         }
         let ne = p.edges.len();
@@ -317,8 +363,9 @@ impl<'a> Model<'a> {
                 }
             }
         }
-        let divs: Vec<usize> =
-            (1..=smax).filter(|&d| p.batch % d == 0 && (p.allow_dp || d == 1)).collect();
+        let divs: Vec<usize> = (1..=smax)
+            .filter(|&d| p.batch.is_multiple_of(d) && (p.allow_dp || d == 1))
+            .collect();
         let mut order = vec![Vec::new(); nt * (smax + 1)];
         for ti in 0..nt {
             if !fast_ok[ti] {
@@ -356,8 +403,6 @@ impl<'a> Model<'a> {
             order,
             smax,
             divs,
-            pos_in_inc,
-            pos_in_out,
         })
     }
 }
@@ -385,7 +430,10 @@ pub fn knapsack_greedy(items: &[Vec<(f64, f64, usize)>], cap: f64) -> Option<(f6
         let v = (0..n).map(|i| items[i][h[i]].0).sum();
         return Some((v, (0..n).map(|i| items[i][h[i]].2).collect()));
     }
-    let low: f64 = items.iter().map(|it| it.iter().map(|x| x.1).fold(INF, f64::min)).sum();
+    let low: f64 = items
+        .iter()
+        .map(|it| it.iter().map(|x| x.1).fold(INF, f64::min))
+        .sum();
     if low > cap {
         return None;
     }
@@ -470,7 +518,15 @@ pub fn knapsack_exact(items: &[Vec<(f64, f64, usize)>], cap: f64) -> Option<(f64
             rec(s, i + 1, val + v, mem + m);
         }
     }
-    let mut s = S { items, min_v, min_m, cap, best: INF, best_pick: vec![0; n], pick: vec![0; n] };
+    let mut s = S {
+        items,
+        min_v,
+        min_m,
+        cap,
+        best: INF,
+        best_pick: vec![0; n],
+        pick: vec![0; n],
+    };
     rec(&mut s, 0, 0.0, 0.0);
     if s.best == INF {
         return None;
@@ -496,7 +552,9 @@ struct Table {
 
 impl Table {
     fn empty_set() -> Table {
-        Table { corners: vec![(0, 0, 0.0)] }
+        Table {
+            corners: vec![(0, 0, 0.0)],
+        }
     }
 
     fn get(&self, k: usize, s: usize, exact: bool) -> f64 {
@@ -516,6 +574,9 @@ impl Table {
 // ---------------------------------------------------------------------------------------------
 // The descent with incremental stage state
 // ---------------------------------------------------------------------------------------------
+
+/// Knapsack items of a stage: per node, `(value, memory, TMPC id)` per option.
+type Items = Vec<Vec<(f64, f64, usize)>>;
 
 const NF: usize = 7; // time_f, e_c, w, a_f, b_f, low1, e_s
 
@@ -614,7 +675,14 @@ impl Work {
     }
 
     /// Fast path: total time of the greedy's choice at (ti, y), or INF; and the swapped nodes.
-    fn fast_select(&self, m: &Model<'_>, dep: usize, ti: usize, y: usize, witness: Option<&mut Vec<usize>>) -> f64 {
+    fn fast_select(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        y: usize,
+        witness: Option<&mut Vec<usize>>,
+    ) -> f64 {
         let i = (dep * m.nt() + ti) * NF;
         let st = &self.st[i..i + NF];
         let yf = y as f64;
@@ -646,7 +714,14 @@ impl Work {
     }
 
     /// Generic path: knapsack items of the stage for (ti, d, y), nodes ascending.
-    fn items(&self, m: &Model<'_>, dep: usize, ti: usize, d: usize, y: usize) -> (Vec<usize>, Vec<Vec<(f64, f64, usize)>>) {
+    fn items(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        d: usize,
+        y: usize,
+    ) -> (Vec<usize>, Items) {
         let p = m.p;
         let nodes = self.members(m, dep);
         let yf = y as f64;
@@ -676,10 +751,19 @@ impl Work {
         (nodes, items)
     }
 
-    fn generic_solve(&self, m: &Model<'_>, dep: usize, ti: usize, d: usize, y: usize) -> Option<(f64, Vec<usize>, Vec<usize>)> {
+    fn generic_solve(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        d: usize,
+        y: usize,
+    ) -> Option<(f64, Vec<usize>, Vec<usize>)> {
         let (nodes, items) = self.items(m, dep, ti, d, y);
         let res = match m.p.knapsack {
-            Knapsack::Exact { max_nodes } if nodes.len() <= max_nodes => knapsack_exact(&items, m.p.memory),
+            Knapsack::Exact { max_nodes } if nodes.len() <= max_nodes => {
+                knapsack_exact(&items, m.p.memory)
+            }
             _ => knapsack_greedy(&items, m.p.memory),
         };
         res.map(|(v, pick)| (v, nodes, pick))
@@ -721,7 +805,14 @@ impl Work {
     }
 
     /// The stage's TMPC choice behind `stage_tps(ti, di, y)`: (nodes ascending, tmpc ids).
-    fn witness(&self, m: &Model<'_>, dep: usize, ti: usize, di: usize, y: usize) -> (Vec<usize>, Vec<usize>) {
+    fn witness(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        di: usize,
+        y: usize,
+    ) -> (Vec<usize>, Vec<usize>) {
         let d = m.divs[di];
         if m.fast_ok[ti] {
             let mut sw = Vec::new();
@@ -731,12 +822,18 @@ impl Work {
                 .iter()
                 .map(|&v| {
                     let nd = m.nodet(v, ti);
-                    if sw.contains(&v) { nd.other.unwrap() } else { nd.fast }
+                    if sw.contains(&v) {
+                        nd.other.unwrap()
+                    } else {
+                        nd.fast
+                    }
                 })
                 .collect();
             (nodes, picks)
         } else {
-            let (_, nodes, picks) = self.generic_solve(m, dep, ti, d, y).expect("witness of a feasible stage");
+            let (_, nodes, picks) = self
+                .generic_solve(m, dep, ti, d, y)
+                .expect("witness of a feasible stage");
             (nodes, picks)
         }
     }
@@ -888,9 +985,14 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
     let kmax = p.devices;
     let cols = m.smax + 1;
     let exact = p.exact_batch;
-    let cells = kmax.checked_add(1).and_then(|k| k.checked_mul(cols)).unwrap_or(usize::MAX);
+    let cells = kmax
+        .checked_add(1)
+        .and_then(|k| k.checked_mul(cols))
+        .unwrap_or(usize::MAX);
     if cells > 200_000_000 {
-        return Err(bad(format!("the DP table has {cells} cells per node set (devices x batch too large)")));
+        return Err(bad(format!(
+            "the DP table has {cells} cells per node set (devices x batch too large)"
+        )));
     }
     let mut tables: Vec<Table> = vec![Table::empty_set()];
     let mut final_dense: Vec<f64> = Vec::new();
@@ -912,8 +1014,9 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                 ntasks += b;
                 end += 1;
             }
-            let tasks: Vec<(usize, usize)> =
-                (start..end).flat_map(|i| (0..ids.immediate_subs(i).len()).map(move |b| (i, b))).collect();
+            let tasks: Vec<(usize, usize)> = (start..end)
+                .flat_map(|i| (0..ids.immediate_subs(i).len()).map(move |b| (i, b)))
+                .collect();
             let tabs = &tables;
             let pool_ref = &pool;
             let results: Vec<(usize, Vec<f64>, u64)> = tasks
@@ -949,7 +1052,9 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                 if slot.is_empty() {
                     *slot = dense;
                 } else {
-                    slot.iter_mut().zip(dense.iter()).for_each(|(a, &b)| *a = a.min(b));
+                    slot.iter_mut()
+                        .zip(dense.iter())
+                        .for_each(|(a, &b)| *a = a.min(b));
                     pool.lock().unwrap().push(dense);
                 }
             }
@@ -984,22 +1089,35 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
         if p.batch <= m.smax {
             let s = p.batch;
             let v = final_dense[kmax * cols + s];
-            let k = (0..=kmax).find(|&k| final_dense[k * cols + s] == v).unwrap_or(kmax);
+            let k = (0..=kmax)
+                .find(|&k| final_dense[k * cols + s] == v)
+                .unwrap_or(kmax);
             (v, k, s)
         } else {
             (INF, kmax, m.smax)
         }
     } else {
         let v = final_dense[kmax * cols + m.smax];
-        let k = (0..=kmax).find(|&k| final_dense[k * cols + m.smax] == v).unwrap_or(kmax);
-        let s = (0..cols).find(|&s| final_dense[k * cols + s] == v).unwrap_or(m.smax);
+        let k = (0..=kmax)
+            .find(|&k| final_dense[k * cols + m.smax] == v)
+            .unwrap_or(kmax);
+        let s = (0..cols)
+            .find(|&s| final_dense[k * cols + s] == v)
+            .unwrap_or(m.smax);
         (v, k, s)
     };
     let mut stages = Vec::new();
     if objective.is_finite() {
         stages = reconstruct(&m, &ids, &tables, full, k_at, s_at, objective)?;
     }
-    Ok(PlanOut { objective, stages, table: final_dense, cols, num_ideals: ids.len(), pairs_visited: pairs })
+    Ok(PlanOut {
+        objective,
+        stages,
+        table: final_dense,
+        cols,
+        num_ideals: ids.len(),
+        pairs_visited: pairs,
+    })
 }
 
 fn reconstruct(
@@ -1046,7 +1164,16 @@ fn reconstruct(
                     let tv = w.stage_tps(m, dep, ti, di, y);
                     if prev.max(tv) == v {
                         let (nodes, tmpcs) = w.witness(m, dep, ti, di, y);
-                        found = Some((j, StageOut { nodes, t: t as u32, d: d as u32, tmpcs, tps: tv }));
+                        found = Some((
+                            j,
+                            StageOut {
+                                nodes,
+                                t: t as u32,
+                                d: d as u32,
+                                tmpcs,
+                                tps: tv,
+                            },
+                        ));
                         return true;
                     }
                 }
@@ -1054,7 +1181,9 @@ fn reconstruct(
             false
         });
         let Some((j, st)) = found else {
-            return Err(bad("internal error: Piper plan reconstruction failed".into()));
+            return Err(bad(
+                "internal error: Piper plan reconstruction failed".into()
+            ));
         };
         k -= st.t as usize * st.d as usize;
         s -= st.d as usize;
@@ -1070,13 +1199,32 @@ mod tests {
     use super::*;
 
     fn chain(n: usize, times: &[f64], k: usize, mem: f64) -> Problem {
-        let edges: Vec<(u32, u32, f64)> = (0..n - 1).map(|i| (i as u32, i as u32 + 1, 1e6)).collect();
+        let edges: Vec<(u32, u32, f64)> =
+            (0..n - 1).map(|i| (i as u32, i as u32 + 1, 1e6)).collect();
         let mut tmpcs = Vec::new();
         for v in 0..n {
             let indeg = usize::from(v > 0);
             let outdeg = usize::from(v + 1 < n);
-            tmpcs.push(Tmpc { node: v, t: 1, time: times[v], param: 1e6, a: 1.0, b: 1.0, sfw: vec![0.0; indeg], sbw: vec![0.0; outdeg] });
-            tmpcs.push(Tmpc { node: v, t: 1, time: times[v] * 1.5, param: 1e6, a: 0.2, b: 1.0, sfw: vec![0.0; indeg], sbw: vec![0.0; outdeg] });
+            tmpcs.push(Tmpc {
+                node: v,
+                t: 1,
+                time: times[v],
+                param: 1e6,
+                a: 1.0,
+                b: 1.0,
+                sfw: vec![0.0; indeg],
+                sbw: vec![0.0; outdeg],
+            });
+            tmpcs.push(Tmpc {
+                node: v,
+                t: 1,
+                time: times[v] * 1.5,
+                param: 1e6,
+                a: 0.2,
+                b: 1.0,
+                sfw: vec![0.0; indeg],
+                sbw: vec![0.0; outdeg],
+            });
         }
         Problem {
             n,
@@ -1096,7 +1244,10 @@ mod tests {
 
     #[test]
     fn greedy_and_exact_agree_on_easy_cases() {
-        let items = vec![vec![(1.0, 10.0, 0), (2.0, 4.0, 1)], vec![(1.0, 10.0, 2), (1.5, 5.0, 3)]];
+        let items = vec![
+            vec![(1.0, 10.0, 0), (2.0, 4.0, 1)],
+            vec![(1.0, 10.0, 2), (1.5, 5.0, 3)],
+        ];
         assert_eq!(knapsack_greedy(&items, 100.0).unwrap().0, 2.0);
         assert_eq!(knapsack_exact(&items, 100.0).unwrap().0, 2.0);
         // must save 6: node 1 (0.1 per byte) first, saving 5, then node 0
@@ -1110,7 +1261,10 @@ mod tests {
     #[test]
     fn greedy_gap_example() {
         // greedy takes the cheapest per byte (node 0), overshooting; exact takes node 1 only
-        let items = vec![vec![(0.0, 10.0, 0), (1.0, 0.0, 1)], vec![(0.0, 3.0, 2), (0.5, 0.0, 3)]];
+        let items = vec![
+            vec![(0.0, 10.0, 0), (1.0, 0.0, 1)],
+            vec![(0.0, 3.0, 2), (0.5, 0.0, 3)],
+        ];
         assert_eq!(knapsack_exact(&items, 10.0).unwrap().0, 0.5);
         assert_eq!(knapsack_greedy(&items, 10.0).unwrap().0, 1.0);
     }
@@ -1120,7 +1274,11 @@ mod tests {
         let p = chain(4, &[1.0, 2.0, 3.0, 4.0], 1, 1e9);
         let r = plan(&p).unwrap();
         let comm = 0.0; // one stage, no boundary edges; d = 1: no all-reduce
-        assert!((r.objective - (10.0 + comm)).abs() < 1e-9, "{}", r.objective);
+        assert!(
+            (r.objective - (10.0 + comm)).abs() < 1e-9,
+            "{}",
+            r.objective
+        );
         assert_eq!(r.stages.len(), 1);
         let p4 = chain(4, &[1.0, 2.0, 3.0, 4.0], 4, 1e9);
         let r4 = plan(&p4).unwrap();
@@ -1146,7 +1304,10 @@ mod tests {
                 let b = plan(&p).unwrap();
                 assert_eq!(a.objective.is_finite(), b.objective.is_finite());
                 if a.objective.is_finite() {
-                    assert!((a.objective - b.objective).abs() <= 1e-9 * a.objective, "{mem} {k}");
+                    assert!(
+                        (a.objective - b.objective).abs() <= 1e-9 * a.objective,
+                        "{mem} {k}"
+                    );
                 }
             }
         }

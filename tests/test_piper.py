@@ -214,6 +214,30 @@ def test_ablations_and_equi(prob):
         assert len({(s.d, s.t) for s in eq.stages}) == 1
 
 
+@SETTINGS
+@given(problems(max_opts=3, max_nodes=5))
+def test_greedy_with_many_tmpcs_is_a_real_plan(prob):
+    greedy = sp.plan_training(prob)  # generic path (more than two TMPCs, or unequal params/sync)
+    exact = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    assert greedy.feasible == exact.feasible or (exact.feasible and not greedy.feasible)
+    if greedy.feasible:
+        assert greedy.objective >= exact.objective * (1 - 1e-12)
+        assert close(sp.evaluate_training(prob, greedy.stages).tps, greedy.dp_objective)
+
+
+def test_result_does_not_depend_on_thread_count():
+    path = data_file("resnet.json")
+    code = ("import sys, numpy as np, stagecut.piper as sp; p = sp.read_piper(sys.argv[1]); "
+            "r = sp.plan_training(p, devices=32, memory=2 * 2**30, bandwidth=25 * 2**30); "
+            "sys.stdout.buffer.write(r.table.tobytes() + repr([(s.nodes, s.d, s.t, sorted(s.tmpcs.items())) "
+            "for s in r.stages]).encode())")
+    outs = []
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, RAYON_NUM_THREADS=threads)
+        outs.append(subprocess.run([sys.executable, "-c", code, path], capture_output=True, env=env, check=True).stdout)
+    assert outs[0] == outs[1] == outs[2]
+
+
 def test_chain_by_hand():
     # all-reduce of d = 2 costs 4 * (1/2) * params / N / B = 1 per node, so splitting wins
     prob = sp.chain_problem([3.0, 1.0, 2.0], devices=2, memory=1e9, bandwidth=1.0, batch=2, params=1.0)

@@ -61,15 +61,25 @@ fn piper_plan<'py>(
     for i in 0..es.len() {
         let (a, b) = (es[i], ed[i]);
         if a < 0 || b < 0 || a as usize >= n || b as usize >= n {
-            return Err(err(format!("edge {i} ({a} -> {b}) has an endpoint outside 0..{n}")));
+            return Err(err(format!(
+                "edge {i} ({a} -> {b}) has an endpoint outside 0..{n}"
+            )));
         }
         edges.push((a as u32, b as u32, ec[i]));
     }
-    let (node, tt, time, param, a, b) =
-        (idx(&tm_node)?, idx(&tm_t)?, f64s(&tm_time)?, f64s(&tm_param)?, f64s(&tm_a)?, f64s(&tm_b)?);
+    let (node, tt, time, param, a, b) = (
+        idx(&tm_node)?,
+        idx(&tm_t)?,
+        f64s(&tm_time)?,
+        f64s(&tm_param)?,
+        f64s(&tm_a)?,
+        f64s(&tm_b)?,
+    );
     let (fo, fv, bo, bv) = (idx(&sfw_off)?, f64s(&sfw)?, idx(&sbw_off)?, f64s(&sbw)?);
     let m = node.len();
-    if [tt.len(), time.len(), param.len(), a.len(), b.len()].iter().any(|&l| l != m)
+    if [tt.len(), time.len(), param.len(), a.len(), b.len()]
+        .iter()
+        .any(|&l| l != m)
         || fo.len() != m + 1
         || bo.len() != m + 1
     {
@@ -85,7 +95,10 @@ fn piper_plan<'py>(
     let mut tmpcs = Vec::with_capacity(m);
     for i in 0..m {
         if node[i] < 0 || node[i] as usize >= n || tt[i] < 1 || tt[i] > u32::MAX as i64 {
-            return Err(err(format!("TMPC {i}: bad node {} or tensor-parallel degree {}", node[i], tt[i])));
+            return Err(err(format!(
+                "TMPC {i}: bad node {} or tensor-parallel degree {}",
+                node[i], tt[i]
+            )));
         }
         let (Some(f), Some(bw)) = (slice(&fo, &fv, i), slice(&bo, &bv, i)) else {
             return Err(err(format!("TMPC {i}: bad sync offsets")));
@@ -104,7 +117,9 @@ fn piper_plan<'py>(
     let knapsack = match knapsack {
         "heuristic" => Knapsack::Heuristic,
         "generic" => Knapsack::GenericHeuristic,
-        "exact" => Knapsack::Exact { max_nodes: exact_max_nodes },
+        "exact" => Knapsack::Exact {
+            max_nodes: exact_max_nodes,
+        },
         other => return Err(err(format!("unknown knapsack mode {other:?}"))),
     };
     let prob = Problem {
@@ -125,7 +140,9 @@ fn piper_plan<'py>(
             _ => return Err(err("server_size and intra_bandwidth go together".into())),
         },
     };
-    let res = py.allow_threads(move || plan(&prob)).map_err(|e| to_pyerr(py, e))?;
+    let res = py
+        .allow_threads(move || plan(&prob))
+        .map_err(|e| to_pyerr(py, e))?;
     let out = PyDict::new(py);
     out.set_item("objective", res.objective)?;
     let stages = PyList::empty(py);
