@@ -30,6 +30,26 @@ from stagecut.formats import (
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 from stagecut.pipeline import DEFAULT_MAX_IDEALS, partition
 from stagecut.results import DeviceLoad, Evaluation, Plan
+from stagecut.mtpp import MtppEvaluation, MtppProblem
+from stagecut.mtpp import evaluate as evaluate_mtpp
+from stagecut.slicegraph import SlicePlan, slice_graph
+from stagecut.generators import regal_graph
+from stagecut.certify import Certificate, certify
+from stagecut.mip_pipeline import partition_ip
+from stagecut.piper import (
+    TMPC,
+    PiperEdge,
+    PiperNode,
+    PiperProblem,
+    PiperStage,
+    TrainingEvaluation,
+    TrainingPlan,
+    evaluate_training,
+    plan_baselines,
+    plan_equi,
+    plan_training,
+    read_piper,
+)
 
 __version__ = "0.1.0"
 
@@ -39,4 +59,11 @@ __all__ = [
     "evaluate", "is_contiguous", "partition", "random_dag", "read_split", "read_workload",
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
     "write_split", "write_workload",
+    # SliceGraph (MTPP objective)
+    "MtppEvaluation", "MtppProblem", "SlicePlan", "evaluate_mtpp", "regal_graph", "slice_graph",
+    # MIP formulations and certificates
+    "Certificate", "certify", "partition_ip",
+    # Piper training planner
+    "TMPC", "PiperEdge", "PiperNode", "PiperProblem", "PiperStage", "TrainingEvaluation", "TrainingPlan",
+    "evaluate_training", "plan_baselines", "plan_equi", "plan_training", "read_piper",
 ]
