@@ -995,6 +995,8 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
         )));
     }
     let mut tables: Vec<Table> = vec![Table::empty_set()];
+    // fewest devices any plan of each upset needs (first corner), in a compact array
+    let mut kmin: Vec<u32> = vec![0];
     let mut final_dense: Vec<f64> = Vec::new();
     let mut pairs = 0u64;
     // dense buffers are reused: fresh allocations of this size cost page faults
@@ -1018,6 +1020,7 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                 .flat_map(|i| (0..ids.immediate_subs(i).len()).map(move |b| (i, b)))
                 .collect();
             let tabs = &tables;
+            let kmin_ref = &kmin;
             let pool_ref = &pool;
             let results: Vec<(usize, Vec<f64>, u64)> = tasks
                 .par_iter()
@@ -1034,7 +1037,10 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                         };
                         w.pairs = 0;
                         w.descend(&m, &ids, i, Some(b), &mut |w, j, dep| {
-                            combine(&m, w, dep, &tabs[j], &mut dense);
+                            // J needs all K devices already: no room for another stage
+                            if (kmin_ref[j] as usize) < kmax {
+                                combine(&m, w, dep, &tabs[j], &mut dense);
+                            }
                             false
                         });
                         (i, dense, w.pairs)
@@ -1070,6 +1076,7 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
                 })
                 .collect();
             for (off, (t, dense)) in built.into_iter().enumerate() {
+                kmin.push(t.corners.first().map_or(u32::MAX, |c| c.0));
                 tables.push(t);
                 if start + off == full {
                     final_dense = dense;
