@@ -28,7 +28,9 @@ struct RawInstance {
 
 fn idx(x: i64, n: usize, what: &str) -> CoreResult<u32> {
     if x < 0 || x as u64 >= n as u64 {
-        return Err(CoreError::InvalidInput(format!("{what}: index {x} out of range 0..{n}")));
+        return Err(CoreError::InvalidInput(format!(
+            "{what}: index {x} out of range 0..{n}"
+        )));
     }
     Ok(x as u32)
 }
@@ -53,7 +55,11 @@ impl RawInstance {
             t_prod: t_prod.as_slice()?.to_vec(),
             t_cons_off: t_cons_off.as_slice()?.to_vec(),
             t_cons: t_cons.as_slice()?.to_vec(),
-            memory: Memory { fast: fast_memory, reserved, bandwidth },
+            memory: Memory {
+                fast: fast_memory,
+                reserved,
+                bandwidth,
+            },
         })
     }
 
@@ -61,13 +67,17 @@ impl RawInstance {
         let n = self.work.len();
         let nt = self.t_cost.len();
         if self.t_prod.len() != nt || self.t_cons_off.len() != nt + 1 {
-            return Err(CoreError::InvalidInput("tensor arrays differ in length".into()));
+            return Err(CoreError::InvalidInput(
+                "tensor arrays differ in length".into(),
+            ));
         }
         if self.t_cons_off[0] != 0
             || self.t_cons_off.windows(2).any(|w| w[0] > w[1])
             || self.t_cons_off[nt] as u64 != self.t_cons.len() as u64
         {
-            return Err(CoreError::InvalidInput("t_cons_off is not a valid CSR offset array".into()));
+            return Err(CoreError::InvalidInput(
+                "t_cons_off is not a valid CSR offset array".into(),
+            ));
         }
         let mut tensors = Vec::with_capacity(nt);
         for t in 0..nt {
@@ -75,21 +85,35 @@ impl RawInstance {
                 .iter()
                 .map(|&c| idx(c, n, "t_cons"))
                 .collect::<CoreResult<Vec<u32>>>()?;
-            tensors.push(Tensor { cost: self.t_cost[t], producer: idx(self.t_prod[t], n, "t_prod")?, consumers: cons });
+            tensors.push(Tensor {
+                cost: self.t_cost[t],
+                producer: idx(self.t_prod[t], n, "t_prod")?,
+                consumers: cons,
+            });
         }
         Instance::new(self.work, self.params, &tensors, self.memory)
     }
 }
 
-fn read_order(inst: &Instance, order: Option<Vec<i64>>, prio: Option<Vec<f64>>) -> CoreResult<Vec<usize>> {
+fn read_order(
+    inst: &Instance,
+    order: Option<Vec<i64>>,
+    prio: Option<Vec<f64>>,
+) -> CoreResult<Vec<usize>> {
     if let Some(o) = order {
-        let o = o.iter().map(|&x| idx(x, inst.n, "order").map(|v| v as usize)).collect::<CoreResult<Vec<_>>>()?;
+        let o = o
+            .iter()
+            .map(|&x| idx(x, inst.n, "order").map(|v| v as usize))
+            .collect::<CoreResult<Vec<_>>>()?;
         inst.check_order(&o)?;
         return Ok(o);
     }
     if let Some(p) = prio {
         if p.len() != inst.n || p.iter().any(|x| x.is_nan()) {
-            return Err(CoreError::InvalidInput(format!("priorities: expected {} numbers, no NaN", inst.n)));
+            return Err(CoreError::InvalidInput(format!(
+                "priorities: expected {} numbers, no NaN",
+                inst.n
+            )));
         }
         return Ok(kahn(inst, &p));
     }
@@ -138,15 +162,44 @@ fn mtpp_slice<'py>(
     priorities: Option<PyReadonlyArray1<'py, f64>>,
     segment_costs: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let raw = RawInstance::read(&work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, fast_memory, reserved, bandwidth)?;
-    let order = order.map(|o| o.as_slice().map(|s| s.to_vec())).transpose()?;
-    let prio = priorities.map(|o| o.as_slice().map(|s| s.to_vec())).transpose()?;
+    let raw = RawInstance::read(
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        fast_memory,
+        reserved,
+        bandwidth,
+    )?;
+    let order = order
+        .map(|o| o.as_slice().map(|s| s.to_vec()))
+        .transpose()?;
+    let prio = priorities
+        .map(|o| o.as_slice().map(|s| s.to_vec()))
+        .transpose()?;
     let method = method.to_string();
     let seg = segment_costs.to_string();
-    let bp = BrkgaParams { population, generations, elite, mutant, rho, max_decodes, seed };
+    let bp = BrkgaParams {
+        population,
+        generations,
+        elite,
+        mutant,
+        rho,
+        max_decodes,
+        seed,
+    };
     let bad = |m: &str| CoreError::InvalidInput(m.to_string());
-    if !(0.0..1.0).contains(&elite) || !(0.0..1.0).contains(&mutant) || elite + mutant > 1.0 || !(0.0..=1.0).contains(&rho) {
-        return Err(to_pyerr(py, bad("BRKGA: need 0 < elite, 0 <= mutant, elite + mutant <= 1, 0 <= rho <= 1")));
+    if !(0.0..1.0).contains(&elite)
+        || !(0.0..1.0).contains(&mutant)
+        || elite + mutant > 1.0
+        || !(0.0..=1.0).contains(&rho)
+    {
+        return Err(to_pyerr(
+            py,
+            bad("BRKGA: need 0 < elite, 0 <= mutant, elite + mutant <= 1, 0 <= rho <= 1"),
+        ));
     }
     let result: CoreResult<Outcome> = py.allow_threads(move || {
         let inst = raw.build()?;
@@ -173,7 +226,11 @@ fn mtpp_slice<'py>(
                 let split = match seg.as_str() {
                     "scan" => dp::solve(&ctx, &mut ScanCosts::new(&ctx), k),
                     "fenwick" | "naive" => {
-                        let table = if seg == "fenwick" { build_fenwick(&ctx) } else { build_naive(&ctx) };
+                        let table = if seg == "fenwick" {
+                            build_fenwick(&ctx)
+                        } else {
+                            build_naive(&ctx)
+                        };
                         dp::solve(&ctx, &mut TableCosts::new(&table), k)
                     }
                     "reference" => {
@@ -192,16 +249,22 @@ fn mtpp_slice<'py>(
                 }
             }
             "brkga" => from_keys(
-                search::brkga_islands(inst.n, &bp, islands, |c, cap| search::decode_capped(&inst, c, k, cap)),
+                search::brkga_islands(inst.n, &bp, islands, |c, cap| {
+                    search::decode_capped(&inst, c, k, cap)
+                }),
                 0,
             ),
             "random" => from_keys(
-                search::random_t(inst.n, samples, population, seed, |c, cap| search::decode_capped(&inst, c, k, cap)),
+                search::random_t(inst.n, samples, population, seed, |c, cap| {
+                    search::decode_capped(&inst, c, k, cap)
+                }),
                 0,
             ),
             "mla" | "mla-weighted" => {
                 let weighted = method == "mla-weighted";
-                let res = search::brkga_islands(inst.n, &bp, islands, |c, _| search::arrangement_cost(&inst, c, weighted));
+                let res = search::brkga_islands(inst.n, &bp, islands, |c, _| {
+                    search::arrangement_cost(&inst, c, weighted)
+                });
                 from_keys(res, 1)
             }
             other => return Err(bad(&format!("unknown method {other:?}"))),
@@ -238,7 +301,17 @@ fn mtpp_exact<'py>(
     max_ideals: usize,
     prune: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let raw = RawInstance::read(&work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, fast_memory, reserved, bandwidth)?;
+    let raw = RawInstance::read(
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        fast_memory,
+        reserved,
+        bandwidth,
+    )?;
     let result = py.allow_threads(move || {
         let inst = raw.build()?;
         if stages == 0 {
@@ -270,7 +343,17 @@ fn mtpp_segment_io<'py>(
     order: PyReadonlyArray1<'py, i64>,
     builder: &str,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let raw = RawInstance::read(&work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, f64::INFINITY, 0.0, None)?;
+    let raw = RawInstance::read(
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        f64::INFINITY,
+        0.0,
+        None,
+    )?;
     let order = order.as_slice()?.to_vec();
     let builder = builder.to_string();
     let result = py.allow_threads(move || {
@@ -280,7 +363,9 @@ fn mtpp_segment_io<'py>(
         match builder.as_str() {
             "fenwick" => Ok(build_fenwick(&ctx).io),
             "naive" => Ok(build_naive(&ctx).io),
-            other => Err(CoreError::InvalidInput(format!("builder: unknown value {other:?}"))),
+            other => Err(CoreError::InvalidInput(format!(
+                "builder: unknown value {other:?}"
+            ))),
         }
     });
     let v = result.map_err(|e| to_pyerr(py, e))?;

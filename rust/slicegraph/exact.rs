@@ -26,7 +26,9 @@ pub struct MtppState {
 
 impl<'a> MtppBlockCost<'a> {
     pub fn new(inst: &'a Instance) -> Self {
-        let ncons = (0..inst.num_tensors()).map(|t| inst.consumers(t).len() as u32).collect();
+        let ncons = (0..inst.num_tensors())
+            .map(|t| inst.consumers(t).len() as u32)
+            .collect();
         MtppBlockCost { inst, ncons }
     }
 
@@ -89,7 +91,12 @@ impl BlockCost for MtppBlockCost<'_> {
 
     fn eval(&self, st: &MtppState) -> Costs {
         let lb = st.work + self.inst.memory.overflow(st.params);
-        Costs { acc: lb + st.io, cpu: INF, acc_lb: lb, cpu_lb: INF }
+        Costs {
+            acc: lb + st.io,
+            cpu: INF,
+            acc_lb: lb,
+            cpu_lb: INF,
+        }
     }
 }
 
@@ -102,7 +109,12 @@ pub struct ExactSolution {
 }
 
 /// The optimum over all partitions into at most `k` blocks with an acyclic quotient.
-pub fn solve(inst: &Instance, k: usize, max_ideals: usize, prune: bool) -> CoreResult<ExactSolution> {
+pub fn solve(
+    inst: &Instance,
+    k: usize,
+    max_ideals: usize,
+    prune: bool,
+) -> CoreResult<ExactSolution> {
     let ideals = Ideals::enumerate(&inst.dag, max_ideals)?;
     let cost = MtppBlockCost::new(inst);
     let sol = pipeline::solve(&ideals, &cost, k, 0, prune)?;
@@ -142,7 +154,14 @@ mod tests {
         let mut best = INF;
         let mut a = vec![0usize; n];
         // restricted growth strings: set partitions
-        fn rec(inst: &Instance, k: usize, a: &mut Vec<usize>, i: usize, used: usize, best: &mut f64) {
+        fn rec(
+            inst: &Instance,
+            k: usize,
+            a: &mut Vec<usize>,
+            i: usize,
+            used: usize,
+            best: &mut f64,
+        ) {
             let n = inst.n;
             if i == n {
                 if !quotient_is_acyclic(inst, a, used) {
@@ -172,7 +191,11 @@ mod tests {
             let n = 1 + trial % 7;
             let mut inst = random_instance(&mut rng, n, 0.35, trial % 3 == 0);
             if trial % 5 == 2 {
-                inst.memory = Memory { fast: 7.0, reserved: 0.0, bandwidth: None };
+                inst.memory = Memory {
+                    fast: 7.0,
+                    reserved: 0.0,
+                    bandwidth: None,
+                };
             }
             for k in 1..=3 {
                 let want = brute(&inst, k);

@@ -26,7 +26,10 @@ pub struct Fenwick2D {
 
 impl Fenwick2D {
     pub fn new(side: usize) -> Fenwick2D {
-        Fenwick2D { side, tree: vec![0.0; (side + 1) * (side + 1)] }
+        Fenwick2D {
+            side,
+            tree: vec![0.0; (side + 1) * (side + 1)],
+        }
     }
 
     #[inline]
@@ -127,7 +130,12 @@ impl SegTable {
 /// Consumer positions of tensor `t`, sorted.
 fn consumer_positions(ctx: &OrderCtx<'_>, t: usize, buf: &mut Vec<usize>) {
     buf.clear();
-    buf.extend(ctx.inst.consumers(t).iter().map(|&c| ctx.pos[c as usize] as usize));
+    buf.extend(
+        ctx.inst
+            .consumers(t)
+            .iter()
+            .map(|&c| ctx.pos[c as usize] as usize),
+    );
     buf.sort_unstable();
 }
 
@@ -154,7 +162,10 @@ pub fn build_fenwick(ctx: &OrderCtx<'_>) -> SegTable {
             prev = q;
         }
     }
-    SegTable { n, io: fw.materialize() }
+    SegTable {
+        n,
+        io: fw.materialize(),
+    }
 }
 
 /// Naive oracle: every segment from scratch, `O(n^2 (n + m))`.
@@ -183,9 +194,9 @@ pub fn build_naive(ctx: &OrderCtx<'_>) -> SegTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests_common::random_instance;
     use super::super::kahn::kahn;
     use super::super::rng::Rng;
+    use super::super::tests_common::random_instance;
     use super::*;
 
     #[test]

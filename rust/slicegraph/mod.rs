@@ -44,7 +44,11 @@ pub struct Memory {
 
 impl Default for Memory {
     fn default() -> Self {
-        Memory { fast: INF, reserved: 0.0, bandwidth: None }
+        Memory {
+            fast: INF,
+            reserved: 0.0,
+            bandwidth: None,
+        }
     }
 }
 
@@ -93,7 +97,10 @@ pub struct Instance {
 
 fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
     if xs.len() != n {
-        return Err(CoreError::InvalidInput(format!("{name}: expected {n} values, got {}", xs.len())));
+        return Err(CoreError::InvalidInput(format!(
+            "{name}: expected {n} values, got {}",
+            xs.len()
+        )));
     }
     if let Some(i) = xs.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
         return Err(CoreError::InvalidInput(format!(
@@ -134,14 +141,22 @@ impl Instance {
         check_values("work", &work, n)?;
         check_values("params", &params, n)?;
         if memory.fast.is_nan() || memory.fast < 0.0 {
-            return Err(CoreError::InvalidInput(format!("fast_memory = {} is invalid", memory.fast)));
+            return Err(CoreError::InvalidInput(format!(
+                "fast_memory = {} is invalid",
+                memory.fast
+            )));
         }
         if !(memory.reserved.is_finite() && memory.reserved >= 0.0) {
-            return Err(CoreError::InvalidInput(format!("reserved memory = {} is invalid", memory.reserved)));
+            return Err(CoreError::InvalidInput(format!(
+                "reserved memory = {} is invalid",
+                memory.reserved
+            )));
         }
         if let Some(b) = memory.bandwidth {
-            if !(b > 0.0) || b.is_nan() {
-                return Err(CoreError::InvalidInput(format!("bandwidth = {b} must be positive")));
+            if b.is_nan() || b <= 0.0 {
+                return Err(CoreError::InvalidInput(format!(
+                    "bandwidth = {b} must be positive"
+                )));
             }
         }
         let mut t_cost = Vec::with_capacity(tensors.len());
@@ -159,12 +174,17 @@ impl Instance {
                 )));
             }
             if t.producer as usize >= n {
-                return Err(CoreError::InvalidInput(format!("tensor {i}: producer {} out of range", t.producer)));
+                return Err(CoreError::InvalidInput(format!(
+                    "tensor {i}: producer {} out of range",
+                    t.producer
+                )));
             }
             let mut cs: Vec<u32> = Vec::with_capacity(t.consumers.len());
             for &c in &t.consumers {
                 if c as usize >= n {
-                    return Err(CoreError::InvalidInput(format!("tensor {i}: consumer {c} out of range")));
+                    return Err(CoreError::InvalidInput(format!(
+                        "tensor {i}: consumer {c} out of range"
+                    )));
                 }
                 if c != t.producer {
                     cs.push(c);
@@ -229,11 +249,9 @@ impl Instance {
     pub fn block_cost(&self, in_block: &[bool]) -> f64 {
         let mut work = 0.0;
         let mut params = 0.0;
-        for u in 0..self.n {
-            if in_block[u] {
-                work += self.work[u];
-                params += self.params[u];
-            }
+        for (u, _) in in_block.iter().enumerate().filter(|(_, &b)| b) {
+            work += self.work[u];
+            params += self.params[u];
         }
         let mut io = 0.0;
         for t in 0..self.num_tensors() {
@@ -285,7 +303,9 @@ impl Instance {
         let mut pos = vec![u32::MAX; self.n];
         for (i, &u) in order.iter().enumerate() {
             if u >= self.n || pos[u] != u32::MAX {
-                return Err(CoreError::InvalidInput(format!("order: {u} is out of range or repeated")));
+                return Err(CoreError::InvalidInput(format!(
+                    "order: {u} is out of range or repeated"
+                )));
             }
             pos[u] = i as u32;
         }
@@ -330,9 +350,22 @@ impl<'a> OrderCtx<'a> {
             pp[i + 1] = pp[i] + inst.params[u];
         }
         let qmax = (0..inst.num_tensors())
-            .map(|t| inst.consumers(t).iter().map(|&c| pos[c as usize]).max().unwrap_or(0))
+            .map(|t| {
+                inst.consumers(t)
+                    .iter()
+                    .map(|&c| pos[c as usize])
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
-        OrderCtx { inst, order, pos, pw, pp, qmax }
+        OrderCtx {
+            inst,
+            order,
+            pos,
+            pw,
+            pp,
+            qmax,
+        }
     }
 
     pub fn n(&self) -> usize {
@@ -356,10 +389,10 @@ pub(crate) mod tests_common {
     /// bandwidth that divides exactly.
     pub fn random_instance(rng: &mut Rng, n: usize, p: f64, overflow: bool) -> Instance {
         let mut succ: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for a in 0..n {
+        for (a, sa) in succ.iter_mut().enumerate() {
             for b in a + 1..n {
                 if rng.unit() < p {
-                    succ[a].push(b as u32);
+                    sa.push(b as u32);
                 }
             }
         }
@@ -386,7 +419,11 @@ pub(crate) mod tests_common {
             params[perm[a]] = rng.below(5) as f64;
         }
         let memory = if overflow {
-            Memory { fast: 6.0, reserved: 1.0, bandwidth: Some(0.5) }
+            Memory {
+                fast: 6.0,
+                reserved: 1.0,
+                bandwidth: Some(0.5),
+            }
         } else {
             Memory::default()
         };

@@ -72,7 +72,11 @@ fn order_by_fitness(fit: &[f64]) -> Vec<usize> {
 /// `cap`: the cap passed for a generation's children is the worst elite fitness, and a child
 /// above it can enter neither the elite set nor the history, so nothing the search reports
 /// changes (non-elite parents are drawn uniformly, whatever their fitness).
-pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitness: F) -> SearchResult {
+pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(
+    n: usize,
+    p: &BrkgaParams,
+    fitness: F,
+) -> SearchResult {
     let pop_size = p.population.max(2);
     let budget = p.max_decodes.unwrap_or(u64::MAX);
     let mut rng = Rng::new(p.seed);
@@ -100,7 +104,9 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitnes
             } else {
                 let a = &pop[rng.below(ne_now)];
                 let b = &pop[ne_now + rng.below(pop.len() - ne_now)];
-                let child = (0..n).map(|i| if rng.unit() < p.rho { a[i] } else { b[i] }).collect();
+                let child = (0..n)
+                    .map(|i| if rng.unit() < p.rho { a[i] } else { b[i] })
+                    .collect();
                 children.push(child);
             }
         }
@@ -124,7 +130,12 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(n: usize, p: &BrkgaParams, fitnes
         fit = idx.iter().map(|&i| nfit[i]).collect();
         history.push(fit[0]);
     }
-    SearchResult { best_keys: pop[0].clone(), best: fit[0], decodes, history }
+    SearchResult {
+        best_keys: pop[0].clone(),
+        best: fit[0],
+        decodes,
+        history,
+    }
 }
 
 /// `islands` independent BRKGA populations sharing the decode budget (each gets an equal
@@ -167,7 +178,7 @@ pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
         for h in history.iter_mut().skip(r.history.len()) {
             *h = h.min(last);
         }
-        if best.as_ref().map_or(true, |b| r.best < b.best) {
+        if best.as_ref().is_none_or(|b| r.best < b.best) {
             best = Some(r);
         }
     }
@@ -196,8 +207,10 @@ pub fn random_t<F: Fn(&[f64], f64) -> f64 + Sync>(
     let mut arg = 0;
     for (b, chunk) in seeds.chunks(batch).enumerate() {
         let cap = best;
-        let fit: Vec<f64> =
-            chunk.par_iter().map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n), cap)).collect();
+        let fit: Vec<f64> = chunk
+            .par_iter()
+            .map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n), cap))
+            .collect();
         for (i, &f) in fit.iter().enumerate() {
             if f < best {
                 best = f;
@@ -273,7 +286,12 @@ mod tests {
             let inst = random_instance(&mut rng, 5 + trial, 0.3, trial % 2 == 0);
             let k = 2 + trial % 3;
             let opt = exact::solve(&inst, k, 1 << 22, true).unwrap().objective;
-            let params = BrkgaParams { population: 20, generations: 10, seed: trial as u64, ..Default::default() };
+            let params = BrkgaParams {
+                population: 20,
+                generations: 10,
+                seed: trial as u64,
+                ..Default::default()
+            };
             let r = brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap));
             assert!(r.best >= opt);
             assert_eq!(r.best, decode_objective(&inst, &r.best_keys, k));
@@ -283,10 +301,18 @@ mod tests {
             assert!(r2.best >= opt);
             assert_eq!(r2.best, decode_objective(&inst, &r2.best_keys, k));
             // thread count does not change the answer
-            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-            let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-            let a = one.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
-            let b = three.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
+            let one = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap();
+            let three = rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap();
+            let a =
+                one.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
+            let b =
+                three.install(|| brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, k, cap)));
             assert_eq!(a.best_keys, b.best_keys);
             assert_eq!(a.history, b.history);
             assert_eq!(a.history, r.history);
@@ -297,7 +323,12 @@ mod tests {
     fn islands_split_the_budget_and_keep_the_best() {
         let mut rng = Rng::new(2);
         let inst = random_instance(&mut rng, 15, 0.3, false);
-        let params = BrkgaParams { population: 10, generations: 1000, max_decodes: Some(103), ..Default::default() };
+        let params = BrkgaParams {
+            population: 10,
+            generations: 1000,
+            max_decodes: Some(103),
+            ..Default::default()
+        };
         let r = brkga_islands(inst.n, &params, 3, |c, cap| decode_capped(&inst, c, 3, cap));
         assert_eq!(r.decodes, 103);
         assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
@@ -309,7 +340,12 @@ mod tests {
     fn budget_is_respected() {
         let mut rng = Rng::new(1);
         let inst = random_instance(&mut rng, 12, 0.3, false);
-        let params = BrkgaParams { population: 10, generations: 1000, max_decodes: Some(55), ..Default::default() };
+        let params = BrkgaParams {
+            population: 10,
+            generations: 1000,
+            max_decodes: Some(55),
+            ..Default::default()
+        };
         let r = brkga(inst.n, &params, |c, cap| decode_capped(&inst, c, 3, cap));
         assert_eq!(r.decodes, 55);
     }
