@@ -36,6 +36,8 @@ from stagecut.slicegraph import SlicePlan, slice_graph
 from stagecut.generators import regal_graph
 from stagecut.certify import Certificate, certify
 from stagecut.mip_pipeline import partition_ip
+from stagecut.mip_mtpp import LEVELS as BOUND_LEVELS
+from stagecut.mip_mtpp import BoundResult, mtpp_bound
 from stagecut.piper import (
     TMPC,
     PiperEdge,
@@ -62,7 +64,7 @@ __all__ = [
     # SliceGraph (MTPP objective)
     "MtppEvaluation", "MtppProblem", "SlicePlan", "evaluate_mtpp", "regal_graph", "slice_graph",
     # MIP formulations and certificates
-    "Certificate", "certify", "partition_ip",
+    "BOUND_LEVELS", "BoundResult", "Certificate", "certify", "mtpp_bound", "partition_ip",
     # Piper training planner
     "TMPC", "PiperEdge", "PiperNode", "PiperProblem", "PiperStage", "TrainingEvaluation", "TrainingPlan",
     "evaluate_training", "plan_baselines", "plan_equi", "plan_training", "read_piper",

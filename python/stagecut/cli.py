@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"cap on ideals for the exact DP (default {DEFAULT_MAX_IDEALS})")
     p.add_argument("--non-contiguous", action="store_true", help="ip only: allow non-contiguous splits")
     p.add_argument("--time-limit", type=float, default=None, help="ip only: seconds (best found + bound)")
-    p.add_argument("--solver", default="cbc", help="ip only: cbc (default) or highs")
+    p.add_argument("--solver", default="cbc", choices=("cbc", "highs"), help="ip only: MIP solver (default cbc)")
     p.add_argument("-o", "--output", help="write the split (fpgas/cpus JSON) to this file")
     p.set_defaults(func=_cmd_partition)
     demo = sub.add_parser("demo", help=f"partition {DEMO_FILE} (or a built-in example if absent)")

@@ -304,6 +304,9 @@ def partition(
     if method == "ip":
         from stagecut.mip_pipeline import partition_ip
 
+        if warm_start is None:  # the DP (or DPL) answer is a good incumbent, as in the published runs
+            first = partition(graph, accelerators, cpus, memory, max_ideals=max_ideals, prune=prune)
+            warm_start = first if first.objective is not None else None
         return partition_ip(graph, accelerators, cpus, memory, contiguous=contiguous, time_limit=time_limit,
                             gap=gap, threads=threads, seed=seed, solver=solver, warm_start=warm_start,
                             verbose=verbose)
