@@ -31,7 +31,9 @@ from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 from stagecut.pipeline import DEFAULT_MAX_IDEALS, partition
 from stagecut.results import DeviceLoad, Evaluation, Plan
 from stagecut.mtpp import MtppEvaluation, MtppProblem
+from stagecut.mtpp import block_cost as mtpp_block_cost
 from stagecut.mtpp import evaluate as evaluate_mtpp
+from stagecut.mtpp import lower_bound as mtpp_lower_bound
 from stagecut.slicegraph import SlicePlan, slice_graph
 from stagecut.generators import regal_graph
 from stagecut.certify import Certificate, certify
@@ -62,7 +64,8 @@ __all__ = [
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
     "write_split", "write_workload",
     # SliceGraph (MTPP objective)
-    "MtppEvaluation", "MtppProblem", "SlicePlan", "evaluate_mtpp", "regal_graph", "slice_graph",
+    "MtppEvaluation", "MtppProblem", "SlicePlan", "evaluate_mtpp", "mtpp_block_cost", "mtpp_lower_bound",
+    "regal_graph", "slice_graph",
     # MIP formulations and certificates
     "BOUND_LEVELS", "BoundResult", "Certificate", "certify", "mtpp_bound", "partition_ip",
     # Piper training planner

@@ -33,6 +33,6 @@ def mtpp_slice(
     seed: int = 0, population: int = 100, generations: int = 100, elite: float = 0.2,
     mutant: float = 0.1, rho: float = 0.7, max_decodes: Optional[int] = None, samples: int = 1000,
     order: Optional[I64] = None, priorities: Optional[F64] = None, segment_costs: str = "scan",
-    **kwargs: Any,
+    islands: int = 1,
 ) -> dict[str, Any]: ...
 def piper_plan(*args: Any, **kwargs: Any) -> dict[str, Any]: ...
