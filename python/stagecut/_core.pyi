@@ -32,7 +32,7 @@ def mtpp_slice(
     fast_memory: float, reserved: float, bandwidth: Optional[float], stages: int, method: str,
     seed: int = 0, population: int = 100, generations: int = 100, elite: float = 0.2,
     mutant: float = 0.1, rho: float = 0.7, max_decodes: Optional[int] = None, samples: int = 1000,
-    order: Optional[I64] = None, priorities: Optional[F64] = None, segment_costs: str = "scan",
-    islands: int = 1,
+    islands: int = 1, order: Optional[I64] = None, priorities: Optional[F64] = None,
+    segment_costs: str = "scan",
 ) -> dict[str, Any]: ...
 def piper_plan(*args: Any, **kwargs: Any) -> dict[str, Any]: ...
