@@ -404,7 +404,7 @@ def _published():
     rows = []
     for f in ("gnmt.json", "resnet.json"):
         for K, M, piper_tps, equi_tps in pub[f"code_{f}"]:
-            slow = f == "gnmt.json" and K >= 4
+            slow = f == "gnmt.json" and K >= 16
             marks = [pytest.mark.slow] if slow else []
             rows.append(pytest.param(f, K, M, piper_tps, equi_tps, marks=marks, id=f"{f[:-5]}-K{K}-M{M}"))
     return rows
