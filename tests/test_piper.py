@@ -370,6 +370,20 @@ def test_bad_plans_and_options():
         sp.plan_training(prob, devices=-1)
 
 
+def test_limits_are_errors(tmp_path):
+    from stagecut.errors import TooManyIdealsError
+
+    prob = _problem("gnmt.json")
+    with pytest.raises(TooManyIdealsError):
+        sp.plan_training(prob, devices=2, max_ideals=100)
+    with pytest.raises(InvalidGraphError, match="too large"):
+        sp.plan_training(prob, devices=10**6, max_batch=10**6)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidGraphError, match="JSON"):
+        sp.read_piper(bad)
+
+
 def test_cli(tmp_path):
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(_tiny()))
