@@ -1,4 +1,4 @@
-"""SliceGraph benchmarks (pytest-benchmark) and the tables of docs/slicegraph.md.
+"""SliceGraph benchmarks (pytest-benchmark) and the tables of the README (SliceGraph section).
 
     pytest benches/bench_slicegraph.py --benchmark-only
     python benches/bench_slicegraph.py ratios     # BRKGA vs exact DP on the 8 layer graphs

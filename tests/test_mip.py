@@ -245,7 +245,7 @@ def _published():
     return _json.loads(f.read_text())["rows"]
 
 
-# the ones CBC reproduced to 1% within the time limit in our runs (see docs/mip.md)
+# the ones CBC reproduced to 1% within the time limit in our runs (see the README, MIP section)
 REPRODUCED = ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.json",
               "LayerGraphs/gnmt_inference.json", "LayerGraphs/inceptionv3_inference.json",
               "OperatorGraphs/bert_l-3_inference.json"]

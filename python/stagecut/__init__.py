@@ -48,7 +48,10 @@ from stagecut.piper import (
     PiperStage,
     TrainingEvaluation,
     TrainingPlan,
+    chain_problem,
     evaluate_training,
+    insert_layer_copies,
+    piper_from_dict,
     plan_baselines,
     plan_equi,
     plan_training,
@@ -70,5 +73,5 @@ __all__ = [
     "BOUND_LEVELS", "BoundResult", "Certificate", "certify", "mtpp_bound", "partition_ip",
     # Piper training planner
     "TMPC", "PiperEdge", "PiperNode", "PiperProblem", "PiperStage", "TrainingEvaluation", "TrainingPlan",
-    "evaluate_training", "plan_baselines", "plan_equi", "plan_training", "read_piper",
+    "chain_problem", "evaluate_training", "insert_layer_copies", "piper_from_dict", "plan_baselines", "plan_equi", "plan_training", "read_piper",
 ]

@@ -35,4 +35,10 @@ def mtpp_slice(
     islands: int = 1, order: Optional[I64] = None, priorities: Optional[F64] = None,
     segment_costs: str = "scan",
 ) -> dict[str, Any]: ...
-def piper_plan(*args: Any, **kwargs: Any) -> dict[str, Any]: ...
+def piper_plan(
+    n: int, edge_src: I64, edge_dst: I64, edge_comm: F64, tm_node: I64, tm_t: I64, tm_time: F64,
+    tm_param: F64, tm_a: F64, tm_b: F64, sfw_off: I64, sfw: F64, sbw_off: I64, sbw: F64,
+    devices: int, memory: float, bandwidth: float, batch: int, exact_batch: bool, allow_dp: bool,
+    knapsack: str, exact_max_nodes: int, max_ideals: int, server_size: Optional[int] = None,
+    intra_bandwidth: Optional[float] = None,
+) -> dict[str, Any]: ...
