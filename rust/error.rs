@@ -28,3 +28,17 @@ impl fmt::Display for CoreError {
 impl std::error::Error for CoreError {}
 
 pub type CoreResult<T> = Result<T, CoreError>;
+
+/// `xs` has `n` entries, each finite and non-negative; otherwise an error naming `name[i]`.
+pub fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
+    if xs.len() != n {
+        return Err(CoreError::InvalidInput(format!("{name}: expected {n} values, got {}", xs.len())));
+    }
+    if let Some(i) = xs.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+        return Err(CoreError::InvalidInput(format!(
+            "{name}[{i}] = {} is not a finite non-negative number",
+            xs[i]
+        )));
+    }
+    Ok(())
+}

@@ -15,7 +15,7 @@
 
 use rayon::prelude::*;
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{check_values, CoreError, CoreResult};
 use crate::ideals::Ideals;
 
 pub const INF: f64 = f64::INFINITY;
@@ -294,18 +294,6 @@ pub struct MaxLoadState {
     saved: Vec<(f64, f64, f64, u32, u32, f64)>,
 }
 
-fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
-    if xs.len() != n {
-        return Err(CoreError::InvalidInput(format!("{name}: expected {n} values, got {}", xs.len())));
-    }
-    if let Some(i) = xs.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(CoreError::InvalidInput(format!(
-            "{name}[{i}] = {} is not a finite non-negative number",
-            xs[i]
-        )));
-    }
-    Ok(())
-}
 
 impl MaxLoadCost {
     /// `members[u]` lists the original nodes of unit `u`; every original node belongs to at

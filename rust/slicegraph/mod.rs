@@ -28,7 +28,7 @@ pub mod rng;
 pub mod search;
 
 use crate::dag::Dag;
-use crate::error::{CoreError, CoreResult};
+use crate::error::{check_values, CoreError, CoreResult};
 
 pub const INF: f64 = f64::INFINITY;
 
@@ -95,21 +95,6 @@ pub struct Instance {
     pub cons: Vec<u32>,
 }
 
-fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
-    if xs.len() != n {
-        return Err(CoreError::InvalidInput(format!(
-            "{name}: expected {n} values, got {}",
-            xs.len()
-        )));
-    }
-    if let Some(i) = xs.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(CoreError::InvalidInput(format!(
-            "{name}[{i}] = {} is not a finite non-negative number",
-            xs[i]
-        )));
-    }
-    Ok(())
-}
 
 fn csr(n: usize, pairs: &[(usize, u32)]) -> (Vec<usize>, Vec<u32>) {
     let mut off = vec![0usize; n + 1];
