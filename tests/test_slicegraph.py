@@ -278,6 +278,19 @@ def test_brkga_within_one_percent_of_dp_on_large_layer_graphs(name):
     assert opt.objective <= plan.objective <= 1.01 * opt.objective
 
 
+@pytest.mark.skipif(not WORKLOADS.is_dir(), reason="../shared/workloads not present")
+def test_brkga_matches_dp_on_gnmt_inference_with_parameters_folded():
+    # memory cannot bind (all parameters fit), so parameter-carrying free leaves fold exactly
+    # and the exact DP is in reach (17,914 ideals instead of millions)
+    from stagecut.formats import read_workload
+
+    g = read_workload(WORKLOADS / "gnmt_inference.json")
+    opt = slice_graph(g, 6, method="dp", fast_memory=g.defaults["memory"], max_ideals=100_000)
+    assert opt.status == "optimal"
+    plan = slice_graph(g, 6, method="brkga", seed=0, decodes=10_000, fast_memory=g.defaults["memory"])
+    assert opt.objective <= plan.objective <= 1.01 * opt.objective
+
+
 # ----------------------------------------------------------------------------- generator and CLI
 @pytest.mark.parametrize("model", REGAL_MODELS)
 def test_regal_generator_is_seeded_and_follows_the_recipe(model):

@@ -122,8 +122,11 @@ class _Units:
             # producer (a sink) or single consumer (a source) can join that neighbour's block in
             # some optimal partition: moving it there never raises a block cost (its tensor
             # stops crossing, or crosses where it already did) and never closes a cycle.
+            # Parameters may move along too when memory cannot bind (all parameters plus the
+            # reserved memory fit in fast memory: no block ever overflows or breaks the limit).
+            memory_free = math.fsum(nd.memory for nd in g.nodes) + problem.reserved_memory <= problem.fast_memory
             for i, node in enumerate(g.nodes):
-                if problem.work(i) != 0 or node.memory != 0:
+                if problem.work(i) != 0 or (node.memory != 0 and not memory_free):
                     continue
                 if not g.succ[i] and len(g.pred[i]) == 1:
                     parent[find(i)] = find(g.pred[i][0])
