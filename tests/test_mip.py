@@ -133,6 +133,14 @@ def test_highs_selectable():
     except sc.errors.SolverError:
         pytest.skip("HiGHS not available through python-mip")
     assert plan.objective == 4.0
+    for seed in range(3):  # the same optimum as the DP and as CBC, contiguous or not
+        g = sc.random_dag(6, edge_prob=0.4, seed=seed)
+        dp = sc.partition(g, accelerators=2, cpus=1, memory=9, method="dp")
+        hi = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="highs")
+        assert hi.status == "optimal" and hi.objective == pytest.approx(dp.objective)
+        free_hi = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="highs", contiguous=False)
+        free_cbc = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="cbc", contiguous=False)
+        assert free_hi.objective == pytest.approx(free_cbc.objective)
 
 
 # ---------------------------------------------------------------- MTPP MIPs and certificates
