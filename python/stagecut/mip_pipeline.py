@@ -57,29 +57,11 @@ class _ClassUnits:
     exact free-leaf folding of :mod:`stagecut.pipeline`."""
 
     def __init__(self, graph: Graph, memory: float) -> None:
-        from stagecut.pipeline import _Units
+        from stagecut.pipeline import ColocationClasses, fold_free_leaves
 
-        parent: dict = {}
-
-        def find(x):
-            root = x
-            while parent.setdefault(root, root) != root:
-                root = parent[root]
-            while parent[x] != root:
-                parent[x], x = root, parent[x]
-            return root
-
-        def union(a, b):
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[rb] = ra
-
-        key = []
-        for i, nd in enumerate(graph.nodes):
-            k = ("c", nd.colocation) if nd.colocation is not None else ("n", i)
-            key.append(k)
-            find(k)
-        _Units._fuse_leaves(graph, key, find, union, set(), memory)
+        classes = ColocationClasses(graph)
+        fold_free_leaves(graph, classes, memory)
+        key, find = classes.key, classes.find
         uid: dict = {}
         unit_of = np.empty(len(graph), dtype=np.int64)
         for i in graph.topological_order():

@@ -34,31 +34,42 @@ DEFAULT_MAX_IDEALS = 200_000
 METHODS = ("auto", "dp", "dpl", "ip")
 
 
+class ColocationClasses:
+    """Union-find over the colocation classes of a graph's nodes.
+
+    ``key[i]`` is node ``i``'s class key (its colocation class, or its own key when it has
+    none); ``find`` gives a class's current representative after ``union`` merges.
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        self.parent: dict = {}
+        self.key = [("c", nd.colocation) if nd.colocation is not None else ("n", i)
+                    for i, nd in enumerate(graph.nodes)]
+        for k in self.key:
+            self.find(k)
+
+    def find(self, x):
+        parent = self.parent
+        root = x
+        while parent.setdefault(root, root) != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
 class _Units:
     """The forward unit DAG of a graph: contracted colocation classes, fused cycles."""
 
     def __init__(self, graph: Graph, memory: float = math.inf) -> None:
         n = len(graph)
-        parent: dict = {}
-
-        def find(x):
-            root = x
-            while parent.setdefault(root, root) != root:
-                root = parent[root]
-            while parent[x] != root:
-                parent[x], x = root, parent[x]
-            return root
-
-        def union(a, b):
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[rb] = ra
-
-        key = []
-        for i, node in enumerate(graph.nodes):
-            k = ("c", node.colocation) if node.colocation is not None else ("n", i)
-            key.append(k)
-            find(k)
+        classes = ColocationClasses(graph)
+        key, find, union, parent = classes.key, classes.find, classes.union, classes.parent
         for u, v in graph.edges:
             iu, iv = graph.index[u], graph.index[v]
             if graph.nodes[iu].backward and not graph.nodes[iv].backward:
@@ -87,7 +98,7 @@ class _Units:
                 comp = list(comp)
                 for c in comp[1:]:
                     union(comp[0], c)
-        self._fuse_leaves(graph, key, find, union, cedges, memory)
+        fold_free_leaves(graph, classes, memory)
         unit_of_root: dict = {}
         self.unit_of_node = np.empty(n, dtype=np.int64)
         for i in range(n):
@@ -104,53 +115,54 @@ class _Units:
                 uedges.add((ua, ub))
         self.edges = sorted(uedges)
 
-    @staticmethod
-    def _fuse_leaves(graph, key, find, union, cedges, memory) -> None:
-        """Fold free leaves into their one neighbour, where that provably keeps an optimum.
 
-        A class is a *free leaf* when its nodes take no compute time on any kind, all of
-        their edges (forward and backward) go to one other class ``m``, and the class can
-        run on every kind ``m`` can. Moving it onto ``m``'s device then never raises any
-        load: its edges become internal, compute is unchanged, contiguity is kept. Memory
-        moves too, so the fold is done only when the class takes no memory or when the
-        memory limit cannot bind (the whole graph fits on one accelerator). Repeated until
-        no free leaf is left. Without this, dangling zero-cost inputs (e.g. GNMT's hidden
-        states) multiply the number of ideals.
-        """
-        n = len(graph)
-        total_memory = math.fsum(nd.memory for nd in graph.nodes)
-        memory_free = total_memory <= memory
-        kinds_of = lambda nd: frozenset(nd.kinds if nd.kinds is not None else nd.compute.keys())  # noqa: E731
-        changed = True
-        while changed:
-            changed = False
-            members: dict = {}
-            for i in range(n):
-                members.setdefault(find(key[i]), []).append(i)
-            touched: set = set()
-            for root, ms in members.items():
-                if root in touched:
-                    continue
-                nodes = [graph.nodes[i] for i in ms]
-                if any(nd.backward for nd in nodes) and not any(not nd.backward for nd in nodes):
-                    continue  # an all-backward class has no forward position of its own
-                if any(t != 0 for nd in nodes for t in nd.compute.values()):
-                    continue
-                if not memory_free and any(nd.memory != 0 for nd in nodes):
-                    continue
-                nbrs = {find(key[j]) for i in ms for j in graph.succ[i] + graph.pred[i]} - {root}
-                if len(nbrs) != 1:
-                    continue
-                (other,) = nbrs
-                if other in touched:
-                    continue
-                mine = frozenset.intersection(*(kinds_of(nd) for nd in nodes))
-                theirs = frozenset.intersection(*(kinds_of(graph.nodes[i]) for i in members[other]))
-                if not theirs <= mine:
-                    continue
-                union(other, root)
-                touched.update((root, other))
-                changed = True
+def fold_free_leaves(graph: Graph, classes: ColocationClasses, memory: float) -> None:
+    """Fold free leaves into their one neighbour, where that provably keeps an optimum.
+
+    A class is a *free leaf* when its nodes take no compute time on any kind, all of
+    their edges (forward and backward) go to one other class ``m``, and the class can
+    run on every kind ``m`` can. Moving it onto ``m``'s device then never raises any
+    load: its edges become internal, compute is unchanged, contiguity is kept. Memory
+    moves too, so the fold is done only when the class takes no memory or when the
+    memory limit cannot bind (the whole graph fits on one accelerator). Repeated until
+    no free leaf is left. Without this, dangling zero-cost inputs (e.g. GNMT's hidden
+    states) multiply the number of ideals.
+    """
+    n = len(graph)
+    key, find, union = classes.key, classes.find, classes.union
+    total_memory = math.fsum(nd.memory for nd in graph.nodes)
+    memory_free = total_memory <= memory
+    kinds_of = lambda nd: frozenset(nd.kinds if nd.kinds is not None else nd.compute.keys())  # noqa: E731
+    changed = True
+    while changed:
+        changed = False
+        members: dict = {}
+        for i in range(n):
+            members.setdefault(find(key[i]), []).append(i)
+        touched: set = set()
+        for root, ms in members.items():
+            if root in touched:
+                continue
+            nodes = [graph.nodes[i] for i in ms]
+            if any(nd.backward for nd in nodes) and not any(not nd.backward for nd in nodes):
+                continue  # an all-backward class has no forward position of its own
+            if any(t != 0 for nd in nodes for t in nd.compute.values()):
+                continue
+            if not memory_free and any(nd.memory != 0 for nd in nodes):
+                continue
+            nbrs = {find(key[j]) for i in ms for j in graph.succ[i] + graph.pred[i]} - {root}
+            if len(nbrs) != 1:
+                continue
+            (other,) = nbrs
+            if other in touched:
+                continue
+            mine = frozenset.intersection(*(kinds_of(nd) for nd in nodes))
+            theirs = frozenset.intersection(*(kinds_of(graph.nodes[i]) for i in members[other]))
+            if not theirs <= mine:
+                continue
+            union(other, root)
+            touched.update((root, other))
+            changed = True
 
 
 class _ReferenceUnits:
