@@ -14,27 +14,12 @@ import math
 import sys
 from typing import Sequence
 
+from stagecut.cli import _ranges
 from stagecut.errors import StagecutError
 
 __all__ = ["add_parser", "main"]
 
 GIB = float(1 << 30)
-
-
-def _ranges(ids: Sequence) -> str:
-    if not all(isinstance(i, int) for i in ids):
-        return ",".join(map(str, ids))
-    xs = sorted(ids)
-    out, start, prev = [], None, None
-    for x in xs + [None]:
-        if start is None:
-            start = prev = x
-        elif x is not None and x == prev + 1:
-            prev = x
-        else:
-            out.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = x
-    return ",".join(out)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
