@@ -107,16 +107,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Run ``plan`` on its own (``python -m stagecut._piper_cli FILE ...``)."""
-    parser = argparse.ArgumentParser(prog="stagecut")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_parser(sub)
-    args = parser.parse_args(["plan", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return int(args.func(args) or 0)
-    except (StagecutError, ValueError, OSError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"stagecut: error: {msg}", file=sys.stderr)
-        return 2
+    from stagecut.cli import main as cli_main
+
+    return cli_main(["plan", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

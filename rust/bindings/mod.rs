@@ -9,6 +9,11 @@ mod pipeline;
 mod piper;
 mod slicegraph;
 
+/// Copy a numpy array into an owned vector (the input must be contiguous).
+pub(crate) fn owned<T: numpy::Element + Copy>(a: &numpy::PyReadonlyArray1<'_, T>) -> PyResult<Vec<T>> {
+    Ok(a.as_slice()?.to_vec())
+}
+
 /// Map a core error to the matching exception class of `stagecut.errors`.
 pub(crate) fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
     let class = match &err {

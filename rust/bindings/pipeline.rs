@@ -4,15 +4,12 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::to_pyerr;
+use super::{owned, to_pyerr};
 use crate::dag::Dag;
 use crate::error::CoreError;
 use crate::ideals::Ideals;
 use crate::pipeline::{solve, MaxLoadCost, OriginalNodes};
 
-fn f64s(a: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
-    Ok(a.as_slice()?.to_vec())
-}
 
 fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u32>> {
     a.as_slice()?
@@ -61,12 +58,12 @@ fn max_load_dp<'py>(
     prune: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let orig = OriginalNodes {
-        acc_time: f64s(&acc_time)?,
-        cpu_time: f64s(&cpu_time)?,
-        size: f64s(&size)?,
-        comm: f64s(&comm)?,
-        acc_ok: acc_ok.as_slice()?.to_vec(),
-        cpu_ok: cpu_ok.as_slice()?.to_vec(),
+        acc_time: owned(&acc_time)?,
+        cpu_time: owned(&cpu_time)?,
+        size: owned(&size)?,
+        comm: owned(&comm)?,
+        acc_ok: owned(&acc_ok)?,
+        cpu_ok: owned(&cpu_ok)?,
         edges: pairs(&u32s(&edge_src, "edge_src")?, &u32s(&edge_dst, "edge_dst")?)?,
     };
     let unit_edges = pairs(&u32s(&unit_src, "unit_src")?, &u32s(&unit_dst, "unit_dst")?)?;

@@ -4,17 +4,10 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::to_pyerr;
+use super::{owned, to_pyerr};
 use crate::error::CoreError;
 use crate::piper::{plan, Knapsack, Problem, Tmpc};
 
-fn f64s(a: &PyReadonlyArray1<'_, f64>) -> PyResult<Vec<f64>> {
-    Ok(a.as_slice()?.to_vec())
-}
-
-fn idx(a: &PyReadonlyArray1<'_, i64>) -> PyResult<Vec<i64>> {
-    Ok(a.as_slice()?.to_vec())
-}
 
 /// Piper DP. TMPC `i` has sync arrays `sfw[sfw_off[i]..sfw_off[i+1]]` (one per incoming edge of
 /// its node, in edge order) and likewise `sbw`. See `stagecut.piper.plan_training`.
@@ -53,7 +46,7 @@ fn piper_plan<'py>(
     intra_bandwidth: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let err = |m: String| to_pyerr(py, CoreError::InvalidInput(m));
-    let (es, ed, ec) = (idx(&edge_src)?, idx(&edge_dst)?, f64s(&edge_comm)?);
+    let (es, ed, ec) = (owned(&edge_src)?, owned(&edge_dst)?, owned(&edge_comm)?);
     if es.len() != ed.len() || es.len() != ec.len() {
         return Err(err("edge arrays differ in length".into()));
     }
@@ -68,14 +61,14 @@ fn piper_plan<'py>(
         edges.push((a as u32, b as u32, ec[i]));
     }
     let (node, tt, time, param, a, b) = (
-        idx(&tm_node)?,
-        idx(&tm_t)?,
-        f64s(&tm_time)?,
-        f64s(&tm_param)?,
-        f64s(&tm_a)?,
-        f64s(&tm_b)?,
+        owned(&tm_node)?,
+        owned(&tm_t)?,
+        owned(&tm_time)?,
+        owned(&tm_param)?,
+        owned(&tm_a)?,
+        owned(&tm_b)?,
     );
-    let (fo, fv, bo, bv) = (idx(&sfw_off)?, f64s(&sfw)?, idx(&sbw_off)?, f64s(&sbw)?);
+    let (fo, fv, bo, bv) = (owned(&sfw_off)?, owned(&sfw)?, owned(&sbw_off)?, owned(&sbw)?);
     let m = node.len();
     if [tt.len(), time.len(), param.len(), a.len(), b.len()]
         .iter()
