@@ -153,7 +153,9 @@ from stagecut.slicegraph import slice_graph  # noqa: E402
 def _mtpp_instance(seed):
     rng = random.Random(5000 + seed)
     n = rng.randint(1, 9)
-    nodes = [Node(id=i, compute={"accelerator": rng.randint(0, 8)}, memory=rng.randint(0, 5), comm=rng.randint(0, 4))
+    classes = seed % 2 == 1  # odd seeds: colocation classes (forced groups in the DP and the MIPs)
+    nodes = [Node(id=i, compute={"accelerator": rng.randint(0, 8)}, memory=rng.randint(0, 5), comm=rng.randint(0, 4),
+                  colocation=rng.choice([None, None, 0, 1]) if classes else None)
              for i in range(n)]
     g = sc.Graph(nodes, [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35])
     mm = rng.choice([{}, dict(fast_memory=8.0, bandwidth=2.0, reserved_memory=1.0),

@@ -25,15 +25,23 @@ WORKLOADS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
 
 # ----------------------------------------------------------------------------- helpers
 @st.composite
-def small_problems(draw, max_n=7):
+def small_problems(draw, max_n=7, classes=False, leaves=0):
+    """Random MTPP instances; ``classes``: random colocation classes (some on cycles);
+    ``leaves``: up to this many extra work-free sink/source leaves holding parameters."""
     n = draw(st.integers(1, max_n))
     perm = draw(st.permutations(range(n)))
     edges = [(perm[a], perm[b]) for a in range(n) for b in range(a + 1, n) if draw(st.booleans()) and draw(st.booleans())]
     ints = st.integers(0, 9)
+    klass = [draw(st.sampled_from([None, 0, 1, 2])) if classes else None for _ in range(n)]
     nodes = [
-        Node(v, {"accelerator": float(draw(ints))}, memory=float(draw(st.integers(0, 4))), comm=float(draw(st.integers(0, 5))))
+        Node(v, {"accelerator": float(draw(ints))}, memory=float(draw(st.integers(0, 4))), comm=float(draw(st.integers(0, 5))),
+             colocation=klass[v])
         for v in range(n)
     ]
+    for j in range(draw(st.integers(0, leaves))):
+        v, nb = n + j, draw(st.integers(0, n - 1))
+        nodes.append(Node(v, {"accelerator": 0.0}, memory=float(draw(st.integers(1, 4))), comm=float(draw(st.integers(0, 3)))))
+        edges.append((nb, v) if draw(st.booleans()) else (v, nb))
     g = Graph(nodes, edges)
     mem = draw(st.sampled_from(["none", "hard", "overflow"]))
     k = draw(st.integers(1, 4))
@@ -95,6 +103,58 @@ def test_dp_equals_brute_force_over_acyclic_partitions(problem):
         assert lower_bound(problem) <= want
     else:
         assert plan.status == "infeasible" and plan.blocks == ()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems(max_n=6, classes=True, leaves=3))
+def test_dp_equals_brute_force_with_colocation_classes_and_parameter_leaves(problem):
+    # brute force: every partition the evaluator accepts (classes whole, acyclic quotient);
+    # the DP works on forced groups, folds free leaves, relaxes and repairs parameter leaves
+    want = brute_force(problem)
+    for fold in (False, True):
+        plan = slice_graph(problem, method="dp", fold_leaves=fold)
+        assert plan.objective == pytest.approx(want, abs=1e-9) if math.isfinite(want) else plan.objective == want
+        if math.isfinite(want):
+            assert evaluate(problem, plan.blocks).objective == plan.objective
+    heur = slice_graph(problem, method="brkga", seed=1, population=8, generations=4)
+    assert heur.objective >= want - 1e-9
+    assert lower_bound(problem) <= want + 1e-9
+
+
+@pytest.mark.parametrize("case", [
+    # nodes (id, work, params, comm), edges, k, want, exact_by, relaxation rounds
+    ([(0, 7, 0, 0), (1, 4, 3, 2), (2, 6, 1, 2), (3, 1, 2, 5), (4, 0, 4, 0), (5, 0, 2, 0), (6, 0, 4, 3)],
+     [(0, 2), (0, 3), (2, 3), (1, 4), (5, 3), (6, 1)], 3, 10.0, "relaxation + repair", 3),
+    ([(0, 4, 0, 3), (1, 8, 0, 1), (2, 4, 0, 5), (3, 5, 4, 3), (4, 8, 1, 2), (5, 0, 4, 3), (6, 0, 4, 1)],
+     [(2, 3), (5, 4), (6, 0)], 2, 19.0, "ideal DP", 2),
+])
+def test_parameter_leaves_relaxation_rounds_and_fallback(case):
+    spec, edges, k, want, how, rounds = case
+    g = Graph([Node(v, {"accelerator": float(w)}, memory=float(m), comm=float(c)) for v, w, m, c in spec], edges)
+    p = MtppProblem(g, k, fast_memory=5.0, bandwidth=0.5)
+    assert brute_force(p) == want
+    plan = slice_graph(p, method="dp")
+    assert plan.objective == want and plan.status == "optimal"
+    assert plan.details["exact_by"] == how and plan.details["relaxation"]["rounds"] == rounds
+    assert plan.details["relaxation"]["bound"] <= want
+
+
+def test_colocation_classes_are_kept_and_can_be_ignored():
+    # a training-like pair of chains: forward f0 -> f1, backward b1 -> b0 (reversed); classes
+    # {f0, b0} and {f1, b1} lie on a cycle, so with colocation everything is one block
+    nodes = [Node("f0", {"accelerator": 2.0}, comm=1.0, colocation=0), Node("f1", {"accelerator": 2.0}, comm=1.0, colocation=1),
+             Node("b1", {"accelerator": 3.0}, comm=1.0, colocation=1), Node("b0", {"accelerator": 3.0}, comm=1.0, colocation=0)]
+    g = Graph(nodes, [("f0", "f1"), ("f1", "b1"), ("b1", "b0"), ("f0", "b0")])
+    together = slice_graph(g, 2, method="dp")
+    assert together.objective == 10.0 and len(together.blocks) == 1 and together.details["units"] == 1
+    apart = slice_graph(g, 2, method="dp", colocate=False)
+    # apart: {f0, f1} costs 4 + two tensors out, {b1, b0} 6 + two tensors in
+    assert apart.objective == brute_force(MtppProblem(g, 2, colocate=False)) == 8.0
+    with pytest.raises(InvalidGraphError, match="colocation class 0 is split"):
+        evaluate(MtppProblem(g, 2), [["f0"], ["f1", "b1", "b0"]])
+    assert evaluate(MtppProblem(g, 2, colocate=False), [["f0"], ["f1", "b1", "b0"]]).objective == 9.0
+    # BRKGA keeps classes whole too
+    assert slice_graph(g, 2, seed=0, population=6, generations=3).objective == 10.0
 
 
 @settings(max_examples=80, deadline=None)

@@ -60,6 +60,7 @@ def _cmd_slice(args) -> int:
             bandwidth=args.bandwidth,
             reserved_memory=args.reserved,
             max_ideals=args.max_ideals,
+            colocate=not args.ignore_colocation,
         )
     except (StagecutError, ValueError, OSError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -98,5 +99,7 @@ def add_parser(subparsers) -> None:
                    help="bytes per time unit for overflowing parameters (default: memory is a hard limit)")
     p.add_argument("--reserved", type=float, default=0.0, help="fast memory reserved for activations, bytes")
     p.add_argument("--max-ideals", type=int, default=1_000_000, help="limit for --method dp")
+    p.add_argument("--ignore-colocation", action="store_true",
+                   help="treat the graph as a plain DAG (forward and backward nodes may be split)")
     p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     p.set_defaults(func=_cmd_slice)

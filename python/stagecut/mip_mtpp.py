@@ -50,7 +50,7 @@ import numpy as np
 
 from stagecut._mip_solver import add, check_options, new_model, solve
 from stagecut.errors import InvalidGraphError
-from stagecut.mtpp import MtppProblem
+from stagecut.mtpp import MtppProblem, forced_groups
 from stagecut.mtpp import lower_bound as _simple
 
 __all__ = ["LEVELS", "BoundResult", "mtpp_bound", "simple_bound", "mtpp_data"]
@@ -99,7 +99,10 @@ def mtpp_data(problem: MtppProblem) -> dict:
             pair_prod.extend([k] * len(cons))
             pair_cons.extend(cons)
     edges = np.array([(g.index[a], g.index[b]) for a, b in g.edges], dtype=np.int64).reshape(-1, 2)
-    return dict(n=n, k=problem.stages, work=work, params=params, prod=np.array(prod, dtype=np.int64),
+    # forced groups (colocation classes, and classes on a cycle): one block for each group
+    grp = forced_groups(problem)
+    same = np.array([(grp[i], i) for i in range(n) if grp[i] != i], dtype=np.int64).reshape(-1, 2)
+    return dict(n=n, same=same, k=problem.stages, work=work, params=params, prod=np.array(prod, dtype=np.int64),
                 comm=np.array(comm), pair_prod=np.array(pair_prod, dtype=np.int64),
                 pair_cons=np.array(pair_cons, dtype=np.int64), edges=edges,
                 M=problem.fast_memory, R=problem.reserved_memory, B=problem.bandwidth,
@@ -119,6 +122,9 @@ def _blocks_model(m, d: dict, nblocks: int):
     e = d["edges"]
     if len(e):
         add(m, z[e[:, 1], :] - z[e[:, 0], :] <= 0)
+    same = d.get("same", ())
+    if len(same):
+        add(m, z[same[:, 0], :] - z[same[:, 1], :] == 0)
     if nblocks > 1:
         x = np.concatenate([z[:, :1], z[:, 1:] - z[:, :-1]], axis=1).view(type(z))
     else:

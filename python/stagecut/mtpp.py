@@ -24,6 +24,11 @@ limit: a block whose parameters exceed ``M - R`` is infeasible (cost ``inf``). W
 if its quotient graph is acyclic (the stages can be pipelined); its objective is the largest
 block cost (the reciprocal of throughput).
 
+Colocation: nodes sharing a ``colocation`` class (a forward node and its backward node in a
+training workload) must share a block (``colocate=True``, the default). With an acyclic
+quotient this forces more: classes on a directed cycle of the class graph must share a block
+too. :func:`forced_groups` computes these groups; every solver works on them.
+
 This module holds the problem object and the evaluator, written from the definition alone and
 independent of every solver: tests hold the solvers to it.
 
@@ -47,7 +52,7 @@ from typing import Hashable, Iterable, Sequence
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import ACCELERATOR, Graph
 
-__all__ = ["MtppProblem", "MtppEvaluation", "block_cost", "evaluate", "lower_bound"]
+__all__ = ["MtppProblem", "MtppEvaluation", "block_cost", "evaluate", "forced_groups", "lower_bound"]
 
 
 def _nonneg(x, what: str, allow_inf: bool = False) -> float:
@@ -78,6 +83,9 @@ class MtppProblem:
         Fast memory kept for activations, bytes.
     kind : str
         The device kind whose compute time is the work (``"accelerator"``).
+    colocate : bool
+        Nodes of one colocation class must share a block (default). ``False`` treats the graph
+        as a plain DAG (a training graph's forward and backward nodes may then be split).
     """
 
     graph: Graph
@@ -86,6 +94,7 @@ class MtppProblem:
     bandwidth: "float | None" = None
     reserved_memory: float = 0.0
     kind: str = ACCELERATOR
+    colocate: bool = True
 
     def __init__(
         self,
@@ -95,6 +104,7 @@ class MtppProblem:
         bandwidth: "float | None" = None,
         reserved_memory: float = 0.0,
         kind: str = ACCELERATOR,
+        colocate: bool = True,
     ) -> None:
         if not isinstance(graph, Graph):
             raise InvalidGraphError(f"graph: expected a stagecut Graph, got {type(graph).__name__}")
@@ -126,6 +136,9 @@ class MtppProblem:
         object.__setattr__(self, "bandwidth", bw)
         object.__setattr__(self, "reserved_memory", rv)
         object.__setattr__(self, "kind", str(kind))
+        if not isinstance(colocate, bool):
+            raise InvalidGraphError(f"colocate: {colocate!r} is not True or False")
+        object.__setattr__(self, "colocate", colocate)
 
     def work(self, i: int) -> float:
         """Work of the node at position ``i``."""
@@ -139,6 +152,33 @@ class MtppProblem:
         if self.bandwidth is None:
             return math.inf
         return x / self.bandwidth
+
+
+def forced_groups(problem: MtppProblem) -> list:
+    """``group[i]`` for every node position ``i``: nodes with the same group share a block in
+    every valid partition. Without colocation every node is its own group. With it, a group is
+    a strongly connected component of the graph whose nodes are the colocation classes (a
+    block holds whole classes, and classes on a directed cycle cannot be in different blocks
+    of an acyclic quotient). Groups are numbered by their first node position."""
+    g = problem.graph
+    n = len(g.nodes)
+    if not problem.colocate:
+        return list(range(n))
+    cls: dict = {}
+    klass = [cls.setdefault(nd.colocation, i) if nd.colocation is not None else i for i, nd in enumerate(g.nodes)]
+    if all(klass[i] == i for i in range(n)):
+        return klass
+    import networkx as nx
+
+    cg = nx.DiGraph()
+    cg.add_nodes_from(set(klass))
+    cg.add_edges_from((klass[u], klass[v]) for u in range(n) for v in g.succ[u] if klass[u] != klass[v])
+    comp_of: dict = {}
+    for comp in nx.strongly_connected_components(cg):
+        rep = min(comp)
+        for c in comp:
+            comp_of[c] = rep
+    return [comp_of[klass[i]] for i in range(n)]
 
 
 def _positions(problem: MtppProblem, nodes: Iterable[Hashable], where: str) -> list:
@@ -198,6 +238,17 @@ def evaluate(problem: MtppProblem, blocks: Sequence[Iterable[Hashable]]) -> Mtpp
         raise InvalidGraphError(f"node {missing[0]!r} is in no block ({len(missing)} missing)")
     if len(blocks) > problem.stages:
         raise InvalidGraphError(f"{len(blocks)} blocks for {problem.stages} stages")
+    if problem.colocate:
+        where: dict = {}
+        for i, nd in enumerate(g.nodes):
+            if nd.colocation is None:
+                continue
+            j = where.setdefault(nd.colocation, i)
+            if block_of[j] != block_of[i]:
+                raise InvalidGraphError(
+                    f"colocation class {nd.colocation!r} is split: node {g.nodes[j].id!r} is in block "
+                    f"{block_of[j]}, node {nd.id!r} in block {block_of[i]} (colocate=False ignores classes)"
+                )
     # quotient graph must be acyclic
     succ: dict = {b: set() for b in range(len(blocks))}
     for u, v in g.edges:
@@ -228,18 +279,24 @@ def evaluate(problem: MtppProblem, blocks: Sequence[Iterable[Hashable]]) -> Mtpp
 def lower_bound(problem: MtppProblem) -> float:
     """The simple lower bound on the optimum.
 
-    The largest ``work(v) + overflow(params(v))`` of a single node (the block holding ``v``
-    costs at least that; work and overflow only grow with the block), and the average bound:
+    The largest ``work + overflow(params)`` of a single :func:`forced_groups` group (the block
+    holding it costs at least that; work and overflow only grow with the block), and the
+    average bound:
     with ``j <= k`` blocks the costs sum to at least the total work plus
     ``(P + j (R - M))^+ / B`` (the overflow is superadditive), so the largest is at least that
     over ``j``; minimised over ``j``.
     """
     g = problem.graph
-    single = max(problem.work(i) + problem.overflow(g.nodes[i].memory) for i in range(len(g.nodes)))
+    gw: dict = {}
+    gp: dict = {}
+    for i, grp in enumerate(forced_groups(problem)):
+        gw[grp] = gw.get(grp, 0.0) + problem.work(i)
+        gp[grp] = gp.get(grp, 0.0) + g.nodes[i].memory
+    single = max(gw[grp] + problem.overflow(gp[grp]) for grp in gw)
     w = sum(problem.work(i) for i in range(len(g.nodes)))
     p = sum(n.memory for n in g.nodes)
     avg = math.inf
-    for j in range(1, min(problem.stages, len(g.nodes)) + 1):
+    for j in range(1, min(problem.stages, len(gw)) + 1):
         x = p + j * (problem.reserved_memory - problem.fast_memory)
         if math.isnan(x) or x <= 0:
             o = 0.0

@@ -31,9 +31,9 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from stagecut.errors import InvalidGraphError
+from stagecut.errors import InvalidGraphError, TooManyIdealsError
 from stagecut.graph import ACCELERATOR, Graph
-from stagecut.mtpp import MtppProblem, evaluate, lower_bound
+from stagecut.mtpp import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
 
 __all__ = ["SlicePlan", "slice_graph", "METHODS", "mtpp_arrays", "segment_io"]
 
@@ -104,12 +104,15 @@ class SlicePlan:
 
 
 class _Units:
-    """Nodes grouped into units (exact free-leaf folding) and the flat arrays of the core."""
+    """Nodes grouped into units (forced groups, exact free-leaf folding) and the flat arrays
+    of the core."""
 
-    def __init__(self, problem: MtppProblem, fold_leaves: bool) -> None:
+    def __init__(self, problem: MtppProblem, fold_leaves: bool, relax_leaf_params: bool = False,
+                 keep: "frozenset | set" = frozenset()) -> None:
         g = problem.graph
         n = len(g.nodes)
-        parent = list(range(n))
+        parent = forced_groups(problem)  # group ids are their own representatives
+        self.relaxed: list = []
 
         def find(x: int) -> int:
             while parent[x] != x:
@@ -118,20 +121,46 @@ class _Units:
             return x
 
         if fold_leaves:
-            # A node with no work and no parameters whose only neighbour is its single
-            # producer (a sink) or single consumer (a source) can join that neighbour's block in
-            # some optimal partition: moving it there never raises a block cost (its tensor
-            # stops crossing, or crosses where it already did) and never closes a cycle.
-            # Parameters may move along too when memory cannot bind (all parameters plus the
-            # reserved memory fit in fast memory: no block ever overflows or breaks the limit).
+            # A group with no work and no parameters whose external edges all come from one
+            # other group (a sink) or all go to one other group (a source) can join that
+            # group's block in some optimal partition: moving it there never raises a block
+            # cost (its tensors stop crossing, or cross where they already did) and never
+            # closes a cycle. Parameters may move along too when memory cannot bind (all
+            # parameters plus the reserved memory fit in fast memory: no block ever overflows
+            # or breaks the limit). Decided on the groups before any fold, so one pass is exact.
+            # With relax_leaf_params, work-free leaves that hold parameters fold as well and
+            # their parameters are dropped (except the groups in ``keep``): a relaxation (costs
+            # only fall), recorded in ``relaxed`` as (group, leaf nodes, neighbour node,
+            # "sink" | "source") for the repair.
             memory_free = math.fsum(nd.memory for nd in g.nodes) + problem.reserved_memory <= problem.fast_memory
-            for i, node in enumerate(g.nodes):
-                if problem.work(i) != 0 or (node.memory != 0 and not memory_free):
+            grp = list(parent)
+            heavy = {grp[i] for i in range(n) if problem.work(i) != 0}
+            holding = {grp[i] for i in range(n) if g.nodes[i].memory != 0 and not memory_free}
+            heavy |= holding if not relax_leaf_params else holding & set(keep)
+            ins: dict = {}
+            outs: dict = {}
+            for u in range(n):
+                for v in g.succ[u]:
+                    a, b = grp[u], grp[v]
+                    if a != b:
+                        outs.setdefault(a, set()).add(b)
+                        ins.setdefault(b, set()).add(a)
+            leaves: dict = {}
+            for r in sorted(set(grp)):
+                if r in heavy:
                     continue
-                if not g.succ[i] and len(g.pred[i]) == 1:
-                    parent[find(i)] = find(g.pred[i][0])
-                elif not g.pred[i] and len(g.succ[i]) == 1:
-                    parent[find(i)] = find(g.succ[i][0])
+                i_r, o_r = ins.get(r, ()), outs.get(r, ())
+                if not o_r and len(i_r) == 1:
+                    leaves[r] = (next(iter(i_r)), "sink")
+                elif not i_r and len(o_r) == 1:
+                    leaves[r] = (next(iter(o_r)), "source")
+            for r, (nb, side) in leaves.items():
+                if r in holding and nb in leaves:
+                    continue  # two leaves of each other: relax neither (the repair needs nb placed)
+                parent[find(r)] = find(nb)
+                if r in holding:
+                    self.relaxed.append((r, [i for i in range(n) if grp[i] == r], nb, side))
+        dropped = {i for _, nodes, _, _ in self.relaxed for i in nodes}
         roots = sorted({find(i) for i in range(n)})
         uid = {r: u for u, r in enumerate(roots)}
         self.unit_of = [uid[find(i)] for i in range(n)]
@@ -147,7 +176,8 @@ class _Units:
         params = np.zeros(nu)
         for i, node in enumerate(g.nodes):
             work[self.unit_of[i]] += problem.work(i)
-            params[self.unit_of[i]] += node.memory
+            if i not in dropped:
+                params[self.unit_of[i]] += node.memory
         t_cost, t_prod, off, cons = [], [], [0], []
         for i, node in enumerate(g.nodes):
             if not g.succ[i]:
@@ -186,7 +216,9 @@ def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "
     from stagecut import _core
 
     g = problem.graph
-    units = _Units(problem, fold_leaves=False)
+    plain = MtppProblem(g, problem.stages, problem.fast_memory, problem.bandwidth, problem.reserved_memory,
+                        problem.kind, colocate=False)
+    units = _Units(plain, fold_leaves=False)
     pos = []
     for v in order:
         if v not in g.index:
@@ -195,6 +227,88 @@ def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "
     flat = _core.mtpp_segment_io(*units.arrays, np.asarray(pos, dtype=np.int64), builder)
     n = len(g.nodes)
     return flat.reshape(n, n)
+
+
+def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float) -> tuple:
+    """Put the relaxation's parameter-holding leaves back into the blocks (node positions, in
+    chain order) so that no block costs more than ``bound``: ``(blocks, None)``, or
+    ``(None, group)`` naming the first leaf that found no room. A sink leaf may go
+    into its producer's block or a later one, a source leaf into its consumer's block or an
+    earlier one (the quotient stays acyclic); placing a leaf changes only its block and its
+    neighbour's. Greedy, largest parameters first, each where the larger of the two changed
+    costs is least."""
+    g = problem.graph
+    ids = [nd.id for nd in g.nodes]
+    leaf = {i for _, nodes, _, _ in relaxed.relaxed for i in nodes}
+    blocks = [[i for i in b if i not in leaf] for b in blocks]
+    block_of = {i: b for b, nodes in enumerate(blocks) for i in nodes}
+
+    def cost(nodes):
+        return block_cost(problem, [ids[i] for i in nodes])
+
+    limit = bound * (1 + 1e-9) + 1e-12
+    todo = sorted(relaxed.relaxed, key=lambda t: -sum(g.nodes[i].memory for i in t[1]))
+    for r, nodes, nb, side in todo:
+        b0 = block_of[nb]
+        best = None
+        for c in range(b0, len(blocks)) if side == "sink" else range(b0 + 1):
+            trial = blocks[c] + nodes
+            worst = max(cost(trial), cost(blocks[b0]) if c != b0 else 0.0)
+            if worst <= limit and (best is None or worst < best[0]):
+                best = (worst, c)
+        if best is None:
+            return None, r
+        blocks[best[1]] = blocks[best[1]] + nodes
+    return blocks, None
+
+
+def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: int, details: dict) -> dict:
+    """The exact optimum, as blocks of node positions.
+
+    Work-free leaves that hold parameters cannot be folded exactly when memory binds, and each
+    one can double the number of ideals. So solve the relaxation that drops their parameters
+    (they fold: a lower bound) and put them back: a repaired partition that costs no more than
+    the bound is optimal. When the repair fails, the leaf that found no room is modelled
+    exactly from then on (a tighter relaxation), until the repair succeeds or no leaf is left
+    relaxed (the plain ideal DP on ``units``)."""
+    from stagecut import _core
+
+    keep: set = set()
+    bound = None
+    rounds = 0
+    while fold:
+        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep)
+        if not relaxed.relaxed:
+            break
+        try:
+            out = _core.mtpp_exact(*relaxed.arrays, *relaxed.memory, k, max_ideals)
+        except TooManyIdealsError as e:
+            if bound is None:
+                raise
+            raise TooManyIdealsError(
+                f"{e} (the optimum is at least {bound:.6g}: the bound with the parameters of "
+                f"{len(relaxed.relaxed) + 1} work-free leaves dropped; method='brkga' gives a "
+                "partition, compare it with this bound)"
+            ) from None
+        rounds += 1
+        bound = out["objective"]
+        details["relaxation"] = {"bound": bound, "ideals": out["ideals"], "relaxed_leaves": len(relaxed.relaxed),
+                                 "rounds": rounds}
+        if not math.isfinite(bound):
+            break  # infeasible even relaxed
+        fixed, stuck = _repair(problem, relaxed, [relaxed.expand(b) for b in out["blocks"]], bound)
+        if fixed is not None:
+            details["ideals"] = out["ideals"]
+            details["exact_by"] = "relaxation + repair"
+            return {"objective": bound, "blocks": fixed}
+        keep.add(stuck)
+    if bound is not None and not math.isfinite(bound):
+        details["exact_by"] = "relaxation (infeasible even without the leaves' parameters)"
+        return {"objective": math.inf, "blocks": []}
+    out = _core.mtpp_exact(*units.arrays, *units.memory, k, max_ideals)
+    details["ideals"] = out["ideals"]
+    details["exact_by"] = "ideal DP"
+    return {"objective": out["objective"], "blocks": [units.expand(b) for b in out["blocks"]]}
 
 
 def _int(x, what: str, lo: int = 0) -> int:
@@ -237,6 +351,7 @@ def slice_graph(
     max_ideals: int = 1_000_000,
     fold_leaves: bool = True,
     kind: str = ACCELERATOR,
+    colocate: bool = True,
 ) -> SlicePlan:
     """Split ``graph`` into at most ``stages`` pipeline stages minimising the largest MTPP
     block cost (see :mod:`stagecut.mtpp` for the cost model and units).
@@ -271,6 +386,9 @@ def slice_graph(
         2D Fenwick tree (``O(n^2)`` memory; "auto" uses it up to 4096 nodes).
     fold_leaves : bool
         Fold work-free, parameter-free leaves into their only neighbour first (exact).
+    colocate : bool
+        Keep each colocation class (a training graph's forward node and its backward node) in
+        one block (default); ``False`` treats the graph as a plain DAG.
 
     Returns
     -------
@@ -282,7 +400,7 @@ def slice_graph(
     if isinstance(graph, MtppProblem):
         problem = graph
     else:
-        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, kind)
+        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, kind, colocate)
     g = problem.graph
     if method not in METHODS:
         raise InvalidGraphError(f"method: {method!r} is not one of {', '.join(METHODS)}")
@@ -304,10 +422,9 @@ def slice_graph(
     k = problem.stages
     details: dict = {"units": len(units.members)}
     if method == "dp":
-        out = _core.mtpp_exact(*units.arrays, *units.memory, k, max_ideals)
-        details["ideals"] = out["ideals"]
-        ublocks = out["blocks"]
-        uorder = [u for b in ublocks for u in b]
+        out = _exact(problem, units, fold_leaves, k, max_ideals, details)
+        ublocks = out["blocks"]  # node positions here
+        uorder = []
         n_dec, hist = 0, [out["objective"]]
     else:
         kw: dict = {}
@@ -320,7 +437,16 @@ def slice_graph(
                     if v not in g.index:
                         raise InvalidGraphError(f"order: unknown node {v!r}")
                     pos.append(g.index[v])
-                kw["order"] = np.asarray(pos, dtype=np.int64)
+                seen: set = set()
+                for i in pos:
+                    if i in seen:
+                        raise InvalidGraphError(f"order: node {g.nodes[i].id!r} repeated")
+                    seen.add(i)
+                if len(pos) != len(g.nodes):
+                    gone = next(nd.id for j, nd in enumerate(g.nodes) if j not in seen)
+                    raise InvalidGraphError(f"order: node {gone!r} missing ({len(pos)} of {len(g.nodes)} nodes given)")
+                # a unit (forced group) sits where its first node does
+                kw["order"] = np.asarray(list(dict.fromkeys(units.unit_of[i] for i in pos)), dtype=np.int64)
             elif priorities is not None:
                 if isinstance(priorities, Mapping):
                     missing = [v.id for v in g.nodes if v.id not in priorities]
@@ -337,7 +463,9 @@ def slice_graph(
                     raise InvalidGraphError("priorities: values must be numbers") from None
                 if np.isnan(arr).any():
                     raise InvalidGraphError("priorities: NaN value")
-                kw["priorities"] = arr
+                uprio = np.full(len(units.members), np.inf)
+                np.minimum.at(uprio, np.asarray(units.unit_of, dtype=np.int64), arr)
+                kw["priorities"] = uprio
             seg = segment_costs
             if seg == "auto":
                 seg = "fenwick" if len(units.members) <= 4096 else "scan"
@@ -368,8 +496,8 @@ def slice_graph(
     core_obj = out["objective"]
     details["core_objective"] = core_obj
     if ublocks:
-        if method == "dp":  # unit ids ascending: put each block in a topological order
-            blocks = tuple(tuple(g.nodes[i].id for i in sorted(units.expand(b), key=units.rank.__getitem__)) for b in ublocks)
+        if method == "dp":  # put each block in a topological order
+            blocks = tuple(tuple(g.nodes[i].id for i in sorted(b, key=units.rank.__getitem__)) for b in ublocks)
         else:  # contiguous segments of the order
             blocks = tuple(tuple(g.nodes[i].id for i in units.expand(b)) for b in ublocks)
         ev = evaluate(problem, blocks)
