@@ -285,3 +285,19 @@ def test_published_contiguous_ip_equals_dp(name):
     plan = partition_ip(g, contiguous=True, time_limit=600)
     assert plan.status == "optimal"
     assert plan.objective == pytest.approx(sc.partition(g, method="dp").objective)
+
+
+def test_certify_respects_or_ignores_colocation():
+    # forward chain f0 -> f1 with a parallel backward copy b0 -> b1, classes {f_i, b_i}
+    nodes = [Node(id=f"{d}{i}", compute={"accelerator": 2.0 + i}, comm=1.0, colocation=i) for d in "fb" for i in range(2)]
+    g = sc.Graph(nodes, [("f0", "f1"), ("b0", "b1")])
+    free = slice_graph(g, stages=2, method="dp", colocate=False)
+    kept = slice_graph(g, stages=2, method="dp")
+    # free: {f0, f1} | {b0, b1}, no tensor crosses; kept: {f0, b0} (4 + 2 out) | {f1, b1} (6 + 2 in)
+    assert free.objective == 5.0 and kept.objective == 8.0
+    with pytest.raises(sc.InvalidGraphError, match="colocation class"):
+        certify(g, free, stages=2)
+    c_free = certify(g, free, stages=2, colocate=False)
+    c_kept = certify(g, kept, stages=2)
+    assert c_free.table[-1].status == "optimal" or c_free.ratio == pytest.approx(1.0)
+    assert c_free.lower_bound == pytest.approx(5.0) and c_kept.lower_bound == pytest.approx(8.0)

@@ -107,3 +107,27 @@ def test_lower_bound_is_valid_on_a_chain():
     assert lb <= min(cands)
     # single-node term: node 0 has work 3 and no overflow; average term (8 + (12-12)/2)/2 = 4
     assert lb == 4.0
+
+
+def test_forced_groups_keep_classes_and_merge_classes_on_cycles():
+    from stagecut.mtpp import forced_groups
+
+    def training(reverse):
+        nodes = [Node(f"f{i}", {"accelerator": 1.0}, memory=2.0, comm=1.0, colocation=i) for i in range(3)]
+        nodes += [Node(f"b{i}", {"accelerator": 2.0}, memory=2.0, comm=1.0, colocation=i) for i in range(3)]
+        edges = [("f0", "f1"), ("f1", "f2")]
+        edges += [("b2", "b1"), ("b1", "b0")] if reverse else [("b0", "b1"), ("b1", "b2")]
+        return Graph(nodes, edges)
+
+    # backward as a parallel copy (the layer-graph files): one group per class
+    p = MtppProblem(training(reverse=False), stages=3, fast_memory=5.0, bandwidth=1.0)
+    assert forced_groups(p) == [0, 1, 2, 0, 1, 2]
+    assert forced_groups(MtppProblem(training(False), stages=3, colocate=False)) == list(range(6))
+    # the largest group: work 3 + overflow (4 - 5)^+ = 3; the average bound: work 9 + overflow
+    # (12 - 5 j)^+ over j blocks, least at j = 3: 9 / 3 = 3
+    assert lower_bound(p) == 3.0
+    # backward wired in reverse: all classes on one cycle, one group
+    q = MtppProblem(training(reverse=True), stages=3, fast_memory=5.0, bandwidth=1.0)
+    assert forced_groups(q) == [0] * 6
+    assert lower_bound(q) == 9.0 + (12.0 - 5.0) / 1.0
+    assert evaluate(q, [["f0", "f1", "f2", "b0", "b1", "b2"]]).objective == 16.0

@@ -13,6 +13,7 @@ from stagecut.errors import (
     InvalidGraphError,
     SolverError,
     StagecutError,
+    StagecutWarning,
     TooManyIdealsError,
 )
 from stagecut.evaluate import evaluate, is_contiguous
@@ -62,7 +63,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ACCELERATOR", "CPU", "CycleError", "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Graph",
-    "InvalidGraphError", "Node", "Plan", "SolverError", "StagecutError", "TooManyIdealsError",
+    "InvalidGraphError", "Node", "Plan", "SolverError", "StagecutError", "StagecutWarning", "TooManyIdealsError",
     "evaluate", "is_contiguous", "partition", "random_dag", "read_split", "read_workload",
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
     "write_split", "write_workload",

@@ -68,7 +68,7 @@ def _cmd_certify(args) -> int:
         print(f"certifying {args.split} on {args.file}: levels {', '.join(levels)}", flush=True)
     cert = certify(graph, plan, stages=args.stages, levels=levels, time_limit=args.time_limit,
                    fast_memory=args.fast_memory, bandwidth=args.bandwidth, reserved_memory=args.reserved_memory,
-                   solver=args.solver, threads=args.threads, workers=args.workers, seed=args.seed,
+                   colocate=not args.ignore_colocation, solver=args.solver, threads=args.threads, workers=args.workers, seed=args.seed,
                    verbose=args.verbose, on_level=show)
     if args.json:
         print(json.dumps(cert.to_json()))
@@ -91,6 +91,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--bandwidth", type=float, default=None,
                    help="overflow bandwidth, bytes per time unit (default: hard memory limit)")
     p.add_argument("--reserved-memory", type=float, default=0.0, help="memory reserved for activations, bytes")
+    p.add_argument("--ignore-colocation", action="store_true",
+                   help="treat the graph as a plain DAG (as slice --ignore-colocation does)")
     p.add_argument("--solver", choices=("cbc", "highs"), default="cbc")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--workers", type=int, default=1, help="worker processes for bottleneck-guess")

@@ -126,6 +126,7 @@ def certify(
     fast_memory: "float | None" = None,
     bandwidth: "float | None" = None,
     reserved_memory: float = 0.0,
+    colocate: bool = True,
     solver: str = "cbc",
     threads: "int | None" = None,
     workers: "int | None" = None,
@@ -142,7 +143,8 @@ def certify(
     graph : Graph or MtppProblem
         With a Graph, ``stages`` (default: the graph's ``accelerators``, else the plan's block
         count) and the memory model (``fast_memory``, ``bandwidth``, ``reserved_memory``) make
-        the :class:`~stagecut.mtpp.MtppProblem`.
+        the :class:`~stagecut.mtpp.MtppProblem`; ``colocate=False`` ignores colocation classes
+        (as for a plan made with ``slice_graph(..., colocate=False)``).
     plan : SlicePlan, Plan, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of {"simple", "bottleneck", "bottleneck-guess", "exact"}
@@ -168,7 +170,7 @@ def certify(
         if stages is None:
             stages = graph.defaults.get("accelerators") or len(blocks)
             stages = max(int(stages), len(blocks))
-        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory)
+        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, colocate=colocate)
     else:
         raise InvalidGraphError(f"graph: expected a Graph or MtppProblem, got {type(graph).__name__}")
     ev = evaluate(problem, blocks)

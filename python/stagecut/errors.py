@@ -12,6 +12,7 @@ __all__ = [
     "CycleError",
     "TooManyIdealsError",
     "SolverError",
+    "StagecutWarning",
 ]
 
 
@@ -41,3 +42,7 @@ class TooManyIdealsError(StagecutError):
 
 class SolverError(StagecutError):
     """An external solver (MIP) failed or is unavailable."""
+
+
+class StagecutWarning(UserWarning):
+    """Something worth knowing about an answer (e.g. constraints that force nodes together)."""

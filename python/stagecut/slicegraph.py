@@ -229,6 +229,29 @@ def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "
     return flat.reshape(n, n)
 
 
+def _warn_cycle_groups(problem: MtppProblem) -> None:
+    g = problem.graph
+    classes = {nd.colocation if nd.colocation is not None else ("node", i) for i, nd in enumerate(g.nodes)}
+    groups = forced_groups(problem)
+    if len(set(groups)) < len(classes):
+        import warnings
+
+        from stagecut.errors import StagecutWarning
+
+        sizes: dict = {}
+        for grp in groups:
+            sizes[grp] = sizes.get(grp, 0) + 1
+        big = max(sizes, key=sizes.__getitem__)
+        warnings.warn(
+            f"colocation classes on a directed cycle must share one block (acyclic quotient): "
+            f"{len(classes) - len(set(groups))} classes merged, the largest group holds {sizes[big]} nodes "
+            f"(with node {g.nodes[big].id!r}); a backward pass wired in reverse does this. "
+            "colocate=False treats the graph as a plain DAG",
+            StagecutWarning,
+            stacklevel=3,
+        )
+
+
 def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float) -> tuple:
     """Put the relaxation's parameter-holding leaves back into the blocks (node positions, in
     chain order) so that no block costs more than ``bound``: ``(blocks, None)``, or
@@ -419,6 +442,8 @@ def slice_graph(
     if segment_costs not in ("auto", "scan", "fenwick"):
         raise InvalidGraphError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
     units = _Units(problem, fold_leaves and order is None and priorities is None)
+    if problem.colocate:
+        _warn_cycle_groups(problem)
     k = problem.stages
     details: dict = {"units": len(units.members)}
     if method == "dp":
