@@ -244,7 +244,7 @@ def _warn_cycle_groups(problem: MtppProblem) -> None:
         big = max(sizes, key=sizes.__getitem__)
         warnings.warn(
             f"colocation classes on a directed cycle must share one block (acyclic quotient): "
-            f"{len(classes) - len(set(groups))} classes merged, the largest group holds {sizes[big]} nodes "
+            f"{len(classes)} classes make {len(set(groups))} groups, the largest holds {sizes[big]} nodes "
             f"(with node {g.nodes[big].id!r}); a backward pass wired in reverse does this. "
             "colocate=False treats the graph as a plain DAG",
             StagecutWarning,
