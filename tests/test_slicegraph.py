@@ -128,6 +128,8 @@ def test_dp_equals_brute_force_with_colocation_classes_and_parameter_leaves(prob
      [(0, 2), (0, 3), (2, 3), (1, 4), (5, 3), (6, 1)], 3, 10.0, "relaxation + repair", 3),
     ([(0, 4, 0, 3), (1, 8, 0, 1), (2, 4, 0, 5), (3, 5, 4, 3), (4, 8, 1, 2), (5, 0, 4, 3), (6, 0, 4, 1)],
      [(2, 3), (5, 4), (6, 0)], 2, 19.0, "ideal DP", 2),
+    # the leaf (6 bytes) gets a block of its own: 5 = the relaxation's bound
+    ([(0, 5, 1, 0), (1, 0, 6, 0)], [(0, 1)], 2, 5.0, "relaxation + repair", 1),
 ])
 def test_parameter_leaves_relaxation_rounds_and_fallback(case):
     spec, edges, k, want, how, rounds = case
@@ -404,6 +406,17 @@ def test_cli_slice(capsys, tmp_path):
     args = parser.parse_args(["slice", "regal:40", "--stages", "3", "--method", "brkga", "--population", "1"])
     assert args.func(args) == 2
     assert "population" in capsys.readouterr().err
+
+
+def test_order_method_with_colocation_groups():
+    # a and b share a class; a -> x and y -> b: the group {a, b} is not adjacent in the order
+    nodes = [Node("a", {"accelerator": 1.0}, colocation="X"), Node("x", {"accelerator": 5.0}),
+             Node("y", {"accelerator": 5.0}), Node("b", {"accelerator": 1.0}, colocation="X")]
+    g = Graph(nodes, [("a", "x"), ("y", "b")])
+    plan = slice_graph(g, 3, method="order", order=["a", "x", "y", "b"])
+    assert plan.objective == brute_force(MtppProblem(g, 3)) == 5.0
+    with pytest.raises(InvalidGraphError, match="node 'x' comes before its predecessor 'a'"):
+        slice_graph(g, 3, method="order", order=["x", "a", "y", "b"])
 
 
 def test_cli_slice_keeps_or_ignores_colocation(capsys, tmp_path):

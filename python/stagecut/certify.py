@@ -144,7 +144,8 @@ def certify(
         With a Graph, ``stages`` (default: the graph's ``accelerators``, else the plan's block
         count) and the memory model (``fast_memory``, ``bandwidth``, ``reserved_memory``) make
         the :class:`~stagecut.mtpp.MtppProblem`; ``colocate=False`` ignores colocation classes
-        (as for a plan made with ``slice_graph(..., colocate=False)``).
+        (as for a plan made with ``slice_graph(..., colocate=False)``). With a problem, all of
+        these come from it.
     plan : SlicePlan, Plan, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of {"simple", "bottleneck", "bottleneck-guess", "exact"}

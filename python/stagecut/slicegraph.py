@@ -252,37 +252,91 @@ def _warn_cycle_groups(problem: MtppProblem) -> None:
         )
 
 
-def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float) -> tuple:
-    """Put the relaxation's parameter-holding leaves back into the blocks (node positions, in
-    chain order) so that no block costs more than ``bound``: ``(blocks, None)``, or
-    ``(None, group)`` naming the first leaf that found no room. A sink leaf may go
-    into its producer's block or a later one, a source leaf into its consumer's block or an
-    earlier one (the quotient stays acyclic); placing a leaf changes only its block and its
-    neighbour's. Greedy, largest parameters first, each where the larger of the two changed
-    costs is least."""
+def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float, k: int) -> tuple:
+    """Put the relaxation's parameter-holding leaves back into the blocks (node positions)
+    so that no block costs more than ``bound``: ``(blocks in a topological order, None)``, or
+    ``(None, group)`` naming the first leaf that found no room.
+
+    A leaf may go into any block that keeps the quotient acyclic (its neighbour's block; for a
+    sink leaf a block that cannot reach the neighbour's, for a source leaf one the neighbour's
+    cannot reach), or alone into a new block while there are fewer than ``k``. Placing it
+    changes only its own block's cost and its neighbour's (leaves not yet placed count as
+    outside every block, which can only overstate costs). Greedy, largest parameters first,
+    each where the larger of the two changed costs is least."""
     g = problem.graph
+    n = len(g.nodes)
     ids = [nd.id for nd in g.nodes]
     leaf = {i for _, nodes, _, _ in relaxed.relaxed for i in nodes}
     blocks = [[i for i in b if i not in leaf] for b in blocks]
-    block_of = {i: b for b, nodes in enumerate(blocks) for i in nodes}
 
     def cost(nodes):
         return block_cost(problem, [ids[i] for i in nodes])
 
+    def quotient():
+        block_of = [-1] * n
+        for b, nodes in enumerate(blocks):
+            for i in nodes:
+                block_of[i] = b
+        succ: list = [set() for _ in blocks]
+        for u in range(n):
+            for v in g.succ[u]:
+                a, c = block_of[u], block_of[v]
+                if a >= 0 and c >= 0 and a != c:
+                    succ[a].add(c)
+        return block_of, succ
+
+    def reach(succ, src):
+        seen, todo = {src}, [src]
+        while todo:
+            for c in succ[todo.pop()]:
+                if c not in seen:
+                    seen.add(c)
+                    todo.append(c)
+        return seen
+
     limit = bound * (1 + 1e-9) + 1e-12
     todo = sorted(relaxed.relaxed, key=lambda t: -sum(g.nodes[i].memory for i in t[1]))
     for r, nodes, nb, side in todo:
+        block_of, succ = quotient()
         b0 = block_of[nb]
+        if side == "sink":  # edge b0 -> c: c must not reach b0
+            ok = [c for c in range(len(blocks)) if c == b0 or b0 not in reach(succ, c)]
+        else:  # edge c -> b0: b0 must not reach c
+            from_b0 = reach(succ, b0)
+            ok = [c for c in range(len(blocks)) if c == b0 or c not in from_b0]
+        if len(blocks) < k:
+            ok.append(len(blocks))  # a new block of its own
         best = None
-        for c in range(b0, len(blocks)) if side == "sink" else range(b0 + 1):
-            trial = blocks[c] + nodes
+        for c in ok:
+            trial = (blocks[c] if c < len(blocks) else []) + nodes
             worst = max(cost(trial), cost(blocks[b0]) if c != b0 else 0.0)
             if worst <= limit and (best is None or worst < best[0]):
                 best = (worst, c)
         if best is None:
             return None, r
-        blocks[best[1]] = blocks[best[1]] + nodes
-    return blocks, None
+        if best[1] == len(blocks):
+            blocks.append(list(nodes))
+        else:
+            blocks[best[1]] = blocks[best[1]] + nodes
+    # a topological order of the blocks (stable)
+    _, succ = quotient()
+    indeg = [0] * len(blocks)
+    for a in range(len(blocks)):
+        for c in succ[a]:
+            indeg[c] += 1
+    import heapq
+
+    ready = [b for b in range(len(blocks)) if indeg[b] == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        a = heapq.heappop(ready)
+        out.append(blocks[a])
+        for c in succ[a]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                heapq.heappush(ready, c)
+    return out, None
 
 
 def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: int, details: dict) -> dict:
@@ -299,36 +353,38 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
     keep: set = set()
     bound = None
     rounds = 0
-    while fold:
-        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep)
-        if not relaxed.relaxed:
-            break
+
+    def solve(u: _Units) -> dict:
         try:
-            out = _core.mtpp_exact(*relaxed.arrays, *relaxed.memory, k, max_ideals)
+            return _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals)
         except TooManyIdealsError as e:
             if bound is None:
                 raise
             raise TooManyIdealsError(
-                f"{e} (the optimum is at least {bound:.6g}: the bound with the parameters of "
-                f"{len(relaxed.relaxed) + 1} work-free leaves dropped; method='brkga' gives a "
-                "partition, compare it with this bound)"
+                f"{e} (the optimum is at least {bound:.6g}, the bound of round {rounds}, which dropped the "
+                f"parameters of {details['relaxation']['relaxed_leaves']} work-free leaves; method='brkga' "
+                "gives a partition to compare with it)"
             ) from None
+
+    while fold:
+        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep)
+        if not relaxed.relaxed:
+            break
+        out = solve(relaxed)
         rounds += 1
         bound = out["objective"]
         details["relaxation"] = {"bound": bound, "ideals": out["ideals"], "relaxed_leaves": len(relaxed.relaxed),
                                  "rounds": rounds}
+        details["ideals"] = out["ideals"]
         if not math.isfinite(bound):
-            break  # infeasible even relaxed
-        fixed, stuck = _repair(problem, relaxed, [relaxed.expand(b) for b in out["blocks"]], bound)
+            details["exact_by"] = "relaxation (infeasible even without the leaves' parameters)"
+            return {"objective": math.inf, "blocks": []}
+        fixed, stuck = _repair(problem, relaxed, [relaxed.expand(b) for b in out["blocks"]], bound, k)
         if fixed is not None:
-            details["ideals"] = out["ideals"]
             details["exact_by"] = "relaxation + repair"
             return {"objective": bound, "blocks": fixed}
         keep.add(stuck)
-    if bound is not None and not math.isfinite(bound):
-        details["exact_by"] = "relaxation (infeasible even without the leaves' parameters)"
-        return {"objective": math.inf, "blocks": []}
-    out = _core.mtpp_exact(*units.arrays, *units.memory, k, max_ideals)
+    out = solve(units)
     details["ideals"] = out["ideals"]
     details["exact_by"] = "ideal DP"
     return {"objective": out["objective"], "blocks": [units.expand(b) for b in out["blocks"]]}
@@ -382,7 +438,7 @@ def slice_graph(
     Parameters
     ----------
     graph : Graph or MtppProblem
-        With a problem, ``stages`` and the memory arguments come from it.
+        With a problem, ``stages``, the memory arguments and ``colocate`` come from it.
     stages : int
         At most this many blocks (default: ``graph.defaults["accelerators"]``).
     method : {"brkga", "random", "mla", "mla-weighted", "dp", "order"}
@@ -470,8 +526,19 @@ def slice_graph(
                 if len(pos) != len(g.nodes):
                     gone = next(nd.id for j, nd in enumerate(g.nodes) if j not in seen)
                     raise InvalidGraphError(f"order: node {gone!r} missing ({len(pos)} of {len(g.nodes)} nodes given)")
-                # a unit (forced group) sits where its first node does
-                kw["order"] = np.asarray(list(dict.fromkeys(units.unit_of[i] for i in pos)), dtype=np.int64)
+                at = {i: r for r, i in enumerate(pos)}
+                for u, v in g.edges:
+                    if at[g.index[u]] > at[g.index[v]]:
+                        raise InvalidGraphError(f"order: node {v!r} comes before its predecessor {u!r}")
+                if len(units.members) == len(g.nodes):
+                    kw["order"] = np.asarray([units.unit_of[i] for i in pos], dtype=np.int64)
+                else:
+                    # forced groups: Kahn on the groups, each ranked by its earliest node in
+                    # the order (a group's nodes need not be adjacent in it)
+                    uprio = np.full(len(units.members), np.inf)
+                    np.minimum.at(uprio, np.asarray([units.unit_of[i] for i in pos], dtype=np.int64),
+                                  np.arange(len(pos), dtype=np.float64))
+                    kw["priorities"] = uprio
             elif priorities is not None:
                 if isinstance(priorities, Mapping):
                     missing = [v.id for v in g.nodes if v.id not in priorities]
