@@ -73,12 +73,18 @@ struct Frame {
 }
 
 /// Run the DP with `accelerators` accelerators and `cpus` CPUs.
+///
+/// With `prune`, a block stops growing once its monotone lower bound can no longer improve
+/// the row, or exceeds `upper` (the cost of some known solution, or `INF`): no solution of
+/// cost `<= upper` uses such a block, so the optimum is unchanged whenever `upper` is at
+/// least the optimum. (A smaller `upper` can only make the answer `INF`.)
 pub fn solve<C: BlockCost>(
     ideals: &Ideals,
     cost: &C,
     accelerators: usize,
     cpus: usize,
     prune: bool,
+    upper: f64,
 ) -> CoreResult<DpSolution> {
     let kf = accelerators + 1;
     let width = (cpus + 1) * kf;
@@ -101,7 +107,7 @@ pub fn solve<C: BlockCost>(
             .into_par_iter()
             .map_init(
                 || cost.new_state(),
-                |st, id| row_for(ideals, cost, st, dp_ref, id, accelerators, cpus, prune),
+                |st, id| row_for(ideals, cost, st, dp_ref, id, accelerators, cpus, prune, upper),
             )
             .collect();
         for (i, (row, brow, pairs)) in rows.into_iter().enumerate() {
@@ -152,6 +158,7 @@ fn row_for<C: BlockCost>(
     accelerators: usize,
     cpus: usize,
     prune: bool,
+    upper: f64,
 ) -> (Vec<f64>, Vec<(u32, u8)>, u64) {
     let kf = accelerators + 1;
     let width = (cpus + 1) * kf;
@@ -220,7 +227,7 @@ fn row_for<C: BlockCost>(
         if changed {
             (t_acc, t_cpu) = thresholds(&row);
         }
-        if prune && cs.acc_lb >= t_acc && cs.cpu_lb >= t_cpu {
+        if prune && (cs.acc_lb >= t_acc || cs.acc_lb > upper) && (cs.cpu_lb >= t_cpu || cs.cpu_lb > upper) {
             cost.pop(st, v as usize);
             continue;
         }
@@ -554,8 +561,13 @@ mod tests {
             let cost = MaxLoadCost::new(&orig, &members, mem, INF).unwrap();
             let want = brute(n, &edges, &orig, k, l, mem);
             for prune in [false, true] {
-                let sol = solve(&ideals, &cost, k, l, prune).unwrap();
+                let sol = solve(&ideals, &cost, k, l, prune, INF).unwrap();
                 assert_eq!(sol.objective, want, "trial {trial} prune {prune}");
+                if want.is_finite() {
+                    // an upper bound equal to the optimum keeps it
+                    let tight = solve(&ideals, &cost, k, l, prune, want).unwrap();
+                    assert_eq!(tight.objective, want, "trial {trial} prune {prune} upper");
+                }
                 if want.is_finite() {
                     let mut all: Vec<usize> = sol.blocks.iter().flat_map(|b| b.nodes.clone()).collect();
                     all.sort();

@@ -15,13 +15,13 @@ def max_load_dp(
     acc_time: F64, cpu_time: F64, size: F64, comm: F64, acc_ok: B, cpu_ok: B,
     edge_src: I64, edge_dst: I64, n_units: int, unit_src: I64, unit_dst: I64,
     members_off: I64, members: I64, accelerators: int, cpus: int, acc_memory: float,
-    cpu_memory: float, max_ideals: int, prune: bool = True,
+    cpu_memory: float, max_ideals: int, prune: bool = True, upper_bound: Optional[float] = None,
 ) -> dict[str, Any]: ...
 def count_ideals(n: int, src: I64, dst: I64, max_ideals: int) -> int: ...
 def mtpp_exact(
     work: F64, params: F64, t_cost: F64, t_prod: I64, t_cons_off: I64, t_cons: I64,
     fast_memory: float, reserved: float, bandwidth: Optional[float], stages: int,
-    max_ideals: int, prune: bool = True,
+    max_ideals: int, prune: bool = True, upper_bound: Optional[float] = None,
 ) -> dict[str, Any]: ...
 def mtpp_segment_io(
     work: F64, params: F64, t_cost: F64, t_prod: I64, t_cons_off: I64, t_cons: I64,

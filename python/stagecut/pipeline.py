@@ -213,7 +213,8 @@ def simple_lower_bound(graph: Graph, units: _Units, accelerators: int, cpus: int
     return max(best_unit, total / (accelerators + cpus))
 
 
-def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory, max_ideals, prune):
+def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory, max_ideals, prune,
+            upper=None):
     nodes = graph.nodes
     src = np.fromiter((graph.index[u] for u, _ in graph.edges), dtype=np.int64, count=len(graph.edges))
     dst = np.fromiter((graph.index[v] for _, v in graph.edges), dtype=np.int64, count=len(graph.edges))
@@ -246,7 +247,23 @@ def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory,
         math.inf,
         max_ideals,
         prune,
+        upper_bound=upper,
     )
+
+
+def _run_exact_dp(graph: Graph, units: _Units, accelerators, cpus, memory, max_ideals, prune):
+    """The exact DP, pruned by the DPL answer (a contiguous split, so no better than the
+    optimum): blocks that cost more than it are in no better split."""
+    upper = None
+    if prune:
+        ref = _ReferenceUnits(graph)
+        dpl = _run_dp(graph, ref, ref.edges, accelerators, cpus, memory, ref.n_units + 2, prune)
+        if math.isfinite(dpl["objective"]):
+            upper = dpl["objective"] * (1 + 1e-9) + 1e-12
+    raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune, upper)
+    if upper is not None and not math.isfinite(raw["objective"]):  # pragma: no cover - defensive
+        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
+    return raw
 
 
 def partition(
@@ -328,7 +345,7 @@ def partition(
     ran = method
     if method in ("auto", "dp"):
         try:
-            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
+            raw = _run_exact_dp(graph, units, accelerators, cpus, memory, max_ideals, prune)
             ran = "dp"
         except TooManyIdealsError:
             if method == "dp":

@@ -339,6 +339,21 @@ def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float, k
     return out, None
 
 
+def _exact_dp(u: _Units, k: int, max_ideals: int) -> dict:
+    """The ideal DP on ``u``, pruned by the cost of a quick BRKGA partition (a block that
+    costs more than some known partition is in no better one)."""
+    from stagecut import _core
+
+    quick = _core.mtpp_slice(*u.arrays, *u.memory, k, "brkga", seed=0, population=50, generations=2**62,
+                             elite=0.2, mutant=0.1, rho=0.7, max_decodes=1000, samples=1000, islands=1)
+    upper = quick["objective"]
+    if math.isfinite(upper):
+        out = _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals, upper_bound=upper * (1 + 1e-9) + 1e-12)
+        if math.isfinite(out["objective"]):
+            return out
+    return _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals)
+
+
 def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: int, details: dict) -> dict:
     """The exact optimum, as blocks of node positions.
 
@@ -356,7 +371,7 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
 
     def solve(u: _Units) -> dict:
         try:
-            return _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals)
+            return _exact_dp(u, k, max_ideals)
         except TooManyIdealsError as e:
             if bound is None:
                 raise

@@ -33,7 +33,7 @@ fn pairs(src: &[u32], dst: &[u32]) -> PyResult<Vec<(u32, u32)>> {
 #[pyfunction]
 #[pyo3(signature = (acc_time, cpu_time, size, comm, acc_ok, cpu_ok, edge_src, edge_dst,
                     n_units, unit_src, unit_dst, members_off, members,
-                    accelerators, cpus, acc_memory, cpu_memory, max_ideals, prune=true))]
+                    accelerators, cpus, acc_memory, cpu_memory, max_ideals, prune=true, upper_bound=None))]
 #[allow(clippy::too_many_arguments)]
 fn max_load_dp<'py>(
     py: Python<'py>,
@@ -56,7 +56,11 @@ fn max_load_dp<'py>(
     cpu_memory: f64,
     max_ideals: usize,
     prune: bool,
+    upper_bound: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    if upper_bound.is_some_and(f64::is_nan) {
+        return Err(to_pyerr(py, CoreError::InvalidInput("upper_bound is NaN".into())));
+    }
     let orig = OriginalNodes {
         acc_time: owned(&acc_time)?,
         cpu_time: owned(&cpu_time)?,
@@ -78,7 +82,7 @@ fn max_load_dp<'py>(
         let dag = Dag::from_edges(n_units, &unit_edges)?;
         let cost = MaxLoadCost::new(&orig, &unit_members, acc_memory, cpu_memory)?;
         let ideals = Ideals::enumerate(&dag, max_ideals)?;
-        solve(&ideals, &cost, accelerators, cpus, prune)
+        solve(&ideals, &cost, accelerators, cpus, prune, upper_bound.unwrap_or(f64::INFINITY))
     });
     let sol = result.map_err(|e| to_pyerr(py, e))?;
     let out = PyDict::new(py);

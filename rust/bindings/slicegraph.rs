@@ -284,7 +284,7 @@ fn mtpp_slice<'py>(
 /// The exact optimum by the ideal DP with the MTPP block cost.
 #[pyfunction]
 #[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, fast_memory, reserved, bandwidth,
-                    stages, max_ideals, prune=true))]
+                    stages, max_ideals, prune=true, upper_bound=None))]
 #[allow(clippy::too_many_arguments)]
 fn mtpp_exact<'py>(
     py: Python<'py>,
@@ -300,6 +300,7 @@ fn mtpp_exact<'py>(
     stages: usize,
     max_ideals: usize,
     prune: bool,
+    upper_bound: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let raw = RawInstance::read(
         &work,
@@ -317,7 +318,11 @@ fn mtpp_exact<'py>(
         if stages == 0 {
             return Err(CoreError::InvalidInput("stages must be at least 1".into()));
         }
-        exact::solve(&inst, stages.min(inst.n.max(1)), max_ideals, prune)
+        let upper = upper_bound.unwrap_or(f64::INFINITY);
+        if upper.is_nan() {
+            return Err(CoreError::InvalidInput("upper_bound is NaN".into()));
+        }
+        exact::solve(&inst, stages.min(inst.n.max(1)), max_ideals, prune, upper)
     });
     let sol = result.map_err(|e| to_pyerr(py, e))?;
     let d = PyDict::new(py);

@@ -109,15 +109,17 @@ pub struct ExactSolution {
 }
 
 /// The optimum over all partitions into at most `k` blocks with an acyclic quotient.
+/// `upper`: the cost of a known partition (or `INF`), for pruning; see [`pipeline::solve`].
 pub fn solve(
     inst: &Instance,
     k: usize,
     max_ideals: usize,
     prune: bool,
+    upper: f64,
 ) -> CoreResult<ExactSolution> {
     let ideals = Ideals::enumerate(&inst.dag, max_ideals)?;
     let cost = MtppBlockCost::new(inst);
-    let sol = pipeline::solve(&ideals, &cost, k, 0, prune)?;
+    let sol = pipeline::solve(&ideals, &cost, k, 0, prune, upper)?;
     Ok(ExactSolution {
         objective: sol.objective,
         blocks: sol.blocks.into_iter().map(|b| b.nodes).collect(),
@@ -200,10 +202,14 @@ mod tests {
             for k in 1..=3 {
                 let want = brute(&inst, k);
                 for prune in [false, true] {
-                    let sol = solve(&inst, k, 1 << 20, prune).unwrap();
+                    let sol = solve(&inst, k, 1 << 20, prune, INF).unwrap();
                     assert_eq!(sol.objective, want, "trial {trial} k {k} prune {prune}");
+                    if want.is_finite() {
+                        let tight = solve(&inst, k, 1 << 20, prune, want).unwrap();
+                        assert_eq!(tight.objective, want, "trial {trial} k {k} upper");
+                    }
                 }
-                let sol = solve(&inst, k, 1 << 20, true).unwrap();
+                let sol = solve(&inst, k, 1 << 20, true, INF).unwrap();
                 if want == INF {
                     continue;
                 }

@@ -285,7 +285,7 @@ mod tests {
         for trial in 0..12 {
             let inst = random_instance(&mut rng, 5 + trial, 0.3, trial % 2 == 0);
             let k = 2 + trial % 3;
-            let opt = exact::solve(&inst, k, 1 << 22, true).unwrap().objective;
+            let opt = exact::solve(&inst, k, 1 << 22, true, f64::INFINITY).unwrap().objective;
             let params = BrkgaParams {
                 population: 20,
                 generations: 10,
