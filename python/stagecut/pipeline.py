@@ -251,20 +251,6 @@ def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory,
     )
 
 
-def _run_exact_dp(graph: Graph, units: _Units, accelerators, cpus, memory, max_ideals, prune):
-    """The exact DP, pruned by the DPL answer (a contiguous split, so no better than the
-    optimum): blocks that cost more than it are in no better split."""
-    upper = None
-    if prune:
-        ref = _ReferenceUnits(graph)
-        dpl = _run_dp(graph, ref, ref.edges, accelerators, cpus, memory, ref.n_units + 2, prune)
-        if math.isfinite(dpl["objective"]):
-            upper = dpl["objective"] * (1 + 1e-9) + 1e-12
-    raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune, upper)
-    if upper is not None and not math.isfinite(raw["objective"]):  # pragma: no cover - defensive
-        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
-    return raw
-
 
 def partition(
     graph: Graph,
@@ -343,9 +329,20 @@ def partition(
     units = _Units(graph, memory)
     notes = []
     ran = method
+    dpl_raw = ref = None
     if method in ("auto", "dp"):
+        upper = None
+        if prune:
+            # the DPL answer is a contiguous split, so no better than the optimum: a block
+            # costing more than it is in no better split (exact pruning)
+            ref = _ReferenceUnits(graph)
+            dpl_raw = _run_dp(graph, ref, ref.edges, accelerators, cpus, memory, ref.n_units + 2, prune)
+            if math.isfinite(dpl_raw["objective"]):
+                upper = dpl_raw["objective"] * (1 + 1e-9) + 1e-12
         try:
-            raw = _run_exact_dp(graph, units, accelerators, cpus, memory, max_ideals, prune)
+            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune, upper)
+            if upper is not None and not math.isfinite(raw["objective"]):  # pragma: no cover - defensive
+                raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
             ran = "dp"
         except TooManyIdealsError:
             if method == "dp":
@@ -356,8 +353,11 @@ def partition(
             notes.append(f"more than {max_ideals} ideals: ran the linearized DP (DPL) instead of the exact DP")
             ran = "dpl"
     if ran == "dpl":
-        units = _ReferenceUnits(graph)
-        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
+        if dpl_raw is not None:  # already run for the bound
+            units, raw = ref, dpl_raw
+        else:
+            units = _ReferenceUnits(graph)
+            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
     runtime = time.perf_counter() - t0
     exact = ran == "dp"
     lb = simple_lower_bound(graph, units, accelerators, cpus, memory)

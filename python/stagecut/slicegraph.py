@@ -108,10 +108,12 @@ class _Units:
     of the core."""
 
     def __init__(self, problem: MtppProblem, fold_leaves: bool, relax_leaf_params: bool = False,
-                 keep: "frozenset | set" = frozenset()) -> None:
+                 keep: "frozenset | set" = frozenset(), groups: "list | None" = None) -> None:
         g = problem.graph
         n = len(g.nodes)
-        parent = forced_groups(problem)  # group ids are their own representatives
+        #: :func:`~stagecut.mtpp.forced_groups` (given, or computed here)
+        self.groups = list(groups) if groups is not None else forced_groups(problem)
+        parent = list(self.groups)  # group ids are their own representatives
         self.relaxed: list = []
 
         def find(x: int) -> int:
@@ -154,12 +156,15 @@ class _Units:
                     leaves[r] = (next(iter(i_r)), "sink")
                 elif not i_r and len(o_r) == 1:
                     leaves[r] = (next(iter(o_r)), "source")
+            members: dict = {}
+            for i in range(n):
+                members.setdefault(grp[i], []).append(i)
             for r, (nb, side) in leaves.items():
                 if r in holding and nb in leaves:
                     continue  # two leaves of each other: relax neither (the repair needs nb placed)
                 parent[find(r)] = find(nb)
                 if r in holding:
-                    self.relaxed.append((r, [i for i in range(n) if grp[i] == r], nb, side))
+                    self.relaxed.append((r, members[r], nb, side))
         dropped = {i for _, nodes, _, _ in self.relaxed for i in nodes}
         roots = sorted({find(i) for i in range(n)})
         uid = {r: u for u, r in enumerate(roots)}
@@ -229,10 +234,9 @@ def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "
     return flat.reshape(n, n)
 
 
-def _warn_cycle_groups(problem: MtppProblem) -> None:
+def _warn_cycle_groups(problem: MtppProblem, groups: list) -> None:
     g = problem.graph
     classes = {nd.colocation if nd.colocation is not None else ("node", i) for i, nd in enumerate(g.nodes)}
-    groups = forced_groups(problem)
     if len(set(groups)) < len(classes):
         import warnings
 
@@ -382,7 +386,7 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
             ) from None
 
     while fold:
-        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep)
+        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep, groups=units.groups)
         if not relaxed.relaxed:
             break
         out = solve(relaxed)
@@ -514,7 +518,7 @@ def slice_graph(
         raise InvalidGraphError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
     units = _Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
-        _warn_cycle_groups(problem)
+        _warn_cycle_groups(problem, units.groups)
     k = problem.stages
     details: dict = {"units": len(units.members)}
     if method == "dp":
