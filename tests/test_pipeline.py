@@ -144,6 +144,8 @@ def test_auto_falls_back_to_dpl_and_dp_refuses():
     p = sc.partition(g, accelerators=3, method="auto", max_ideals=1000)
     assert p.method == "dpl" and p.status == "feasible" and p.notes
     assert p.lower_bound <= p.objective
+    dpl = sc.partition(g, accelerators=3, method="dpl")  # the bound's DPL run, reused
+    assert (p.objective, p.devices) == (dpl.objective, dpl.devices)
     with pytest.raises(sc.TooManyIdealsError, match="dpl"):
         sc.partition(g, accelerators=3, method="dp", max_ideals=1000)
     exact = sc.partition(g, accelerators=3, method="auto")
