@@ -67,6 +67,20 @@ def test_brkga_layer_graphs(benchmark, name):
     benchmark.extra_info.update(objective=plan.objective)
 
 
+@pytest.mark.skipif(not LAYERS.is_dir(), reason="../shared/workloads not present")
+@pytest.mark.parametrize("name,memory", [("gnmt_inference", "overflow"), ("gnmt_training", "hard"),
+                                         ("inceptionv3_training", "hard")])
+def test_exact_dp_layer_graphs(benchmark, name, memory):
+    from stagecut.formats import read_workload
+
+    g = read_workload(LAYERS / f"{name}.json")
+    kw = settings_for(g)[memory]
+    plan = benchmark.pedantic(lambda: slice_graph(g, 6, "dp", **kw), rounds=1, iterations=1)
+    benchmark.extra_info.update(objective=plan.objective, ideals=plan.details["ideals"],
+                                exact_by=plan.details["exact_by"])
+    assert plan.status == "optimal"
+
+
 # ---------------------------------------------------------------------------- tables
 def settings_for(g):
     params = sum(n.memory for n in g.nodes)
