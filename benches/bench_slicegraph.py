@@ -10,7 +10,6 @@ Reads ``../shared/workloads`` relative to the project root; skips what is absent
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path

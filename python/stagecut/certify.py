@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from stagecut.errors import InvalidGraphError
-from stagecut.graph import Graph
+from stagecut.graph import Graph, kahn_order
 from stagecut.mip_mtpp import LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp import MtppProblem, evaluate
 
@@ -95,19 +95,7 @@ def plan_blocks(graph: Graph, plan: Any) -> list:
         for a, b in graph.edges:
             if a in where and b in where and where[a] != where[b]:
                 succ[where[a]].add(where[b])
-        indeg = {s: 0 for s in keys}
-        for s in keys:
-            for t in succ[s]:
-                indeg[t] += 1
-        ready = [s for s in keys if indeg[s] == 0]
-        order = []
-        while ready:
-            s = ready.pop(0)
-            order.append(s)
-            for t in succ[s]:
-                indeg[t] -= 1
-                if indeg[t] == 0:
-                    ready.append(t)
+        order = kahn_order(keys, succ)
         if len(order) != len(keys):
             raise InvalidGraphError("the plan's stages form a cycle: it is not a pipeline")
         return [groups[s] for s in order]

@@ -44,6 +44,43 @@ def _check_number(value: Any, where: str) -> float:
     return x
 
 
+def kahn_order(keys: Sequence, succ) -> list:
+    """Kahn's algorithm over ``keys`` (successors ``succ[key]``, keys too): a topological order
+    that takes the ready key earliest in ``keys`` first. It is shorter than ``keys`` exactly
+    when there is a cycle; the keys left out are the ones on a cycle or after one."""
+    import heapq
+
+    rank = {k: i for i, k in enumerate(keys)}
+    indeg = dict.fromkeys(keys, 0)
+    for k in keys:
+        for t in succ[k]:
+            indeg[t] += 1
+    heap = [i for i, k in enumerate(keys) if indeg[k] == 0]
+    order = []
+    while heap:
+        k = keys[heapq.heappop(heap)]
+        order.append(k)
+        for t in succ[k]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                heapq.heappush(heap, rank[t])
+    return order
+
+
+def cycle_among(rest: Sequence, pred) -> list:
+    """A directed cycle, in edge order, among ``rest``: keys that Kahn's algorithm left out
+    (each has a predecessor ``pred[key]`` in ``rest``). Walks back from ``rest[0]``."""
+    inside = set(rest)
+    pos: dict = {}
+    path = []
+    v = rest[0]
+    while v not in pos:
+        pos[v] = len(path)
+        path.append(v)
+        v = next(u for u in pred[v] if u in inside)
+    return path[pos[v]:][::-1]
+
+
 @dataclass(frozen=True)
 class Node:
     """One operator or layer.
@@ -199,35 +236,14 @@ class Graph:
 
     def topological_order(self) -> list[int]:
         """Node positions in a topological order (Kahn's algorithm, input order on ties)."""
-        import heapq
-
-        indeg = [len(p) for p in self.pred]
-        heap = [i for i, d in enumerate(indeg) if d == 0]
-        heapq.heapify(heap)
-        order = []
-        while heap:
-            i = heapq.heappop(heap)
-            order.append(i)
-            for j in self.succ[i]:
-                indeg[j] -= 1
-                if indeg[j] == 0:
-                    heapq.heappush(heap, j)
-        return order
+        return kahn_order(range(len(self.nodes)), self.succ)
 
     def _check_acyclic(self) -> None:
         order = self.topological_order()
         if len(order) == len(self.nodes):
             return
         done = set(order)
-        # walk predecessors inside the unfinished part until a node repeats
-        start = next(i for i in range(len(self.nodes)) if i not in done)
-        pos: dict = {}
-        path = []
-        while start not in pos:
-            pos[start] = len(path)
-            path.append(start)
-            start = next(p for p in self.pred[start] if p not in done)
-        cycle = [self.nodes[i].id for i in reversed(path[pos[start]:])]
+        cycle = [self.nodes[i].id for i in cycle_among([i for i in range(len(self.nodes)) if i not in done], self.pred)]
         shown = " -> ".join(repr(c) for c in cycle + cycle[:1])
         raise CycleError(f"the graph has a cycle: {shown}", cycle)
 

@@ -46,7 +46,7 @@ import numpy as np
 from stagecut._mip_solver import add, check_options, new_model, solve
 from stagecut.errors import InvalidGraphError, SolverError
 from stagecut.evaluate import evaluate
-from stagecut.graph import ACCELERATOR, CPU, Graph
+from stagecut.graph import ACCELERATOR, CPU, Graph, kahn_order
 from stagecut.results import Plan
 
 __all__ = ["partition_ip", "build_throughput_ip"]
@@ -254,24 +254,11 @@ def _start_values(graph, h, warm, accelerators, cpus) -> list:
         B = h["B"]
         # order the devices along the quotient DAG
         devs = sorted(set(ud.values()), key=str)
-        pos = {d: i for i, d in enumerate(devs)}
         succ = {d: set() for d in devs}
         for a, b in units.edges:
             if ud[a] != ud[b]:
                 succ[ud[a]].add(ud[b])
-        indeg = {d: 0 for d in devs}
-        for d in devs:
-            for e in succ[d]:
-                indeg[e] += 1
-        ready = sorted((d for d in devs if indeg[d] == 0), key=pos.get)
-        order = []
-        while ready:
-            d = ready.pop(0)
-            order.append(d)
-            for e in sorted(succ[d], key=pos.get):
-                indeg[e] -= 1
-                if indeg[e] == 0:
-                    ready.append(e)
+        order = kahn_order(devs, succ)
         if len(order) != len(devs) or len(order) > B:
             return []
         block = {d: b for b, d in enumerate(order)}

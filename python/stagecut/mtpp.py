@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Sequence
 
 from stagecut.errors import InvalidGraphError
-from stagecut.graph import ACCELERATOR, Graph
+from stagecut.graph import ACCELERATOR, Graph, kahn_order
 
 __all__ = ["MtppProblem", "MtppEvaluation", "block_cost", "evaluate", "forced_groups", "lower_bound"]
 
@@ -255,21 +255,9 @@ def evaluate(problem: MtppProblem, blocks: Sequence[Iterable[Hashable]]) -> Mtpp
         a, c = block_of[g.index[u]], block_of[g.index[v]]
         if a != c:
             succ[a].add(c)
-    indeg = {b: 0 for b in succ}
-    for a in succ:
-        for c in succ[a]:
-            indeg[c] += 1
-    ready = [b for b, d in indeg.items() if d == 0]
-    seen = 0
-    while ready:
-        a = ready.pop()
-        seen += 1
-        for c in succ[a]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                ready.append(c)
-    if seen != len(blocks):
-        cyc = sorted(b for b, d in indeg.items() if d > 0)
+    order = kahn_order(range(len(blocks)), succ)
+    if len(order) != len(blocks):
+        cyc = sorted(set(range(len(blocks))) - set(order))
         raise InvalidGraphError(f"the quotient graph of the blocks has a cycle (among blocks {cyc})")
     costs = tuple(block_cost(problem, nodes) for nodes in blocks)
     obj = max(costs) if costs else 0.0

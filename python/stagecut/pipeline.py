@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Hashable
 
 import numpy as np
 

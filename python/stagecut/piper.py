@@ -38,6 +38,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from stagecut.errors import CycleError, InvalidGraphError, SolverError
+from stagecut.graph import cycle_among, kahn_order
 
 __all__ = [
     "TMPC",
@@ -237,26 +238,12 @@ def _validate(p: PiperProblem) -> None:
 
 
 def _check_acyclic(p: PiperProblem, preds: dict, succs: dict) -> None:
-    indeg = {v: len(preds[v]) for v in preds}
-    stack = [v for v in indeg if indeg[v] == 0]
-    done = 0
-    while stack:
-        v = stack.pop()
-        done += 1
-        for w in succs[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    if done == len(indeg):
+    keys = list(preds)
+    order = kahn_order(keys, succs)
+    if len(order) == len(keys):
         return
-    # walk predecessors among the leftover nodes until one repeats
-    v = next(x for x in indeg if indeg[x] > 0)
-    path, pos = [], {}
-    while v not in pos:
-        pos[v] = len(path)
-        path.append(v)
-        v = next(u for u in preds[v] if indeg[u] > 0)
-    cycle = path[pos[v]:][::-1]
+    done = set(order)
+    cycle = cycle_among([v for v in keys if v not in done], preds)
     raise CycleError(f"the layer graph has a cycle through nodes {cycle}", cycle)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping
+from typing import Any, Mapping
 
 __all__ = ["DeviceLoad", "Evaluation", "Plan"]
 

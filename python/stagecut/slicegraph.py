@@ -32,7 +32,7 @@ from typing import Any, Hashable, Mapping, Sequence
 import numpy as np
 
 from stagecut.errors import InvalidGraphError, TooManyIdealsError
-from stagecut.graph import ACCELERATOR, Graph
+from stagecut.graph import ACCELERATOR, Graph, kahn_order
 from stagecut.mtpp import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
 
 __all__ = ["SlicePlan", "slice_graph", "METHODS", "mtpp_arrays", "segment_io"]
@@ -324,22 +324,7 @@ def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float, k
             blocks[best[1]] = blocks[best[1]] + nodes
     # a topological order of the blocks (stable)
     _, succ = quotient()
-    indeg = [0] * len(blocks)
-    for a in range(len(blocks)):
-        for c in succ[a]:
-            indeg[c] += 1
-    import heapq
-
-    ready = [b for b in range(len(blocks)) if indeg[b] == 0]
-    heapq.heapify(ready)
-    out = []
-    while ready:
-        a = heapq.heappop(ready)
-        out.append(blocks[a])
-        for c in succ[a]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                heapq.heappush(ready, c)
+    out = [blocks[b] for b in kahn_order(range(len(blocks)), succ)]
     return out, None
 
 
@@ -367,8 +352,6 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
     the bound is optimal. When the repair fails, the leaf that found no room is modelled
     exactly from then on (a tighter relaxation), until the repair succeeds or no leaf is left
     relaxed (the plain ideal DP on ``units``)."""
-    from stagecut import _core
-
     keep: set = set()
     bound = None
     rounds = 0
