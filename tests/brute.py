@@ -28,13 +28,17 @@ def _quotient_acyclic(graph, dev_of):
     return seen == len(nodes)
 
 
-def brute_force(graph, accelerators, cpus, memory=math.inf):
-    devices = [("accelerator", i) for i in range(accelerators)] + [("cpu", i) for i in range(cpus)]
-    # assign colocation classes as a whole
+def colocation_groups(graph):
+    """Node positions by colocation class (a node without one is its own class)."""
     classes = {}
     for i, n in enumerate(graph.nodes):
         classes.setdefault(n.colocation if n.colocation is not None else ("node", i), []).append(i)
-    groups = list(classes.values())
+    return list(classes.values())
+
+
+def brute_force(graph, accelerators, cpus, memory=math.inf):
+    devices = [("accelerator", i) for i in range(accelerators)] + [("cpu", i) for i in range(cpus)]
+    groups = colocation_groups(graph)  # assign colocation classes as a whole
     best = math.inf
     for choice in itertools.product(range(len(devices)), repeat=len(groups)):
         dev_of = [None] * len(graph)

@@ -14,6 +14,7 @@ import stagecut as sc  # noqa: E402
 from stagecut.graph import Node  # noqa: E402
 from stagecut.mip_pipeline import partition_ip  # noqa: E402
 
+from brute import colocation_groups  # noqa: E402
 from test_pipeline import random_inference_graph, random_training_graph  # noqa: E402
 
 WORKLOADS = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads"
@@ -21,10 +22,7 @@ WORKLOADS = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads"
 
 def brute_noncontiguous(graph, k, l, memory):
     devices = [("accelerator", i) for i in range(k)] + [("cpu", i) for i in range(l)]
-    classes = {}
-    for i, n in enumerate(graph.nodes):
-        classes.setdefault(n.colocation if n.colocation is not None else ("node", i), []).append(i)
-    groups = list(classes.values())
+    groups = colocation_groups(graph)
     best = math.inf
     for choice in itertools.product(range(len(devices)), repeat=len(groups)):
         assign = {}
