@@ -72,6 +72,9 @@ struct Frame {
     added: u32,
 }
 
+/// One ideal's DP row, its back-pointers and the number of sub-ideal pairs visited.
+type Row = (Vec<f64>, Vec<(u32, u8)>, u64);
+
 /// Run the DP with `accelerators` accelerators and `cpus` CPUs.
 ///
 /// With `prune`, a block stops growing once its monotone lower bound can no longer improve
@@ -103,7 +106,7 @@ pub fn solve<C: BlockCost>(
     for level in ideals.levels().into_iter().skip(1) {
         let start = level.start;
         let dp_ref = &dp;
-        let rows: Vec<(Vec<f64>, Vec<(u32, u8)>, u64)> = level
+        let rows: Vec<Row> = level
             .into_par_iter()
             .map_init(
                 || cost.new_state(),
@@ -159,7 +162,7 @@ fn row_for<C: BlockCost>(
     cpus: usize,
     prune: bool,
     upper: f64,
-) -> (Vec<f64>, Vec<(u32, u8)>, u64) {
+) -> Row {
     let kf = accelerators + 1;
     let width = (cpus + 1) * kf;
     let mut row = vec![INF; width];

@@ -1209,13 +1209,13 @@ mod tests {
         let edges: Vec<(u32, u32, f64)> =
             (0..n - 1).map(|i| (i as u32, i as u32 + 1, 1e6)).collect();
         let mut tmpcs = Vec::new();
-        for v in 0..n {
+        for (v, &time) in times.iter().enumerate().take(n) {
             let indeg = usize::from(v > 0);
             let outdeg = usize::from(v + 1 < n);
             tmpcs.push(Tmpc {
                 node: v,
                 t: 1,
-                time: times[v],
+                time,
                 param: 1e6,
                 a: 1.0,
                 b: 1.0,
