@@ -73,6 +73,8 @@ def _cmd_slice(args) -> int:
           f"runtime {plan.runtime_s:.3f} s")
     print(f"objective {_fmt(plan.objective)}  lower bound {_fmt(plan.lower_bound)}  gap {plan.gap:.2%}"
           if math.isfinite(plan.objective) else "no feasible partition")
+    if "exact_by" in plan.details:
+        print(f"proven by: {plan.details['exact_by']} ({plan.details.get('ideals', '?')} ideals)")
     for i, (b, c) in enumerate(zip(plan.blocks, plan.block_costs)):
         ids = ",".join(map(str, b))
         if len(ids) > 60:
