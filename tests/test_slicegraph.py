@@ -299,8 +299,15 @@ def test_bad_input_raises_invalid_graph_error():
 
 def test_too_many_ideals_propagates():
     g = Graph([Node(i, {"accelerator": 1.0}, comm=1.0) for i in range(40)], [])
-    with pytest.raises(TooManyIdealsError):
+    with pytest.raises(TooManyIdealsError, match="40 unconnected parts"):
         slice_graph(g, 3, method="dp", max_ideals=1000, fold_leaves=False)
+    # a training-like pair of unconnected chains, classes ignored: the hint says so
+    nodes = [Node(f"{d}{i}", {"accelerator": 1.0}, comm=1.0, colocation=i) for d in "fb" for i in range(30)]
+    chains = [(f"{d}{i}", f"{d}{i + 1}") for d in "fb" for i in range(29)]
+    g = Graph(nodes, chains)
+    with pytest.raises(TooManyIdealsError, match="2 unconnected parts.*colocate=True"):
+        slice_graph(g, 3, method="dp", max_ideals=500, colocate=False)
+    assert slice_graph(g, 3, method="dp", max_ideals=500).status == "optimal"  # 31 ideals
 
 
 def test_infeasible_hard_memory():

@@ -328,6 +328,23 @@ def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float, k
     return out, None
 
 
+def _components(u: _Units) -> int:
+    """Weakly connected parts of the unit graph."""
+    _, _, _, t_prod, off, cons = u.arrays
+    parent = list(range(len(u.members)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for t, p in enumerate(t_prod):
+        for c in cons[off[t]:off[t + 1]]:
+            parent[find(int(c))] = find(int(p))
+    return len({find(x) for x in range(len(parent))})
+
+
 def _exact_dp(u: _Units, k: int, max_ideals: int) -> dict:
     """The ideal DP on ``u``, pruned by the cost of a quick BRKGA partition (a block that
     costs more than some known partition is in no better one)."""
@@ -360,13 +377,17 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
         try:
             return _exact_dp(u, k, max_ideals)
         except TooManyIdealsError as e:
-            if bound is None:
-                raise
-            raise TooManyIdealsError(
-                f"{e} (the optimum is at least {bound:.6g}, the bound of round {rounds}, which dropped the "
-                f"parameters of {details['relaxation']['relaxed_leaves']} work-free leaves; method='brkga' "
-                "gives a partition to compare with it)"
-            ) from None
+            if bound is not None:
+                why = (f"the optimum is at least {bound:.6g}, the bound of round {rounds}, which dropped the "
+                       f"parameters of {details['relaxation']['relaxed_leaves']} work-free leaves")
+            else:
+                why = f"raise max_ideals={max_ideals}"
+            parts = _components(u)
+            if parts > 1:
+                why += f"; the graph has {parts} unconnected parts, whose ideals multiply"
+                if not problem.colocate and any(nd.colocation is not None for nd in problem.graph.nodes):
+                    why += " (colocate=True keeps each colocation class in one block)"
+            raise TooManyIdealsError(f"{e}: {why}; method='brkga' gives a partition and its lower bound") from None
 
     while fold:
         relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep, groups=units.groups)
