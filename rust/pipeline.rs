@@ -80,7 +80,8 @@ type Row = (Vec<f64>, Vec<(u32, u8)>, u64);
 /// With `prune`, a block stops growing once its monotone lower bound can no longer improve
 /// the row, or exceeds `upper` (the cost of some known solution, or `INF`): no solution of
 /// cost `<= upper` uses such a block, so the optimum is unchanged whenever `upper` is at
-/// least the optimum. (A smaller `upper` can only make the answer `INF`.)
+/// least the optimum. A result `<= upper` is always the optimum; a larger one (or `INF`)
+/// means `upper` was below the optimum, and the DP must run again without it.
 pub fn solve<C: BlockCost>(
     ideals: &Ideals,
     cost: &C,
@@ -570,6 +571,9 @@ mod tests {
                     // an upper bound equal to the optimum keeps it
                     let tight = solve(&ideals, &cost, k, l, prune, want).unwrap();
                     assert_eq!(tight.objective, want, "trial {trial} prune {prune} upper");
+                    // a bound below the optimum never yields a result at or below it
+                    let low = solve(&ideals, &cost, k, l, prune, want * 0.7).unwrap();
+                    assert!(low.objective > want * 0.7 || want == 0.0, "trial {trial} low bound");
                 }
                 if want.is_finite() {
                     let mut all: Vec<usize> = sol.blocks.iter().flat_map(|b| b.nodes.clone()).collect();

@@ -23,7 +23,7 @@ import numpy as np
 from stagecut import _core
 from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
 from stagecut.evaluate import evaluate
-from stagecut.graph import ACCELERATOR, CPU, Graph
+from stagecut.graph import ACCELERATOR, CPU, Graph, kahn_order
 from stagecut.results import Plan
 
 __all__ = ["partition", "simple_lower_bound", "DEFAULT_MAX_IDEALS", "METHODS"]
@@ -212,6 +212,15 @@ def simple_lower_bound(graph: Graph, units: _Units, accelerators: int, cpus: int
     return max(best_unit, total / (accelerators + cpus))
 
 
+def _path(units: _Units) -> list:
+    """Edges along one topological order of the unit DAG."""
+    succ: list = [[] for _ in range(units.n_units)]
+    for a, b in units.edges:
+        succ[a].append(b)
+    order = kahn_order(range(units.n_units), succ)
+    return list(zip(order, order[1:]))
+
+
 def _run_dp(graph: Graph, units: _Units, unit_edges, accelerators, cpus, memory, max_ideals, prune,
             upper=None):
     nodes = graph.nodes
@@ -328,19 +337,19 @@ def partition(
     units = _Units(graph, memory)
     notes = []
     ran = method
-    dpl_raw = ref = None
     if method in ("auto", "dp"):
         upper = None
         if prune:
-            # the DPL answer is a contiguous split, so no better than the optimum: a block
-            # costing more than it is in no better split (exact pruning)
-            ref = _ReferenceUnits(graph)
-            dpl_raw = _run_dp(graph, ref, ref.edges, accelerators, cpus, memory, ref.n_units + 2, prune)
-            if math.isfinite(dpl_raw["objective"]):
-                upper = dpl_raw["objective"] * (1 + 1e-9) + 1e-12
+            # a split along one topological order of the units (the DP on the units plus a
+            # path: n + 1 ideals) is a split of this problem, so no better than the optimum: a
+            # block costing more than it is in no better split (exact pruning)
+            lin = _run_dp(graph, units, units.edges + _path(units), accelerators, cpus, memory,
+                          units.n_units + 2, prune)
+            if math.isfinite(lin["objective"]):
+                upper = lin["objective"] * (1 + 1e-9) + 1e-12
         try:
             raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune, upper)
-            if upper is not None and not math.isfinite(raw["objective"]):  # pragma: no cover - defensive
+            if upper is not None and not raw["objective"] <= upper:  # the bound was wrong after all
                 raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
             ran = "dp"
         except TooManyIdealsError:
@@ -352,11 +361,8 @@ def partition(
             notes.append(f"more than {max_ideals} ideals: ran the linearized DP (DPL) instead of the exact DP")
             ran = "dpl"
     if ran == "dpl":
-        if dpl_raw is not None:  # already run for the bound
-            units, raw = ref, dpl_raw
-        else:
-            units = _ReferenceUnits(graph)
-            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
+        units = _ReferenceUnits(graph)
+        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
     runtime = time.perf_counter() - t0
     exact = ran == "dp"
     lb = simple_lower_bound(graph, units, accelerators, cpus, memory)

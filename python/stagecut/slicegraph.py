@@ -350,12 +350,14 @@ def _exact_dp(u: _Units, k: int, max_ideals: int) -> dict:
     costs more than some known partition is in no better one)."""
     from stagecut import _core
 
-    quick = _core.mtpp_slice(*u.arrays, *u.memory, k, "brkga", seed=0, population=50, generations=2**62,
-                             elite=0.2, mutant=0.1, rho=0.7, max_decodes=1000, samples=1000, islands=1)
-    upper = quick["objective"]
-    if math.isfinite(upper):
-        out = _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals, upper_bound=upper * (1 + 1e-9) + 1e-12)
-        if math.isfinite(out["objective"]):
+    decodes = max(20, min(1000, 400_000 // max(1, len(u.members))))  # ~0.1 s whatever the size
+    quick = _core.mtpp_slice(*u.arrays, *u.memory, k, "brkga", seed=0, population=min(50, decodes),
+                             generations=2**62, elite=0.2, mutant=0.1, rho=0.7, max_decodes=decodes,
+                             samples=decodes, islands=1)
+    if math.isfinite(quick["objective"]):
+        upper = quick["objective"] * (1 + 1e-9) + 1e-12
+        out = _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals, upper_bound=upper)
+        if out["objective"] <= upper:  # above it, the bound was below the optimum after all
             return out
     return _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals)
 
@@ -381,7 +383,7 @@ def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: 
                 why = (f"the optimum is at least {bound:.6g}, the bound of round {rounds}, which dropped the "
                        f"parameters of {details['relaxation']['relaxed_leaves']} work-free leaves")
             else:
-                why = f"raise max_ideals={max_ideals}"
+                why = f"raise max_ideals (now {max_ideals})"
             parts = _components(u)
             if parts > 1:
                 why += f"; the graph has {parts} unconnected parts, whose ideals multiply"
