@@ -31,7 +31,7 @@ from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
-from stagecut.errors import InvalidGraphError, TooManyIdealsError
+from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
 from stagecut.graph import ACCELERATOR, Graph, kahn_order
 from stagecut.mtpp import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
 
@@ -620,7 +620,11 @@ def slice_graph(
         ev = evaluate(problem, blocks)
         objective, costs = ev.objective, ev.block_costs
         if not math.isclose(objective, core_obj, rel_tol=1e-6, abs_tol=1e-9):  # pragma: no cover
-            raise AssertionError(f"core objective {core_obj} != evaluator {objective}")
+            raise StagecutError(
+                f"the core computed {core_obj!r} but the evaluator scores its partition {objective!r}: "
+                "floating-point cancellation when costs span many orders of magnitude (e.g. bytes and "
+                "ms mixed); rescale the inputs (e.g. parameters in MB), or report this with the input"
+            )
     else:
         blocks, objective, costs = (), math.inf, ()
     if blocks:
