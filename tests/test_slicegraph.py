@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stagecut.errors import InvalidGraphError, StagecutWarning, TooManyIdealsError
+from stagecut.errors import InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
 from stagecut.generators import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node
 from stagecut.mtpp import MtppProblem, block_cost, evaluate, lower_bound
@@ -308,6 +308,16 @@ def test_too_many_ideals_propagates():
     with pytest.raises(TooManyIdealsError, match="2 unconnected parts.*colocate=True"):
         slice_graph(g, 3, method="dp", max_ideals=500, colocate=False)
     assert slice_graph(g, 3, method="dp", max_ideals=500).status == "optimal"  # 31 ideals
+
+
+def test_cancellation_is_a_clear_error_not_a_wrong_answer():
+    # tensor costs of 1e16-3e17 next to work of 1-9: incremental sums lose the small digits;
+    # the evaluator's re-scoring catches it and the error says what to do
+    spec = [(0, 9.0, 1e16), (1, 2.0, 3e17), (2, 1.0, 1.0), (3, 2.0, 1e16), (4, 3.0, 3e17), (5, 6.0, 3e17), (6, 6.0, 1e16)]
+    g = Graph([Node(i, {"accelerator": w}, comm=c) for i, w, c in spec],
+              [(0, 4), (1, 2), (1, 3), (2, 6), (4, 5), (4, 6)])
+    with pytest.raises(StagecutError, match="rescale"):
+        slice_graph(g, 3, method="dp")
 
 
 def test_infeasible_hard_memory():
