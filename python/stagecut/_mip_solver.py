@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from stagecut.errors import InvalidGraphError, SolverError
+from stagecut.graph import check_number
 
 __all__ = ["SOLVERS", "import_mip", "new_model", "solve", "MipOutcome", "add"]
 
@@ -40,19 +41,9 @@ def check_options(time_limit=None, gap=None, threads=None, seed=0, solver="cbc")
     if solver is None or str(solver).lower() not in SOLVERS:
         raise InvalidGraphError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if time_limit is not None:
-        try:
-            t = float(time_limit)
-        except (TypeError, ValueError):
-            raise InvalidGraphError(f"time_limit must be a number of seconds, got {time_limit!r}") from None
-        if math.isnan(t) or t <= 0:
-            raise InvalidGraphError(f"time_limit must be positive, got {time_limit!r}")
+        check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True)
     if gap is not None:
-        try:
-            gp = float(gap)
-        except (TypeError, ValueError):
-            raise InvalidGraphError(f"gap must be a number, got {gap!r}") from None
-        if math.isnan(gp) or gp < 0:
-            raise InvalidGraphError(f"gap must be a non-negative number, got {gap!r}")
+        check_number(gap, "gap", allow_inf=True)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise InvalidGraphError(f"threads must be a positive integer, got {threads!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

@@ -32,16 +32,21 @@ ACCELERATOR = "accelerator"
 CPU = "cpu"
 
 
-def _check_number(value: Any, where: str) -> float:
+def check_number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False) -> float:
+    """``value`` as a float, or an :class:`InvalidGraphError` naming ``where``: not a number,
+    NaN, negative (or zero with ``positive``), infinite (unless ``allow_inf``)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
         raise InvalidGraphError(f"{where}: {value!r} is not a number") from None
-    if math.isnan(x) or math.isinf(x):
+    if math.isnan(x) or (math.isinf(x) and not allow_inf):
         raise InvalidGraphError(f"{where}: {value!r} is not finite")
-    if x < 0:
-        raise InvalidGraphError(f"{where}: {value!r} is negative")
+    if x < 0 or (positive and x == 0):
+        raise InvalidGraphError(f"{where}: {value!r} must be {'positive' if positive else 'non-negative'}")
     return x
+
+
+_check_number = check_number
 
 
 def kahn_order(keys: Sequence, succ) -> list:

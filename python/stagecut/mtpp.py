@@ -50,19 +50,13 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Sequence
 
 from stagecut.errors import InvalidGraphError
-from stagecut.graph import ACCELERATOR, Graph, kahn_order
+from stagecut.graph import ACCELERATOR, Graph, check_number, kahn_order
 
 __all__ = ["MtppProblem", "MtppEvaluation", "block_cost", "evaluate", "forced_groups", "lower_bound"]
 
 
 def _nonneg(x, what: str, allow_inf: bool = False) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise InvalidGraphError(f"{what}: {x!r} is not a number") from None
-    if math.isnan(v) or v < 0 or (math.isinf(v) and not allow_inf):
-        raise InvalidGraphError(f"{what}: {x!r} must be a {'non-negative number' if allow_inf else 'finite non-negative number'}")
-    return v
+    return check_number(x, what, allow_inf=allow_inf)
 
 
 @dataclass(frozen=True)

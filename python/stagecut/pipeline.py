@@ -23,7 +23,7 @@ import numpy as np
 from stagecut import _core
 from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
 from stagecut.evaluate import evaluate
-from stagecut.graph import ACCELERATOR, CPU, Graph, kahn_order
+from stagecut.graph import ACCELERATOR, CPU, Graph, check_number, kahn_order
 from stagecut.results import Plan
 
 __all__ = ["partition", "simple_lower_bound", "DEFAULT_MAX_IDEALS", "METHODS"]
@@ -184,12 +184,7 @@ def _resolve(graph: Graph, accelerators, cpus, memory):
     for name, v in (("accelerators", accelerators), ("cpus", cpus)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise InvalidGraphError(f"{name} must be a non-negative integer, got {v!r}")
-    try:
-        memory = float(memory)
-    except (TypeError, ValueError):
-        raise InvalidGraphError(f"memory must be a number, got {memory!r}") from None
-    if math.isnan(memory) or memory < 0:
-        raise InvalidGraphError(f"memory must be a non-negative number, got {memory!r}")
+    memory = check_number(memory, "memory", allow_inf=True)
     if accelerators + cpus == 0:
         raise InvalidGraphError("no devices: accelerators + cpus must be at least 1")
     return int(accelerators), int(cpus), memory
