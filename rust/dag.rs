@@ -1,4 +1,5 @@
-//! Compact directed acyclic graph in CSR form (predecessor and successor lists).
+//! Compact directed acyclic graph in CSR form (predecessor and successor lists), and the
+//! crate's CSR builder [`csr`].
 
 use crate::error::{CoreError, CoreResult};
 
@@ -11,7 +12,11 @@ pub struct Dag {
     succ: Vec<u32>,
 }
 
-fn csr(n: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> (Vec<usize>, Vec<u32>) {
+/// Compressed sparse rows from `(row, value)` pairs: `out[off[a]..off[a + 1]]` holds the values
+/// of row `a`, in the order the pairs come (a stable counting sort). Every `row` must be `< n`.
+/// The one CSR builder of the crate (DAG adjacency, MTPP tensor lists, original predecessors of
+/// the max-load cost).
+pub fn csr(n: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> (Vec<usize>, Vec<u32>) {
     let mut off = vec![0usize; n + 1];
     for (a, _) in pairs.clone() {
         off[a + 1] += 1;
@@ -25,16 +30,17 @@ fn csr(n: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> (Vec<usiz
         out[fill[a]] = b;
         fill[a] += 1;
     }
-    for i in 0..n {
-        out[off[i]..off[i + 1]].sort_unstable();
-    }
     (off, out)
 }
 
 impl Dag {
     /// Build from an edge list over nodes `0..n`. Duplicate edges are merged; self-loops,
-    /// out-of-range endpoints and cycles are errors.
+    /// out-of-range endpoints, more nodes than `u32` ids and cycles are errors. Each node's
+    /// predecessors and successors are listed in increasing order.
     pub fn from_edges(n: usize, edges: &[(u32, u32)]) -> CoreResult<Dag> {
+        if n > u32::MAX as usize {
+            return Err(CoreError::InvalidInput(format!("{n} nodes: at most {} are supported", u32::MAX)));
+        }
         let mut e: Vec<(u32, u32)> = Vec::with_capacity(edges.len());
         for &(a, b) in edges {
             if a as usize >= n || b as usize >= n {
@@ -47,6 +53,7 @@ impl Dag {
             }
             e.push((a, b));
         }
+        // sorted and deduplicated, so the stable CSR rows come out sorted
         e.sort_unstable();
         e.dedup();
         let (succ_off, succ) = csr(n, e.iter().map(|&(a, b)| (a as usize, b)));

@@ -1,25 +1,35 @@
 //! The core's error type. Every failure a user can cause is one of these, never a panic; the
-//! bindings map each variant to an exception class of `stagecut.errors`.
+//! bindings map each variant to an exception class of `stagecut.errors` (see
+//! `bindings/errors.rs`).
 
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum CoreError {
-    /// Malformed input (bad array lengths, out-of-range indices, NaN or negative values...).
+    /// Malformed input data: bad array lengths, out-of-range indices, NaN or negative values,
+    /// an impossible problem (`InvalidGraphError`).
     InvalidInput(String),
-    /// The graph has a directed cycle; `cycle` lists node indices along one.
+    /// A bad function argument rather than bad data: an unknown method or mode string,
+    /// BRKGA parameters out of range, a NaN bound (`InvalidArgumentError`).
+    InvalidArgument(String),
+    /// The graph has a directed cycle; `cycle` lists node indices along one (`CycleError`).
     Cycle { cycle: Vec<usize> },
-    /// Downset enumeration passed the caller's explicit limit.
+    /// Downset enumeration passed the caller's explicit limit (`TooManyIdealsError`).
     TooManyIdeals { limit: usize },
+    /// A broken internal invariant: a bug in stagecut, not the caller's fault (`SolverError`).
+    Internal(String),
 }
 
 impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CoreError::InvalidInput(msg) => write!(f, "{msg}"),
+            CoreError::InvalidInput(msg) | CoreError::InvalidArgument(msg) => write!(f, "{msg}"),
             CoreError::Cycle { cycle } => write!(f, "graph has a cycle through nodes {cycle:?}"),
             CoreError::TooManyIdeals { limit } => {
                 write!(f, "the graph has more than {limit} ideals (downsets)")
+            }
+            CoreError::Internal(msg) => {
+                write!(f, "internal error: {msg}; please report this with the input")
             }
         }
     }
@@ -29,16 +39,16 @@ impl std::error::Error for CoreError {}
 
 pub type CoreResult<T> = Result<T, CoreError>;
 
-/// `xs` has `n` entries, each finite and non-negative; otherwise an error naming `name[i]`.
-pub fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
-    if xs.len() != n {
-        return Err(CoreError::InvalidInput(format!("{name}: expected {n} values, got {}", xs.len())));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_ask_for_a_report() {
+        let e = CoreError::Internal("plan reconstruction failed".into());
+        assert_eq!(
+            e.to_string(),
+            "internal error: plan reconstruction failed; please report this with the input"
+        );
     }
-    if let Some(i) = xs.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(CoreError::InvalidInput(format!(
-            "{name}[{i}] = {} is not a finite non-negative number",
-            xs[i]
-        )));
-    }
-    Ok(())
 }

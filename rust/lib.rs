@@ -1,14 +1,30 @@
 //! stagecut core: the heavy combinatorics behind the `stagecut` Python package.
 //!
+//! The layout mirrors the Python package; each paper's algorithm lives in one place:
+//!
+//! * [`throughput`]: the max-load cost model of the pipeline DP of Tarnawski et al. (NeurIPS
+//!   2020); the DP itself is the generic [`ideal_dp`];
+//! * [`mtpp`]: MTPP and SliceGraph of Archer et al. (arXiv:2311.03703): the SliceGraph DP, its
+//!   Fenwick segment costs, Kahn orders, the BRKGA / random-T / MLA searches, and the exact
+//!   optimum through [`ideal_dp`];
+//! * [`training`]: the Piper training planner of Tarnawski et al. (NeurIPS 2021).
+//!
+//! Shared pieces: [`dag`] (CSR graphs, the one CSR builder), [`ideals`] (downset enumeration),
+//! [`ideal_dp`] (the DP over ideals with an abstract block cost), [`error`] (the error type)
+//! and [`numeric`] (`INF`, `EPS`, input checks).
+//!
 //! The algorithm modules are plain Rust (testable with `cargo test`); the PyO3 glue lives in
-//! `bindings/` and is compiled only with the `python` feature (maturin turns it on).
+//! `bindings/` (one file per objective, plus the error mapping) and is compiled only with the
+//! `python` feature (maturin turns it on).
 
 pub mod dag;
 pub mod error;
+pub mod ideal_dp;
 pub mod ideals;
-pub mod pipeline;
+pub mod mtpp;
+pub mod numeric;
 pub mod piper;
-pub mod slicegraph;
+pub mod throughput;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -30,6 +30,7 @@ use rayon::prelude::*;
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
 use crate::ideals::Ideals;
+use crate::numeric::{EPS, INF};
 
 /// How the per-stage TMPC choice (a multiple-choice knapsack) is solved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,8 +105,6 @@ pub struct PlanOut {
     pub pairs_visited: u64,
 }
 
-const INF: f64 = f64::INFINITY;
-const EPS: f64 = 1e-9;
 
 fn bad(msg: String) -> CoreError {
     CoreError::InvalidInput(msg)

@@ -20,6 +20,8 @@ pub(crate) fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
         CoreError::InvalidInput(_) => "InvalidGraphError",
         CoreError::Cycle { .. } => "CycleError",
         CoreError::TooManyIdeals { .. } => "TooManyIdealsError",
+        CoreError::InvalidArgument(_) => "InvalidArgumentError",
+        CoreError::Internal(_) => "SolverError",
     };
     let msg = err.to_string();
     match py

@@ -8,7 +8,8 @@ use super::{owned, to_pyerr};
 use crate::dag::Dag;
 use crate::error::CoreError;
 use crate::ideals::Ideals;
-use crate::pipeline::{solve, MaxLoadCost, OriginalNodes};
+use crate::ideal_dp::solve;
+use crate::throughput::{MaxLoadCost, OriginalNodes};
 
 
 fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u32>> {

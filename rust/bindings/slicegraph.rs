@@ -10,11 +10,11 @@ use pyo3::types::PyDict;
 
 use super::to_pyerr;
 use crate::error::{CoreError, CoreResult};
-use crate::slicegraph::dp::{self, ScanCosts, TableCosts};
-use crate::slicegraph::fenwick::{build_fenwick, build_naive};
-use crate::slicegraph::kahn::kahn;
-use crate::slicegraph::search::{self, BrkgaParams};
-use crate::slicegraph::{exact, Instance, Memory, OrderCtx, Tensor};
+use crate::mtpp::slicegraph::{self as dp, ScanCosts, TableCosts};
+use crate::mtpp::fenwick::{build_fenwick, build_naive};
+use crate::mtpp::kahn::kahn;
+use crate::mtpp::search::{self, BrkgaParams};
+use crate::mtpp::{exact, Instance, Memory, OrderCtx, Tensor};
 
 struct RawInstance {
     work: Vec<f64>,

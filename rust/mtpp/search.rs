@@ -16,10 +16,11 @@
 
 use rayon::prelude::*;
 
-use super::dp::{self, ScanCosts, Split};
+use super::slicegraph::{self, ScanCosts, Split};
 use super::kahn::kahn;
 use super::rng::{splitmix64, Rng};
-use super::{Instance, OrderCtx, INF};
+use super::{Instance, OrderCtx};
+use crate::numeric::INF;
 
 #[derive(Debug, Clone)]
 pub struct BrkgaParams {
@@ -231,7 +232,7 @@ pub fn random_t<F: Fn(&[f64], f64) -> f64 + Sync>(
 pub fn decode(inst: &Instance, keys: &[f64], k: usize) -> (Vec<usize>, Split) {
     let order = kahn(inst, keys);
     let ctx = OrderCtx::new(inst, order);
-    let split = dp::solve(&ctx, &mut ScanCosts::new(&ctx), k);
+    let split = slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), k);
     (ctx.order, split)
 }
 
@@ -242,7 +243,7 @@ pub fn decode_objective(inst: &Instance, keys: &[f64], k: usize) -> f64 {
 /// The decoder's objective if it is at most `cap`, else `INF`.
 pub fn decode_capped(inst: &Instance, keys: &[f64], k: usize, cap: f64) -> f64 {
     let ctx = OrderCtx::new(inst, kahn(inst, keys));
-    match dp::solve_capped(&ctx, &mut ScanCosts::new(&ctx), k, cap) {
+    match slicegraph::solve_capped(&ctx, &mut ScanCosts::new(&ctx), k, cap) {
         Some(s) => s.objective,
         None => INF,
     }
@@ -275,8 +276,8 @@ pub fn arrangement_cost(inst: &Instance, keys: &[f64], weighted: bool) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::exact;
-    use super::super::tests_common::random_instance;
+    use crate::mtpp::exact;
+    use crate::mtpp::tests_common::random_instance;
     use super::*;
 
     #[test]

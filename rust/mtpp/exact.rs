@@ -1,12 +1,13 @@
 //! The exact MTPP optimum: every partition with an acyclic quotient is a chain of ideals
 //! (take its blocks in a topological order of the quotient), so the generic ideal DP of
-//! [`crate::pipeline`] with the MTPP block cost (accelerators only) is optimal.
+//! [`crate::ideal_dp`] with the MTPP block cost (accelerators only) is optimal.
 
-use super::{Instance, INF};
+use super::Instance;
 use crate::dag::Dag;
 use crate::error::CoreResult;
 use crate::ideals::Ideals;
-use crate::pipeline::{self, BlockCost, Costs};
+use crate::ideal_dp::{self, BlockCost, Costs};
+use crate::numeric::INF;
 
 /// MTPP block cost kept incrementally (tensor-once counters, like `MaxLoadCost`).
 pub struct MtppBlockCost<'a> {
@@ -110,7 +111,7 @@ pub struct ExactSolution {
 
 /// The optimum over all partitions into at most `k` blocks with an acyclic quotient.
 /// `upper`: the cost of a known partition (or `INF`), for pruning; a result above it is not
-/// trustworthy (see [`pipeline::solve`]).
+/// trustworthy (see [`ideal_dp::solve`]).
 pub fn solve(
     inst: &Instance,
     k: usize,
@@ -120,7 +121,7 @@ pub fn solve(
 ) -> CoreResult<ExactSolution> {
     let ideals = Ideals::enumerate(&inst.dag, max_ideals)?;
     let cost = MtppBlockCost::new(inst);
-    let sol = pipeline::solve(&ideals, &cost, k, 0, prune, upper)?;
+    let sol = ideal_dp::solve(&ideals, &cost, k, 0, prune, upper)?;
     Ok(ExactSolution {
         objective: sol.objective,
         blocks: sol.blocks.into_iter().map(|b| b.nodes).collect(),
@@ -144,11 +145,11 @@ pub fn quotient_is_acyclic(inst: &Instance, block_of: &[usize], nblocks: usize) 
 
 #[cfg(test)]
 mod tests {
-    use super::super::dp::{self, ScanCosts};
-    use super::super::kahn::kahn;
-    use super::super::rng::Rng;
-    use super::super::tests_common::random_instance;
-    use super::super::{Memory, OrderCtx};
+    use crate::mtpp::slicegraph::{self, ScanCosts};
+    use crate::mtpp::kahn::kahn;
+    use crate::mtpp::rng::Rng;
+    use crate::mtpp::tests_common::random_instance;
+    use crate::mtpp::{Memory, OrderCtx};
     use super::*;
 
     /// Every assignment of units to at most k blocks with an acyclic quotient.
@@ -232,7 +233,7 @@ mod tests {
                 // Kahn + SliceGraph reach the optimum
                 let prio: Vec<f64> = (0..n).map(|u| block_of[u] as f64).collect();
                 let ctx = OrderCtx::new(&inst, kahn(&inst, &prio));
-                let s = dp::solve(&ctx, &mut ScanCosts::new(&ctx), k);
+                let s = slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), k);
                 assert_eq!(s.objective, want, "theorem 4.3 trial {trial} k {k}");
                 // and the simple lower bound holds
                 assert!(inst.lower_bound(k) <= want);

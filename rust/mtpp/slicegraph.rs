@@ -14,7 +14,8 @@
 //! split, so it terminates.
 
 use super::fenwick::SegTable;
-use super::{OrderCtx, INF};
+use super::OrderCtx;
+use crate::numeric::INF;
 
 /// Tensor costs `io(l, r)` of the segments ending at one `r`, for `l = r, r - 1, ...` in turn.
 pub trait SegCosts {
@@ -147,6 +148,15 @@ pub struct Split {
 }
 
 impl Split {
+    /// A split with no segments: the empty order (`objective = 0`) or no feasible split (`INF`).
+    fn trivial(objective: f64) -> Split {
+        Split {
+            objective,
+            starts: vec![],
+            rounds: 0,
+        }
+    }
+
     /// The segments as lists of units.
     pub fn blocks(&self, order: &[usize]) -> Vec<Vec<usize>> {
         let mut out = Vec::with_capacity(self.starts.len());
@@ -174,11 +184,7 @@ fn backtrack(par: &[u32], n: usize, mut j: usize) -> Vec<usize> {
 /// Plain `O(n^2 k)` DP over a cost function (test oracle and reference).
 pub fn reference(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> Split {
     if n == 0 {
-        return Split {
-            objective: 0.0,
-            starts: vec![],
-            rounds: 0,
-        };
+        return Split::trivial(0.0);
     }
     let w = n + 1;
     let mut best = vec![INF; (k + 1) * w];
@@ -208,11 +214,7 @@ pub fn reference(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> Spli
         }
     }
     if bv == INF {
-        return Split {
-            objective: INF,
-            starts: vec![],
-            rounds: 0,
-        };
+        return Split::trivial(INF);
     }
     Split {
         objective: bv,
@@ -231,33 +233,15 @@ fn segment_cost<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, l: usize, r: usize
     ctx.seg_lb(l, r) + io
 }
 
-/// The optimal split of `ctx`'s order into at most `k` segments (see the module docs).
-pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
+/// A feasible split: maximal segments `(l, r)` of finite lower bound (only a hard memory limit
+/// makes a bound infinite); `None` if a single unit is already infeasible.
+fn greedy_split(ctx: &OrderCtx<'_>) -> Option<Vec<(usize, usize)>> {
     let n = ctx.n();
-    if n == 0 {
-        return Split {
-            objective: 0.0,
-            starts: vec![],
-            rounds: 0,
-        };
-    }
-    if k == 0 {
-        return Split {
-            objective: INF,
-            starts: vec![],
-            rounds: 0,
-        };
-    }
-    // A feasible split: maximal segments of finite lower bound (hard memory limit).
     let mut greedy = Vec::new();
     let mut l = 0;
     while l < n {
         if ctx.seg_lb(l, l) == INF {
-            return Split {
-                objective: INF,
-                starts: vec![],
-                rounds: 0,
-            };
+            return None;
         }
         let mut r = l;
         while r + 1 < n && ctx.seg_lb(l, r + 1) < INF {
@@ -266,13 +250,22 @@ pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
         greedy.push((l, r));
         l = r + 1;
     }
-    if greedy.len() > k {
-        return Split {
-            objective: INF,
-            starts: vec![],
-            rounds: 0,
-        };
+    Some(greedy)
+}
+
+/// The optimal split of `ctx`'s order into at most `k` segments (see the module docs).
+pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
+    let n = ctx.n();
+    if n == 0 {
+        return Split::trivial(0.0);
     }
+    if k == 0 {
+        return Split::trivial(INF);
+    }
+    let greedy = match greedy_split(ctx) {
+        Some(g) if g.len() <= k => g,
+        _ => return Split::trivial(INF),
+    };
     let tmax = greedy
         .iter()
         .map(|&(l, r)| segment_cost(ctx, seg, l, r))
@@ -315,11 +308,7 @@ pub fn solve_capped<S: SegCosts>(
         return if s.objective <= cap { Some(s) } else { None };
     }
     if ctx.n() == 0 {
-        return Some(Split {
-            objective: 0.0,
-            starts: vec![],
-            rounds: 0,
-        });
+        return Some(Split::trivial(0.0));
     }
     if k == 0 {
         return None;
@@ -330,6 +319,59 @@ pub fn solve_capped<S: SegCosts>(
     })
 }
 
+/// What the lower bounds alone say at threshold `t`, per prefix length `i`: `reach[i]`, the
+/// smallest `l` with `lb(l, i - 1) <= t` (nondecreasing in `i`); `f[i]`, the fewest segments
+/// with bounds `<= t` covering `[0, i)`; `h[i]`, likewise for `[i, n)`.
+struct Band {
+    reach: Vec<usize>,
+    f: Vec<usize>,
+    h: Vec<usize>,
+    k: usize,
+}
+
+impl Band {
+    /// `None` if no split into at most `k` segments has every bound `<= t`.
+    fn new(ctx: &OrderCtx<'_>, k: usize, t: f64) -> Option<Band> {
+        let n = ctx.n();
+        let mut f = vec![0usize; n + 1];
+        let mut reach = vec![0usize; n + 1];
+        let mut lo = 0;
+        for i in 1..=n {
+            if ctx.seg_lb(i - 1, i - 1) > t {
+                return None;
+            }
+            while ctx.seg_lb(lo, i - 1) > t {
+                lo += 1;
+            }
+            reach[i] = lo;
+            f[i] = 1 + f[lo];
+        }
+        if f[n] > k {
+            return None;
+        }
+        let mut h = vec![0usize; n + 1];
+        let mut hi = n - 1;
+        for i in (0..n).rev() {
+            while ctx.seg_lb(i, hi) > t {
+                hi -= 1;
+            }
+            h[i] = 1 + h[hi + 1];
+        }
+        Some(Band { reach, f, h, k })
+    }
+
+    /// The segment counts `j` that can matter for prefix `i`: `[f[i], min(i, k - h[i])]`
+    /// (empty when `a > b`).
+    #[inline]
+    fn range(&self, i: usize) -> (usize, usize) {
+        if self.h[i] > self.k {
+            (1, 0)
+        } else {
+            (self.f[i], (self.k - self.h[i]).min(i))
+        }
+    }
+}
+
 /// One round at threshold `t`: the optimum if it is `<= t`, else `None`.
 ///
 /// `best[i][j]` (row per prefix length, `k + 1` wide so the inner loop over `j` is a
@@ -338,40 +380,37 @@ pub fn solve_capped<S: SegCosts>(
 fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Option<Split> {
     let n = ctx.n();
     let w = k + 1;
-    // f[i]: fewest segments with lower bound <= t covering [0, i); h[i]: likewise [i, n).
-    let mut f = vec![0usize; n + 1];
-    // reach[i]: smallest l with lb(l, i - 1) <= t (nondecreasing in i)
-    let mut reach = vec![0usize; n + 1];
-    let mut lo = 0;
-    for i in 1..=n {
-        if ctx.seg_lb(i - 1, i - 1) > t {
-            return None;
+    let band = Band::new(ctx, k, t)?;
+    let best = band_table(ctx, seg, &band, t)?;
+    let mut bj = 0;
+    let mut bv = INF;
+    for j in 1..=k {
+        if best[n * w + j] < bv {
+            bv = best[n * w + j];
+            bj = j;
         }
-        while ctx.seg_lb(lo, i - 1) > t {
-            lo += 1;
-        }
-        reach[i] = lo;
-        f[i] = 1 + f[lo];
     }
-    if f[n] > k {
+    if bv > t || bv == INF {
         return None;
     }
-    let mut h = vec![0usize; n + 1];
-    let mut hi = n - 1;
-    for i in (0..n).rev() {
-        while ctx.seg_lb(i, hi) > t {
-            hi -= 1;
-        }
-        h[i] = 1 + h[hi + 1];
-    }
-    // j range that can matter for each prefix i: [f[i], min(i, k - h[i])]
-    let range = |i: usize| -> (usize, usize) {
-        if h[i] > k {
-            (1, 0)
-        } else {
-            (f[i], (k - h[i]).min(i))
-        }
-    };
+    let starts = recover_cuts(ctx, seg, &best, w, bj, t)?;
+    Some(Split {
+        objective: bv,
+        starts,
+        rounds: 0,
+    })
+}
+
+/// The table `best[i * (k + 1) + j]` of one round (entries above `t` stay `INF`); `None` once
+/// some prefix can no longer be reached (the round fails).
+fn band_table<S: SegCosts>(
+    ctx: &OrderCtx<'_>,
+    seg: &mut S,
+    band: &Band,
+    t: f64,
+) -> Option<Vec<f64>> {
+    let n = ctx.n();
+    let w = band.k + 1;
     let mut best = vec![INF; (n + 1) * w];
     best[0] = 0.0;
     // last prefix length with a finite entry: once no segment ending at r can start at or
@@ -379,10 +418,10 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
     let mut last_finite = 0usize;
     for r in 0..n {
         let i = r + 1;
-        if reach[i] > last_finite {
+        if band.reach[i] > last_finite {
             return None;
         }
-        let (ja, jb) = range(i);
+        let (ja, jb) = band.range(i);
         if ja > jb {
             continue;
         }
@@ -398,7 +437,7 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
             if c > t {
                 continue;
             }
-            let (pa, pb) = range(l);
+            let (pa, pb) = band.range(l);
             // j - 1 in [pa, pb] and j in [ja, jb]
             let a = ja.max(pa + 1);
             let b = jb.min(pb + 1);
@@ -417,20 +456,22 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
             last_finite = i;
         }
     }
-    let mut bj = 0;
-    let mut bv = INF;
-    for j in 1..=k {
-        if best[n * w + j] < bv {
-            bv = best[n * w + j];
-            bj = j;
-        }
-    }
-    if bv > t || bv == INF {
-        return None;
-    }
-    // recover the cuts: for (i, j), some l gives max(best[l][j-1], cost(l, i-1)) == best[i][j]
+    Some(best)
+}
+
+/// The cut positions of the optimum `best[n][bj]`: for each `(i, j)` on the path, some `l`
+/// gives `max(best[l][j - 1], cost(l, i - 1)) == best[i][j]` (found by re-scanning column
+/// `i - 1`). `None` cannot happen (exact float recomputation); it counts as a failed round.
+fn recover_cuts<S: SegCosts>(
+    ctx: &OrderCtx<'_>,
+    seg: &mut S,
+    best: &[f64],
+    w: usize,
+    bj: usize,
+    t: f64,
+) -> Option<Vec<usize>> {
     let mut starts = Vec::with_capacity(bj);
-    let (mut i, mut j) = (n, bj);
+    let (mut i, mut j) = (ctx.n(), bj);
     while j > 0 {
         let target = best[i * w + j];
         let r = i - 1;
@@ -448,30 +489,24 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
                 break;
             }
         }
-        let Some(l) = found else {
-            return None; // cannot happen (exact float recomputation); treated as a failed round
-        };
+        let l = found?;
         starts.push(l);
         i = l;
         j -= 1;
     }
     debug_assert_eq!(i, 0);
     starts.reverse();
-    Some(Split {
-        objective: bv,
-        starts,
-        rounds: 0,
-    })
+    Some(starts)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::fenwick::{build_fenwick, build_naive};
-    use super::super::kahn::kahn;
-    use super::super::rng::Rng;
-    use super::super::tests_common::random_instance;
-    use super::super::Memory;
     use super::*;
+    use crate::mtpp::fenwick::{build_fenwick, build_naive};
+    use crate::mtpp::kahn::kahn;
+    use crate::mtpp::rng::Rng;
+    use crate::mtpp::tests_common::random_instance;
+    use crate::mtpp::Memory;
 
     /// Every set of cut positions with at most k segments.
     fn brute(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> f64 {

@@ -194,9 +194,9 @@ pub fn build_naive(ctx: &OrderCtx<'_>) -> SegTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::kahn::kahn;
-    use super::super::rng::Rng;
-    use super::super::tests_common::random_instance;
+    use crate::mtpp::kahn::kahn;
+    use crate::mtpp::rng::Rng;
+    use crate::mtpp::tests_common::random_instance;
     use super::*;
 
     #[test]

@@ -45,8 +45,8 @@ pub fn kahn(inst: &Instance, prio: &[f64]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rng::Rng;
-    use super::super::tests_common::random_instance;
+    use crate::mtpp::rng::Rng;
+    use crate::mtpp::tests_common::random_instance;
     use super::*;
 
     #[test]

@@ -1,0 +1,356 @@
+//! The generic DP over ideals (Tarnawski et al., "Efficient algorithms for device placement of
+//! DNN graph operators", NeurIPS 2020, Section 5.1.1), shared by both throughput objectives:
+//! the max-load cost of [`crate::throughput`] and the MTPP cost of [`crate::mtpp::exact`].
+//!
+//! `dp[c][f][I]` is the least possible max block cost when the nodes of ideal `I` are split
+//! into contiguous blocks on at most `c` CPUs and `f` accelerators. A block is `I \ J` for a
+//! sub-ideal `J` of `I`; the recurrence takes
+//! `min over J of max(dp[c-1][f][J], cpu_cost(I \ J))` and likewise for accelerators, plus
+//! "leave a device unused". The block cost is abstract ([`BlockCost`]); it is kept
+//! incrementally while the sub-ideals of `I` are visited by canonical descent (see
+//! [`crate::ideals`]), so no table of ideal pairs is ever stored: memory is
+//! `O(ideals * (k + 1) * (l + 1))` plus the ideals themselves.
+//!
+//! Pruning: a block's *lower bound* (e.g. its compute time) never decreases as the block
+//! grows, so once the bound reaches the worst current value of `I`'s row, no larger block can
+//! improve it and that branch of the descent is cut. The answer is unaffected.
+
+use rayon::prelude::*;
+
+use crate::error::{CoreError, CoreResult};
+use crate::ideals::Ideals;
+use crate::numeric::INF;
+
+/// Costs of the current block on each device kind, with monotone lower bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct Costs {
+    pub acc: f64,
+    pub cpu: f64,
+    /// Lower bound on `acc` for this block and every superset the descent can reach.
+    pub acc_lb: f64,
+    /// Likewise for `cpu`.
+    pub cpu_lb: f64,
+}
+
+/// A block cost kept incrementally as the block grows and shrinks one node at a time.
+pub trait BlockCost: Sync {
+    type State: Send;
+    fn new_state(&self) -> Self::State;
+    /// Add node `v` (of the DAG the ideals were enumerated on) to the block.
+    fn push(&self, st: &mut Self::State, v: usize);
+    /// Undo the last `push(v)`.
+    fn pop(&self, st: &mut Self::State, v: usize);
+    fn eval(&self, st: &Self::State) -> Costs;
+}
+
+/// One block of the optimal split, on a device of the given kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub accelerator: bool,
+    pub nodes: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DpSolution {
+    /// Optimal max block cost; `INF` when no split fits.
+    pub objective: f64,
+    /// Blocks in pipeline order (the first holds the sources).
+    pub blocks: Vec<Block>,
+    pub ideals: usize,
+    /// Ideal pairs `(I, J)` whose block cost was evaluated (all of them when `prune` is off).
+    pub pairs: u64,
+}
+
+/// How a DP cell got its value (back-pointer kinds).
+const ACC_SKIP: u8 = 0;
+const CPU_SKIP: u8 = 1;
+const ACC_BLOCK: u8 = 2;
+const CPU_BLOCK: u8 = 3;
+
+/// The device counts and pruning options of one run; a row holds `(cpus + 1) * kf` cells,
+/// cell `c * kf + f` for `c` CPUs and `f` accelerators.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    accelerators: usize,
+    cpus: usize,
+    /// `accelerators + 1`: the stride of one more CPU.
+    kf: usize,
+    width: usize,
+    prune: bool,
+    upper: f64,
+}
+
+/// One level of the canonical descent below an ideal: the sub-ideal `k` reached by removing
+/// `added` (`u32::MAX` at the root), whose removals must have rank below `r`; `next` is the
+/// next immediate sub of `k` to try.
+struct Frame {
+    k: u32,
+    r: u32,
+    next: usize,
+    added: u32,
+}
+
+/// One ideal's DP row, its back-pointers and the number of sub-ideal pairs visited.
+type Row = (Vec<f64>, Vec<(u32, u8)>, u64);
+
+/// Run the DP with `accelerators` accelerators and `cpus` CPUs.
+///
+/// With `prune`, a block stops growing once its monotone lower bound can no longer improve
+/// the row, or exceeds `upper` (the cost of some known solution, or `INF`): no solution of
+/// cost `<= upper` uses such a block, so the optimum is unchanged whenever `upper` is at
+/// least the optimum. A result `<= upper` is always the optimum; a larger one (or `INF`)
+/// means `upper` was below the optimum, and the DP must run again without it.
+pub fn solve<C: BlockCost>(
+    ideals: &Ideals,
+    cost: &C,
+    accelerators: usize,
+    cpus: usize,
+    prune: bool,
+    upper: f64,
+) -> CoreResult<DpSolution> {
+    let kf = accelerators.saturating_add(1);
+    let width = cpus.saturating_add(1).saturating_mul(kf);
+    if width > 1 << 20 {
+        return Err(CoreError::InvalidInput(format!(
+            "too many devices: {accelerators} accelerators x {cpus} CPUs"
+        )));
+    }
+    let shape = Shape { accelerators, cpus, kf, width, prune, upper };
+    let n_ideals = ideals.len();
+    let mut dp = vec![INF; n_ideals * width];
+    let mut back: Vec<(u32, u8)> = vec![(0, ACC_SKIP); n_ideals * width];
+    for x in dp[..width].iter_mut() {
+        *x = 0.0;
+    }
+    let mut pairs_total = 0u64;
+    for level in ideals.levels().into_iter().skip(1) {
+        let start = level.start;
+        let dp_ref = &dp;
+        let rows: Vec<Row> = level
+            .into_par_iter()
+            .map_init(
+                || cost.new_state(),
+                |st, id| row_for(ideals, cost, st, dp_ref, id, &shape),
+            )
+            .collect();
+        for (i, (row, brow, pairs)) in rows.into_iter().enumerate() {
+            let id = start + i;
+            dp[id * width..(id + 1) * width].copy_from_slice(&row);
+            back[id * width..(id + 1) * width].copy_from_slice(&brow);
+            pairs_total += pairs;
+        }
+    }
+    let full = ideals.full();
+    let objective = dp[full * width + cpus * kf + accelerators];
+    let blocks = if objective.is_finite() { blocks_from(ideals, &back, &shape) } else { Vec::new() };
+    Ok(DpSolution { objective, blocks, ideals: n_ideals, pairs: pairs_total })
+}
+
+/// Follow the back-pointers from the full set with every device: the blocks in pipeline order.
+fn blocks_from(ideals: &Ideals, back: &[(u32, u8)], shape: &Shape) -> Vec<Block> {
+    let (width, kf) = (shape.width, shape.kf);
+    let mut blocks = Vec::new();
+    let (mut id, mut c, mut f) = (ideals.full(), shape.cpus, shape.accelerators);
+    while id != 0 {
+        let (sub, kind) = back[id * width + c * kf + f];
+        match kind {
+            ACC_SKIP => f -= 1,
+            CPU_SKIP => c -= 1,
+            _ => {
+                let sub = sub as usize;
+                let nodes: Vec<usize> = (0..ideals.num_nodes())
+                    .filter(|&v| ideals.contains(id, v) && !ideals.contains(sub, v))
+                    .collect();
+                let accelerator = kind == ACC_BLOCK;
+                blocks.push(Block { accelerator, nodes });
+                if accelerator {
+                    f -= 1
+                } else {
+                    c -= 1
+                }
+                id = sub;
+            }
+        }
+    }
+    blocks.reverse();
+    blocks
+}
+
+/// The worst finite-or-not value of the cells that can take one more accelerator block
+/// (`f > 0`) and one more CPU block (`c > 0`): a block whose lower bound reaches it cannot
+/// improve the row.
+fn thresholds(shape: &Shape, row: &[f64]) -> (f64, f64) {
+    let mut t_acc = -INF;
+    let mut t_cpu = -INF;
+    for c in 0..=shape.cpus {
+        for f in 0..=shape.accelerators {
+            let x = row[c * shape.kf + f];
+            if f > 0 && x > t_acc {
+                t_acc = x;
+            }
+            if c > 0 && x > t_cpu {
+                t_cpu = x;
+            }
+        }
+    }
+    (t_acc, t_cpu)
+}
+
+/// Try the block `I \ J` (costs `cs`, `J = sub` with DP row `prev`) as the last block of every
+/// cell of `I`'s row; true if some cell improved.
+fn relax(
+    shape: &Shape,
+    row: &mut [f64],
+    brow: &mut [(u32, u8)],
+    prev: &[f64],
+    cs: &Costs,
+    sub: u32,
+) -> bool {
+    let kf = shape.kf;
+    let mut changed = false;
+    for c in 0..=shape.cpus {
+        for f in 0..=shape.accelerators {
+            let j = c * kf + f;
+            if f > 0 && cs.acc < row[j] {
+                let cand = prev[j - 1].max(cs.acc);
+                if cand < row[j] {
+                    row[j] = cand;
+                    brow[j] = (sub, ACC_BLOCK);
+                    changed = true;
+                }
+            }
+            if c > 0 && cs.cpu < row[j] {
+                let cand = prev[j - kf].max(cs.cpu);
+                if cand < row[j] {
+                    row[j] = cand;
+                    brow[j] = (sub, CPU_BLOCK);
+                    changed = true;
+                }
+            }
+        }
+    }
+    changed
+}
+
+/// "Leave a device unused": a cell is no worse than the cell with one device less.
+fn leave_unused(shape: &Shape, row: &mut [f64], brow: &mut [(u32, u8)], id: usize) {
+    let kf = shape.kf;
+    for c in 0..=shape.cpus {
+        for f in 0..=shape.accelerators {
+            let j = c * kf + f;
+            if f > 0 && row[j - 1] < row[j] {
+                row[j] = row[j - 1];
+                brow[j] = (id as u32, ACC_SKIP);
+            }
+            if c > 0 && row[j - kf] < row[j] {
+                row[j] = row[j - kf];
+                brow[j] = (id as u32, CPU_SKIP);
+            }
+        }
+    }
+}
+
+/// The DP row of ideal `id`: canonical descent over its sub-ideals `J`, the block `I \ J`
+/// growing one node at a time in `st`, cut by the pruning rule of [`solve`].
+fn row_for<C: BlockCost>(
+    ideals: &Ideals,
+    cost: &C,
+    st: &mut C::State,
+    dp: &[f64],
+    id: usize,
+    shape: &Shape,
+) -> Row {
+    let width = shape.width;
+    let mut row = vec![INF; width];
+    let mut brow = vec![(id as u32, ACC_SKIP); width];
+    let mut pairs = 0u64;
+    let (mut t_acc, mut t_cpu) = (INF, INF);
+    let mut stack = vec![Frame { k: id as u32, r: u32::MAX, next: 0, added: u32::MAX }];
+    while let Some(top) = stack.last_mut() {
+        let subs = ideals.immediate_subs(top.k as usize);
+        while top.next < subs.len() && ideals.rank(subs[top.next].0 as usize) >= top.r {
+            top.next += 1;
+        }
+        if top.next == subs.len() {
+            let added = top.added;
+            stack.pop();
+            if added != u32::MAX {
+                cost.pop(st, added as usize);
+            }
+            continue;
+        }
+        let (v, sub) = subs[top.next];
+        top.next += 1;
+        cost.push(st, v as usize);
+        pairs += 1;
+        let cs = cost.eval(st);
+        let prev = &dp[sub as usize * width..(sub as usize + 1) * width];
+        if relax(shape, &mut row, &mut brow, prev, &cs, sub) {
+            (t_acc, t_cpu) = thresholds(shape, &row);
+        }
+        let upper = shape.upper;
+        if shape.prune
+            && (cs.acc_lb >= t_acc || cs.acc_lb > upper)
+            && (cs.cpu_lb >= t_cpu || cs.cpu_lb > upper)
+        {
+            cost.pop(st, v as usize);
+            continue;
+        }
+        stack.push(Frame { k: sub, r: ideals.rank(v as usize), next: 0, added: v });
+    }
+    leave_unused(shape, &mut row, &mut brow, id);
+    (row, brow, pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dag::Dag;
+
+    /// Block cost = sum of node weights on an accelerator, twice that on a CPU.
+    struct Additive(Vec<f64>);
+
+    impl BlockCost for Additive {
+        type State = Vec<f64>;
+        fn new_state(&self) -> Vec<f64> {
+            vec![0.0]
+        }
+        fn push(&self, st: &mut Vec<f64>, v: usize) {
+            let last = *st.last().unwrap();
+            st.push(last + self.0[v]);
+        }
+        fn pop(&self, st: &mut Vec<f64>, _v: usize) {
+            st.pop();
+        }
+        fn eval(&self, st: &Vec<f64>) -> Costs {
+            let s = *st.last().unwrap();
+            Costs { acc: s, cpu: 2.0 * s, acc_lb: s, cpu_lb: 2.0 * s }
+        }
+    }
+
+    #[test]
+    fn chain_split_is_the_best_contiguous_split() {
+        // a chain 0 -> 1 -> 2 -> 3: blocks are intervals
+        let w = vec![4.0, 1.0, 3.0, 2.0];
+        let dag = Dag::from_edges(4, &[(0, 1), (1, 2), (2, 3)]).unwrap();
+        let ideals = Ideals::enumerate(&dag, 100).unwrap();
+        let cost = Additive(w);
+        for prune in [false, true] {
+            let two = solve(&ideals, &cost, 2, 0, prune, INF).unwrap();
+            assert_eq!(two.objective, 5.0);
+            let nodes: Vec<Vec<usize>> = two.blocks.iter().map(|b| b.nodes.clone()).collect();
+            assert_eq!(nodes, vec![vec![0, 1], vec![2, 3]]);
+            assert!(two.blocks.iter().all(|b| b.accelerator));
+            // one accelerator and one CPU (which doubles its block): the CPU takes a light end
+            let mixed = solve(&ideals, &cost, 1, 1, prune, INF).unwrap();
+            assert_eq!(mixed.objective, 8.0);
+            let cpu: Vec<&Block> = mixed.blocks.iter().filter(|b| !b.accelerator).collect();
+            assert_eq!(cpu.len(), 1);
+            assert!(cpu[0].nodes == vec![0] || cpu[0].nodes == vec![3]);
+        }
+        // no device at all: infeasible
+        assert_eq!(solve(&ideals, &cost, 0, 0, true, INF).unwrap().objective, INF);
+        assert!(solve(&ideals, &cost, 1 << 11, 1 << 11, true, INF).is_err());
+        assert!(solve(&ideals, &cost, usize::MAX, 1, true, INF).is_err());
+    }
+}
