@@ -35,8 +35,8 @@ def _workload(name):
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_build_throughput_ip(benchmark, name, contiguous):
     pytest.importorskip("mip")
-    from stagecut.mip_pipeline import build_throughput_ip
-    from stagecut.pipeline import _resolve
+    from stagecut.throughput.ip import build_throughput_ip
+    from stagecut.throughput.dp import _resolve
 
     g = _workload(name)
     k, l, mem = _resolve(g, None, None, None)
@@ -46,7 +46,7 @@ def test_build_throughput_ip(benchmark, name, contiguous):
 @pytest.mark.parametrize("name", SMALL[:2])
 def test_solve_noncontiguous_ip_30s(benchmark, name):
     pytest.importorskip("mip")
-    from stagecut.mip_pipeline import partition_ip
+    from stagecut.throughput.ip import partition_ip
 
     g = _workload(name)
     warm = sc.partition(g)
@@ -57,10 +57,10 @@ def test_solve_noncontiguous_ip_30s(benchmark, name):
 
 
 def ladder(n: int, seeds: int, budget: float, ks, out) -> None:
-    from stagecut.certify import certify
-    from stagecut.generators import REGAL_MODELS, regal_graph
-    from stagecut.mip_mtpp import LEVELS
-    from stagecut.slicegraph import slice_graph
+    from stagecut.mtpp.certify import certify
+    from stagecut.examples import REGAL_MODELS, regal_graph
+    from stagecut.mtpp.bounds import LEVELS
+    from stagecut.mtpp.slicegraph import slice_graph
 
     rows = []
     for model in REGAL_MODELS:

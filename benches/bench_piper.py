@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import stagecut.piper as sp
+import stagecut.training.piper as sp
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads" / "piper"
 GIB = float(1 << 30)

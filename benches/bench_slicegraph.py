@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from stagecut.errors import TooManyIdealsError
-from stagecut.generators import regal_graph
-from stagecut.slicegraph import slice_graph
+from stagecut.examples import regal_graph
+from stagecut.mtpp.slicegraph import slice_graph
 
 LAYERS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
 

@@ -162,7 +162,7 @@ def test_evaluator_reports_violations():
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):
-    from stagecut.cli import main
+    from stagecut.cli.main import main
 
     p = tmp_path / "w.json"
     bad = workload(edges=[{"sourceId": 1, "destId": 1, "cost": 0.5}])

@@ -16,8 +16,8 @@ from stagecut.errors import (
     StagecutWarning,
     TooManyIdealsError,
 )
-from stagecut.evaluate import evaluate, is_contiguous
-from stagecut.examples import random_dag, transformer_like
+from stagecut.throughput import evaluate, is_contiguous
+from stagecut.examples import random_dag, regal_graph, transformer_like
 from stagecut.formats import (
     read_split,
     read_workload,
@@ -29,19 +29,17 @@ from stagecut.formats import (
     write_workload,
 )
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
-from stagecut.pipeline import DEFAULT_MAX_IDEALS, partition
+from stagecut.throughput import DEFAULT_MAX_IDEALS, partition, partition_ip
 from stagecut.results import DeviceLoad, Evaluation, Plan
-from stagecut.mtpp import MtppEvaluation, MtppProblem
-from stagecut.mtpp import block_cost as mtpp_block_cost
-from stagecut.mtpp import evaluate as evaluate_mtpp
-from stagecut.mtpp import lower_bound as mtpp_lower_bound
-from stagecut.slicegraph import SlicePlan, slice_graph
-from stagecut.generators import regal_graph
-from stagecut.certify import Certificate, certify
-from stagecut.mip_pipeline import partition_ip
-from stagecut.mip_mtpp import LEVELS as BOUND_LEVELS
-from stagecut.mip_mtpp import BoundResult, mtpp_bound
-from stagecut.piper import (
+from stagecut.mtpp.model import MtppEvaluation, MtppProblem
+from stagecut.mtpp.model import block_cost as mtpp_block_cost
+from stagecut.mtpp.model import evaluate as evaluate_mtpp
+from stagecut.mtpp.model import lower_bound as mtpp_lower_bound
+from stagecut.mtpp.slicegraph import SlicePlan, slice_graph
+from stagecut.mtpp.certify import Certificate, certify
+from stagecut.mtpp.bounds import LEVELS as BOUND_LEVELS
+from stagecut.mtpp.bounds import BoundResult, mtpp_bound
+from stagecut.training import (
     TMPC,
     PiperEdge,
     PiperNode,

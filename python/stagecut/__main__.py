@@ -1,5 +1,5 @@
 import sys
 
-from stagecut.cli import main
+from stagecut.cli.main import main
 
 sys.exit(main())

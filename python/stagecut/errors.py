@@ -1,7 +1,23 @@
 """Exceptions raised by stagecut.
 
-Every error a user can cause derives from :class:`StagecutError`; errors about bad input are
-also :class:`ValueError`, so ``except ValueError`` keeps working in callers that expect it.
+Every error a user can cause derives from :class:`StagecutError`. Errors about bad input are
+also :class:`ValueError`, so ``except ValueError`` keeps working in callers that expect it:
+
+* :class:`InvalidGraphError`: the graph, problem, split or file is malformed (names the node or
+  field); :class:`CycleError` is the special case of a directed cycle.
+* :class:`InvalidArgumentError`: a bad argument to a function (an unknown ``method``, a negative
+  ``seed``, a time limit that is not a number...), as opposed to bad data.
+
+The rest are about solving:
+
+* :class:`TooManyIdealsError`: an exact DP refused a request that would not fit (the message
+  says why the ideals explode and what to use instead);
+* :class:`SolverError`: a solver failed; an *internal* error (a bug: a solver disagreeing with
+  the evaluator, an impossible state) says "please report";
+* :class:`BackendUnavailableError`: an optional solver backend (HiGHS, ...) is not installed;
+  the message names the extra to install.
+
+The Rust core raises the same classes (its errors are mapped in ``rust/bindings/errors.rs``).
 """
 
 from __future__ import annotations
@@ -9,10 +25,13 @@ from __future__ import annotations
 __all__ = [
     "StagecutError",
     "InvalidGraphError",
+    "InvalidArgumentError",
     "CycleError",
     "TooManyIdealsError",
     "SolverError",
+    "BackendUnavailableError",
     "StagecutWarning",
+    "internal_error",
 ]
 
 
@@ -24,10 +43,14 @@ class InvalidGraphError(StagecutError, ValueError):
     """The input graph, problem or split is malformed; the message names the node or field."""
 
 
-class CycleError(InvalidGraphError):
-    """The graph has a directed cycle; the message lists one."""
+class InvalidArgumentError(StagecutError, ValueError):
+    """A function argument is out of its domain (unknown method, bad seed, bad limit...)."""
 
-    def __init__(self, message: str, cycle: "list | None" = None) -> None:
+
+class CycleError(InvalidGraphError):
+    """The graph has a directed cycle; the message lists one (also in :attr:`cycle`)."""
+
+    def __init__(self, message: str, cycle: list[object] | None = None) -> None:
         super().__init__(message)
         self.cycle = list(cycle) if cycle is not None else None
 
@@ -41,8 +64,17 @@ class TooManyIdealsError(StagecutError):
 
 
 class SolverError(StagecutError):
-    """An external solver (MIP) failed or is unavailable."""
+    """A solver failed, or an internal check failed (then the message says "please report")."""
+
+
+class BackendUnavailableError(SolverError):
+    """An optional solver backend is not installed; the message names the extra to install."""
 
 
 class StagecutWarning(UserWarning):
     """Something worth knowing about an answer (e.g. constraints that force nodes together)."""
+
+
+def internal_error(what: str) -> SolverError:
+    """The :class:`SolverError` for a broken internal invariant (a bug in stagecut)."""
+    return SolverError(f"internal error: {what}; please report this with the input")

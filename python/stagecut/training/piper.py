@@ -18,7 +18,7 @@ stages. The plan's TPS is the largest stage TPS; constraints: ``sum(t d) <= K``,
 
 Examples
 --------
->>> import stagecut.piper as sp
+>>> import stagecut.training.piper as sp
 >>> prob = sp.chain_problem([3.0, 1.0, 2.0], devices=2, memory=1e9, bandwidth=1.0, batch=2, params=1.0)
 >>> plan = sp.plan_training(prob)
 >>> round(plan.objective, 3), [st.nodes for st in plan.stages]

@@ -1,7 +1,7 @@
 import json
 
 import stagecut as sc
-from stagecut.cli import main
+from stagecut.cli.main import main
 
 
 def test_partition_json_and_split_roundtrip(tmp_path, capsys):

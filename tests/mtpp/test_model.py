@@ -7,7 +7,7 @@ import pytest
 
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import Graph, Node
-from stagecut.mtpp import MtppProblem, block_cost, evaluate, lower_bound
+from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, lower_bound
 
 
 def diamond():
@@ -110,7 +110,7 @@ def test_lower_bound_is_valid_on_a_chain():
 
 
 def test_forced_groups_keep_classes_and_merge_classes_on_cycles():
-    from stagecut.mtpp import forced_groups
+    from stagecut.mtpp.model import forced_groups
 
     def training(reverse):
         nodes = [Node(f"f{i}", {"accelerator": 1.0}, memory=2.0, comm=1.0, colocation=i) for i in range(3)]

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from stagecut.errors import InvalidGraphError, SolverError
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
 from stagecut.graph import check_number
 
 __all__ = ["SOLVERS", "import_mip", "new_model", "solve", "MipOutcome", "add"]
@@ -26,12 +26,12 @@ SOLVERS = ("cbc", "highs")
 
 
 def import_mip():
-    """``import mip``, or a :class:`SolverError` with the install hint."""
+    """``import mip`` (a core dependency), or a :class:`BackendUnavailableError` saying how to install it."""
     try:
         import mip  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SolverError(
-            "the MIP solvers need python-mip: pip install 'stagecut[mip]' (or pip install mip)"
+    except ImportError as exc:  # pragma: no cover - only in a broken install
+        raise BackendUnavailableError(
+            "the MIP solvers need python-mip, which did not import; reinstall stagecut (pip install stagecut)"
         ) from exc
     return mip
 
@@ -39,15 +39,15 @@ def import_mip():
 def check_options(time_limit=None, gap=None, threads=None, seed=0, solver="cbc") -> None:
     """Validate the common solver options (bad input is a ValueError)."""
     if solver is None or str(solver).lower() not in SOLVERS:
-        raise InvalidGraphError(f"solver must be one of {SOLVERS}, got {solver!r}")
+        raise InvalidArgumentError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if time_limit is not None:
         check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True)
     if gap is not None:
         check_number(gap, "gap", allow_inf=True)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise InvalidGraphError(f"threads must be a positive integer, got {threads!r}")
+        raise InvalidArgumentError(f"threads must be a positive integer, got {threads!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise InvalidGraphError(f"seed must be a non-negative integer, got {seed!r}")
+        raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}")
 
 
 def new_model(name: str, *, solver: str = "cbc", gap=None, threads=None, seed=0, verbose=False):
@@ -58,8 +58,11 @@ def new_model(name: str, *, solver: str = "cbc", gap=None, threads=None, seed=0,
     try:
         m = mip.Model(name=name, sense=mip.MINIMIZE, solver_name=sname)
     except Exception as exc:  # HiGHS library missing, CBC failing to load, ...
-        hint = " (install highspy: pip install 'mip[highs]')" if sname == mip.HIGHS else ""
-        raise SolverError(f"cannot start the {solver} solver through python-mip: {exc}{hint}") from exc
+        if sname == mip.HIGHS:
+            raise BackendUnavailableError(
+                "the HiGHS solver is not installed: pip install 'stagecut[highs]' (or use solver='cbc')"
+            ) from exc
+        raise SolverError(f"cannot start the {solver} solver through python-mip: {exc}") from exc
     m.verbose = 1 if verbose else 0
     m.max_mip_gap = float(gap) if gap is not None else 1e-6
     m.max_mip_gap_abs = 1e-9

@@ -9,34 +9,7 @@ from hypothesis import given, settings, strategies as st
 import stagecut as sc
 from stagecut.graph import Node
 
-from brute import brute_force
-
-
-def random_training_graph(rng, n_fwd):
-    """A forward DAG plus backward nodes mirrored in reverse, colocated with their forward node."""
-    nodes, edges = [], []
-    for i in range(n_fwd):
-        nodes.append(Node(id=i, compute={"accelerator": rng.randint(0, 6), "cpu": rng.randint(0, 20)},
-                          memory=rng.randint(0, 4), comm=rng.randint(0, 3), colocation=i,
-                          kinds=None if rng.random() < 0.85 else frozenset({"cpu"})))
-    fwd_edges = [(i, j) for i in range(n_fwd) for j in range(i + 1, n_fwd) if rng.random() < 0.4]
-    with_bwd = [i for i in range(n_fwd) if rng.random() < 0.8]
-    for i in with_bwd:
-        nodes.append(Node(id=100 + i, compute={"accelerator": rng.randint(0, 6), "cpu": rng.randint(0, 20)},
-                          memory=rng.randint(0, 2), comm=rng.randint(0, 3), colocation=i, backward=True))
-        edges.append((i, 100 + i))
-    edges += fwd_edges
-    edges += [(100 + j, 100 + i) for i, j in fwd_edges if i in with_bwd and j in with_bwd]
-    return sc.Graph(nodes, edges)
-
-
-def random_inference_graph(rng, n):
-    nodes = [Node(id=i, compute={"accelerator": rng.randint(0, 8), "cpu": rng.randint(0, 25)},
-                  memory=rng.randint(0, 4), comm=rng.randint(0, 4),
-                  kinds=None if rng.random() < 0.85 else frozenset({"cpu"}))
-             for i in range(n)]
-    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35]
-    return sc.Graph(nodes, edges)
+from helpers import brute_force, random_inference_graph, random_training_graph
 
 
 def _check_plan(graph, plan, k, l, memory):
@@ -175,7 +148,6 @@ def test_transformer_example_dp_and_expert_like_split():
 
 
 def test_partition_routes_ip_to_the_integer_program():
-    pytest.importorskip("mip")
     g = sc.random_dag(6, edge_prob=0.4, seed=11)
     dp = sc.partition(g, accelerators=2, cpus=1, memory=9, method="dp")
     ip = sc.partition(g, accelerators=2, cpus=1, memory=9, method="ip", time_limit=60)

@@ -33,7 +33,7 @@ import numpy as np
 
 from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
 from stagecut.graph import ACCELERATOR, Graph, kahn_order
-from stagecut.mtpp import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
+from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
 
 __all__ = ["SlicePlan", "slice_graph", "METHODS", "mtpp_arrays", "segment_io"]
 

@@ -32,7 +32,7 @@ Every bound returned is the solver's proven dual bound, never a primal value.
 Examples
 --------
 >>> from stagecut.graph import Graph
->>> from stagecut.mtpp import MtppProblem
+>>> from stagecut.mtpp.model import MtppProblem
 >>> g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
 >>> r = mtpp_bound(MtppProblem(g, stages=2), "exact")
 >>> r.bound, r.status, r.blocks
@@ -48,10 +48,10 @@ from typing import Any
 
 import numpy as np
 
-from stagecut._mip_solver import add, check_options, new_model, solve
+from stagecut._mip import add, check_options, new_model, solve
 from stagecut.errors import InvalidGraphError
-from stagecut.mtpp import MtppProblem, forced_groups
-from stagecut.mtpp import lower_bound as _simple
+from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.mtpp.model import lower_bound as _simple
 
 __all__ = ["LEVELS", "BoundResult", "mtpp_bound", "simple_bound", "mtpp_data"]
 

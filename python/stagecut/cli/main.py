@@ -15,14 +15,14 @@ import sys
 from typing import Sequence
 
 from stagecut.errors import StagecutError
-from stagecut.evaluate import evaluate
+from stagecut.throughput.evaluate import evaluate
 from stagecut.formats import read_split, read_workload
-from stagecut.pipeline import DEFAULT_MAX_IDEALS, METHODS, partition
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, METHODS, partition
 
 __all__ = ["main"]
 
 # Subcommands contributed by other modules: each exposes add_parser(subparsers).
-_PLUGINS = ("stagecut._slice_cli", "stagecut._piper_cli", "stagecut._mip_cli")
+_PLUGINS = ("stagecut.cli.slice", "stagecut.cli.plan", "stagecut.cli.certify")
 
 
 def _ranges(ids: Sequence) -> str:

@@ -14,7 +14,7 @@ import math
 import sys
 
 from stagecut.errors import StagecutError
-from stagecut.slicegraph import METHODS, slice_graph
+from stagecut.mtpp.slicegraph import METHODS, slice_graph
 
 __all__ = ["add_parser"]
 
@@ -22,7 +22,7 @@ __all__ = ["add_parser"]
 def _load(spec: str):
     if spec.startswith("regal:"):
         from stagecut.errors import InvalidGraphError
-        from stagecut.generators import regal_graph
+        from stagecut.examples import regal_graph
 
         parts = spec.split(":")[1:]
         try:

@@ -4,7 +4,7 @@ import pytest
 
 import stagecut as sc
 
-from conftest import published_rows
+from helpers import published_rows
 
 ROWS = published_rows()
 SLOW: set = set()  # InceptionV3 takes ~20 s each; kept in the default run

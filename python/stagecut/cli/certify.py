@@ -16,7 +16,7 @@ __all__ = ["add_parser"]
 
 
 def _levels(text: str) -> tuple:
-    from stagecut.mip_mtpp import LEVELS
+    from stagecut.mtpp.bounds import LEVELS
 
     out = tuple(x.strip() for x in text.replace(" ", ",").split(",") if x.strip())
     bad = [x for x in out if x not in LEVELS]
@@ -47,8 +47,8 @@ def _read_blocks(path: str, graph):
 
 
 def _cmd_certify(args) -> int:
-    from stagecut.certify import certify
-    from stagecut.cli import load_graph
+    from stagecut.mtpp.certify import certify
+    from stagecut.cli.main import load_graph
 
     try:
         levels = _levels(args.levels)

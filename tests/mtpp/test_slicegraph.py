@@ -14,13 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import require_shared
+from helpers import SHARED
 from stagecut.errors import InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
-from stagecut.generators import REGAL_MODELS, regal_graph
+from stagecut.examples import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node
-from stagecut.mtpp import MtppProblem, block_cost, evaluate, lower_bound
-from stagecut.slicegraph import SlicePlan, segment_io, slice_graph
+from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, lower_bound
+from stagecut.mtpp.slicegraph import SlicePlan, segment_io, slice_graph
 
-WORKLOADS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
+WORKLOADS = SHARED / "throughput-inputs" / "LayerGraphs"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -252,7 +254,7 @@ def test_plan_fields_history_and_json():
 
 def test_same_answer_whatever_the_thread_count():
     code = (
-        "from stagecut.generators import regal_graph; from stagecut.slicegraph import slice_graph;"
+        "from stagecut.examples import regal_graph; from stagecut.mtpp.slicegraph import slice_graph;"
         "g = regal_graph(80, seed=2);"
         "print([slice_graph(g, stages=5, method=m, seed=3, population=24, generations=8).dumps().split('\"order\"')[0]"
         " for m in ('brkga', 'random')])"
@@ -329,12 +331,6 @@ def test_infeasible_hard_memory():
 
 
 # ----------------------------------------------------------------------------- workloads
-def _layer_graphs():
-    if not WORKLOADS.is_dir():
-        return []
-    return sorted(WORKLOADS.glob("*.json"))
-
-
 # The exact optimum (method="dp", k = 6, colocation classes kept) of the 8 layer graphs with
 # both memory settings of the README table: "hard" = the file's maxSizePerFPGA as a hard limit,
 # "overflow" = fast memory of a twelfth of all parameters, streamed at 1e8 bytes/ms.
@@ -365,13 +361,12 @@ def _memory_settings(g, memory):
     return {"fast_memory": sum(nd.memory for nd in g.nodes) / 12, "bandwidth": 1e8}
 
 
-@pytest.mark.skipif(not WORKLOADS.is_dir(), reason="../shared/workloads not present")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in EXACT],
                          ids=lambda c: f"{c[0]}-{c[1]}")
 def test_brkga_within_one_percent_of_the_exact_optimum_on_layer_graphs(case):
     from stagecut.formats import read_workload
 
-    g = read_workload(WORKLOADS / f"{case[0]}.json")
+    g = read_workload(require_shared(WORKLOADS / f"{case[0]}.json"))
     kw = _memory_settings(g, case[1])
     opt = slice_graph(g, 6, method="dp", max_ideals=200_000, **kw)
     assert opt.status == "optimal"
@@ -406,7 +401,7 @@ def test_regal_generator_is_seeded_and_follows_the_recipe(model):
 def test_cli_slice(capsys, tmp_path):
     import argparse
 
-    from stagecut._slice_cli import add_parser
+    from stagecut.cli.slice import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
@@ -439,7 +434,7 @@ def test_order_method_with_colocation_groups():
 def test_cli_slice_keeps_or_ignores_colocation(capsys, tmp_path):
     import argparse
 
-    from stagecut._slice_cli import add_parser
+    from stagecut.cli.slice import add_parser
     from stagecut.examples import transformer_like
     from stagecut.formats import read_workload, write_workload
 

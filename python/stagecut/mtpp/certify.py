@@ -8,7 +8,7 @@ ratio ``objective / lower_bound``. Every MIP bound is the solver's dual bound, w
 Examples
 --------
 >>> import stagecut as sc
->>> from stagecut.certify import certify
+>>> from stagecut.mtpp.certify import certify
 >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
 >>> cert = certify(g, [[0, 1], [2, 3]], stages=2, levels=("simple", "exact"))
 >>> cert.objective, cert.lower_bound, cert.ratio
@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import Graph, kahn_order
-from stagecut.mip_mtpp import LEVELS, BoundResult, mtpp_bound
-from stagecut.mtpp import MtppProblem, evaluate
+from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
+from stagecut.mtpp.model import MtppProblem, evaluate
 
 __all__ = ["Certificate", "certify", "plan_blocks"]
 

@@ -15,19 +15,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import stagecut.piper as sp
+import stagecut.training.piper as sp
 from stagecut.errors import CycleError, InvalidGraphError
 
+from conftest import require_shared
+from helpers import SHARED
+
 GIB = float(1 << 30)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "..", "shared", "workloads", "piper")
 
 
 def data_file(name: str) -> str:
-    path = os.path.join(DATA, name)
-    if not os.path.exists(path):
-        pytest.skip(f"workload {name} not available")
-    return path
+    return str(require_shared(SHARED / "piper" / name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,7 +225,7 @@ def test_greedy_with_many_tmpcs_is_a_real_plan(prob):
 
 def test_result_does_not_depend_on_thread_count():
     path = data_file("resnet.json")
-    code = ("import sys, numpy as np, stagecut.piper as sp; p = sp.read_piper(sys.argv[1]); "
+    code = ("import sys, numpy as np, stagecut.training as sp; p = sp.read_piper(sys.argv[1]); "
             "r = sp.plan_training(p, devices=32, memory=2 * 2**30, bandwidth=25 * 2**30); "
             "sys.stdout.buffer.write(r.table.tobytes() + repr([(s.nodes, s.d, s.t, sorted(s.tmpcs.items())) "
             "for s in r.stages]).encode())")
@@ -387,7 +385,7 @@ def test_limits_are_errors(tmp_path):
 def test_cli(tmp_path):
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(_tiny()))
-    run = [sys.executable, "-c", "import sys; from stagecut._piper_cli import main; sys.exit(main(sys.argv[1:]))"]
+    run = [sys.executable, "-c", "import sys; from stagecut.cli.plan import main; sys.exit(main(sys.argv[1:]))"]
     out = subprocess.run(run + [str(path), "--json", "--devices", "1"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
@@ -411,10 +409,10 @@ def test_cli(tmp_path):
 
 
 def _published():
-    path = os.path.join(DATA, "published-piper.json")
-    if not os.path.exists(path):
-        return []
-    pub = json.load(open(path))
+    path = SHARED / "piper" / "published-piper.json"
+    if not path.exists():  # the test then fails in CI and skips elsewhere
+        return [pytest.param("gnmt.json", 0, 0, 0, 0, id="published-piper-absent")]
+    pub = json.loads(path.read_text())
     rows = []
     for f in ("gnmt.json", "resnet.json"):
         for K, M, piper_tps, equi_tps in pub[f"code_{f}"]:

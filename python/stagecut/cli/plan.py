@@ -14,7 +14,7 @@ import math
 import sys
 from typing import Sequence
 
-from stagecut.cli import _ranges
+from stagecut.cli.main import _ranges
 from stagecut.errors import StagecutError
 
 __all__ = ["add_parser", "main"]
@@ -23,7 +23,7 @@ GIB = float(1 << 30)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from stagecut import piper as sp
+    from stagecut import training as sp
 
     prob = sp.read_piper(args.file)
     memory = args.memory if args.memory is not None else (
@@ -107,7 +107,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def main(argv: "Sequence[str] | None" = None) -> int:
     """Run ``plan`` on its own (``python -m stagecut._piper_cli FILE ...``)."""
-    from stagecut.cli import main as cli_main
+    from stagecut.cli.main import main as cli_main
 
     return cli_main(["plan", *(sys.argv[1:] if argv is None else argv)])
 

@@ -28,7 +28,7 @@ the true load; the returned plan is re-scored by :func:`stagecut.evaluate`.
 Examples
 --------
 >>> import stagecut as sc
->>> from stagecut.mip_pipeline import partition_ip
+>>> from stagecut.throughput.ip import partition_ip
 >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
 >>> plan = partition_ip(g, accelerators=3)
 >>> plan.objective, plan.status, [list(d.nodes) for d in plan.devices]
@@ -43,11 +43,13 @@ from typing import Mapping
 
 import numpy as np
 
-from stagecut._mip_solver import add, check_options, new_model, solve
+from stagecut._mip import add, check_options, new_model, solve
 from stagecut.errors import InvalidGraphError, SolverError
-from stagecut.evaluate import evaluate
+from stagecut.throughput.evaluate import evaluate
 from stagecut.graph import ACCELERATOR, CPU, Graph, kahn_order
+from stagecut.colocation import ColocationClasses, Units, fold_free_leaves
 from stagecut.results import Plan
+from stagecut.throughput.problem import resolve_devices
 
 __all__ = ["partition_ip", "build_throughput_ip"]
 
@@ -57,8 +59,6 @@ class _ClassUnits:
     exact free-leaf folding of :mod:`stagecut.pipeline`."""
 
     def __init__(self, graph: Graph, memory: float) -> None:
-        from stagecut.pipeline import ColocationClasses, fold_free_leaves
-
         classes = ColocationClasses(graph)
         fold_free_leaves(graph, classes, memory)
         key, find = classes.key, classes.find
@@ -146,9 +146,7 @@ def build_throughput_ip(graph: Graph, accelerators: int, cpus: int, memory: floa
     """Build the throughput IP; returns ``(model, handles)`` (handles: units, variables, data)."""
     import mip
 
-    from stagecut.pipeline import _Units
-
-    units = _Units(graph, memory) if contiguous else _ClassUnits(graph, memory)
+    units = Units(graph, memory) if contiguous else _ClassUnits(graph, memory)
     data = _unit_data(graph, units, memory)
     U = units.n_units
     m = new_model("throughput_ip", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
@@ -374,7 +372,7 @@ def partition_ip(
     threads, seed : int
         Solver threads (default 1) and random seed.
     solver : {"cbc", "highs"}
-        HiGHS needs ``highspy``.
+        HiGHS needs the ``highs`` extra (``pip install 'stagecut[highs]'``).
     warm_start : Plan or mapping node id -> (kind, index), optional
         A split (e.g. the DP's or DPL's) given to the solver as a MIP start.
     verbose : bool
@@ -388,10 +386,8 @@ def partition_ip(
         ``"time_limit"``, ``"feasible"`` or ``"infeasible"``; ``extra`` holds the solver
         name, model size and build/solve seconds.
     """
-    from stagecut.pipeline import _resolve
-
     check_options(time_limit, gap, threads, seed, solver)
-    accelerators, cpus, memory = _resolve(graph, accelerators, cpus, memory)
+    accelerators, cpus, memory = resolve_devices(graph, accelerators, cpus, memory)
     if warm_start is not None and not isinstance(warm_start, (Plan, Mapping)):
         raise InvalidGraphError(f"warm_start must be a Plan or a node -> (kind, index) mapping, got {type(warm_start).__name__}")
     t0 = time.perf_counter()

@@ -1,0 +1,97 @@
+"""Shared test helpers: where ../shared/workloads is, random graphs, and the brute force for the
+max-load objective (every assignment of nodes to devices whose quotient graph is acyclic, a chain
+of ideals, scored by the evaluator)."""
+
+import itertools
+import json
+import math
+import pathlib
+
+import stagecut as sc
+from stagecut.graph import Node
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "workloads"
+
+
+def _quotient_acyclic(graph, dev_of):
+    fwd = [i for i, n in enumerate(graph.nodes) if not n.backward]
+    edges = {(dev_of[i], dev_of[j]) for i in fwd for j in graph.succ[i]
+             if not graph.nodes[j].backward and dev_of[i] != dev_of[j]}
+    nodes = {dev_of[i] for i in fwd}
+    indeg = {d: 0 for d in nodes}
+    for _, b in edges:
+        indeg[b] += 1
+    ready = [d for d in nodes if indeg[d] == 0]
+    seen = 0
+    while ready:
+        d = ready.pop()
+        seen += 1
+        for a, b in edges:
+            if a == d:
+                indeg[b] -= 1
+                if indeg[b] == 0:
+                    ready.append(b)
+    return seen == len(nodes)
+
+
+def colocation_groups(graph):
+    """Node positions by colocation class (a node without one is its own class)."""
+    classes = {}
+    for i, n in enumerate(graph.nodes):
+        classes.setdefault(n.colocation if n.colocation is not None else ("node", i), []).append(i)
+    return list(classes.values())
+
+
+def brute_force(graph, accelerators, cpus, memory=math.inf):
+    devices = [("accelerator", i) for i in range(accelerators)] + [("cpu", i) for i in range(cpus)]
+    groups = colocation_groups(graph)  # assign colocation classes as a whole
+    best = math.inf
+    for choice in itertools.product(range(len(devices)), repeat=len(groups)):
+        dev_of = [None] * len(graph)
+        for g, c in zip(groups, choice):
+            for i in g:
+                dev_of[i] = devices[c]
+        if not _quotient_acyclic(graph, dev_of):
+            continue
+        ev = sc.evaluate(graph, {n.id: dev_of[i] for i, n in enumerate(graph.nodes)},
+                         memory=memory, accelerators=accelerators, cpus=cpus)
+        if ev.feasible and ev.objective < best:
+            best = ev.objective
+    return best
+
+
+def random_training_graph(rng, n_fwd):
+    """A forward DAG plus backward nodes mirrored in reverse, colocated with their forward node."""
+    nodes, edges = [], []
+    for i in range(n_fwd):
+        nodes.append(Node(id=i, compute={"accelerator": rng.randint(0, 6), "cpu": rng.randint(0, 20)},
+                          memory=rng.randint(0, 4), comm=rng.randint(0, 3), colocation=i,
+                          kinds=None if rng.random() < 0.85 else frozenset({"cpu"})))
+    fwd_edges = [(i, j) for i in range(n_fwd) for j in range(i + 1, n_fwd) if rng.random() < 0.4]
+    with_bwd = [i for i in range(n_fwd) if rng.random() < 0.8]
+    for i in with_bwd:
+        nodes.append(Node(id=100 + i, compute={"accelerator": rng.randint(0, 6), "cpu": rng.randint(0, 20)},
+                          memory=rng.randint(0, 2), comm=rng.randint(0, 3), colocation=i, backward=True))
+        edges.append((i, 100 + i))
+    edges += fwd_edges
+    edges += [(100 + j, 100 + i) for i, j in fwd_edges if i in with_bwd and j in with_bwd]
+    return sc.Graph(nodes, edges)
+
+
+def random_inference_graph(rng, n):
+    nodes = [Node(id=i, compute={"accelerator": rng.randint(0, 8), "cpu": rng.randint(0, 25)},
+                  memory=rng.randint(0, 4), comm=rng.randint(0, 4),
+                  kinds=None if rng.random() < 0.85 else frozenset({"cpu"}))
+             for i in range(n)]
+    edges = [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35]
+    return sc.Graph(nodes, edges)
+
+
+def published_rows():
+    path = SHARED / "published-table1.json"
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text())
+    cols = data["columns"]
+    return {name: dict(zip(cols, row)) for name, row in data["rows"].items()}
