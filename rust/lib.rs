@@ -23,8 +23,8 @@ pub mod ideal_dp;
 pub mod ideals;
 pub mod mtpp;
 pub mod numeric;
-pub mod piper;
 pub mod throughput;
+pub mod training;
 
 #[cfg(feature = "python")]
 mod bindings;

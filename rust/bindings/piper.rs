@@ -6,7 +6,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::{owned, to_pyerr};
 use crate::error::CoreError;
-use crate::piper::{plan, Knapsack, Problem, Tmpc};
+use crate::training::{plan, Knapsack, Problem, Tmpc};
 
 
 /// Piper DP. TMPC `i` has sync arrays `sfw[sfw_off[i]..sfw_off[i+1]]` (one per incoming edge of
