@@ -25,25 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from stagecut.errors import CycleError, InvalidGraphError
+from stagecut.validate import check_number
 
 __all__ = ["Node", "Graph", "ACCELERATOR", "CPU"]
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
-
-
-def check_number(value: Any, where: str, *, allow_inf: bool = False, positive: bool = False) -> float:
-    """``value`` as a float, or an :class:`InvalidGraphError` naming ``where``: not a number,
-    NaN, negative (or zero with ``positive``), infinite (unless ``allow_inf``)."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise InvalidGraphError(f"{where}: {value!r} is not a number") from None
-    if math.isnan(x) or (math.isinf(x) and not allow_inf):
-        raise InvalidGraphError(f"{where}: {value!r} is not finite")
-    if x < 0 or (positive and x == 0):
-        raise InvalidGraphError(f"{where}: {value!r} must be {'positive' if positive else 'non-negative'}")
-    return x
 
 
 _check_number = check_number
