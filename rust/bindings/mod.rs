@@ -1,44 +1,68 @@
-//! PyO3 glue: the private `stagecut._core` module. One file per topic; each exposes
-//! `register(m)`. Inputs are copied into owned Rust vectors, then the GIL is released.
+//! PyO3 glue: the private `stagecut._core` module, one file per objective like the crate
+//! (`throughput.rs`, `mtpp.rs`, `training.rs`), each exposing `register(m)`, plus the error
+//! mapping (`errors.rs`). Inputs are copied into owned Rust vectors and validated, then the
+//! GIL is released; every core error becomes a `stagecut.errors` exception through `?`.
 
+use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 
-use crate::error::CoreError;
+use crate::dag::Dag;
+use crate::error::{CoreError, CoreResult};
+use crate::ideals::Ideals;
 
-mod pipeline;
-mod piper;
-mod slicegraph;
+mod errors;
+mod mtpp;
+mod throughput;
+mod training;
 
 /// Copy a numpy array into an owned vector (the input must be contiguous).
-pub(crate) fn owned<T: numpy::Element + Copy>(a: &numpy::PyReadonlyArray1<'_, T>) -> PyResult<Vec<T>> {
+pub(crate) fn owned<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> PyResult<Vec<T>> {
     Ok(a.as_slice()?.to_vec())
 }
 
-/// Map a core error to the matching exception class of `stagecut.errors`.
-pub(crate) fn to_pyerr(py: Python<'_>, err: CoreError) -> PyErr {
-    let class = match &err {
-        CoreError::InvalidInput(_) => "InvalidGraphError",
-        CoreError::Cycle { .. } => "CycleError",
-        CoreError::TooManyIdeals { .. } => "TooManyIdealsError",
-        CoreError::InvalidArgument(_) => "InvalidArgumentError",
-        CoreError::Internal(_) => "SolverError",
-    };
-    let msg = err.to_string();
-    match py
-        .import("stagecut.errors")
-        .and_then(|m| m.getattr(class))
-        .and_then(|cls| cls.call1((msg.clone(),)))
-    {
-        Ok(value) => PyErr::from_value(value),
-        Err(_) => pyo3::exceptions::PyValueError::new_err(msg),
+/// Node indices as `u32`; a negative or too large one is an error naming `what`.
+pub(crate) fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u32>> {
+    let out = a
+        .as_slice()?
+        .iter()
+        .map(|&x| {
+            u32::try_from(x).map_err(|_| CoreError::InvalidInput(format!("{what}: index {x} out of range")))
+        })
+        .collect::<CoreResult<Vec<u32>>>()?;
+    Ok(out)
+}
+
+/// Zip two endpoint arrays into an edge list (they must have the same length).
+pub(crate) fn pairs(src: &[u32], dst: &[u32]) -> CoreResult<Vec<(u32, u32)>> {
+    if src.len() != dst.len() {
+        return Err(CoreError::InvalidInput("edge arrays differ in length".into()));
     }
+    Ok(src.iter().copied().zip(dst.iter().copied()).collect())
+}
+
+/// Number of ideals of a DAG, or `TooManyIdealsError` past `max_ideals`.
+#[pyfunction]
+fn count_ideals(
+    py: Python<'_>,
+    n: usize,
+    src: PyReadonlyArray1<'_, i64>,
+    dst: PyReadonlyArray1<'_, i64>,
+    max_ideals: usize,
+) -> PyResult<usize> {
+    let edges = pairs(&u32s(&src, "src")?, &u32s(&dst, "dst")?)?;
+    let count = py.allow_threads(move || {
+        let dag = Dag::from_edges(n, &edges)?;
+        Ideals::enumerate(&dag, max_ideals).map(|i| i.len())
+    })?;
+    Ok(count)
 }
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    pipeline::register(m)?;
-    piper::register(m)?;
-    slicegraph::register(m)?;
+    m.add_function(wrap_pyfunction!(count_ideals, m)?)?;
+    throughput::register(m)?;
+    mtpp::register(m)?;
+    training::register(m)?;
     Ok(())
 }
