@@ -25,7 +25,7 @@ __all__ = ["SOLVERS", "import_mip", "new_model", "solve", "MipOutcome", "add"]
 SOLVERS = ("cbc", "highs")
 
 
-def import_mip():
+def import_mip() -> Any:
     """``import mip`` (a core dependency), or a :class:`BackendUnavailableError` saying how to install it."""
     try:
         import mip  # noqa: F401
@@ -36,7 +36,8 @@ def import_mip():
     return mip
 
 
-def check_options(time_limit=None, gap=None, threads=None, seed=0, solver="cbc") -> None:
+def check_options(time_limit: float | None = None, gap: float | None = None, threads: int | None = None,
+                  seed: int | None = 0, solver: str = "cbc") -> None:
     """Validate the common solver options (bad input is a ValueError)."""
     if solver is None or str(solver).lower() not in SOLVERS:
         raise InvalidArgumentError(f"solver must be one of {SOLVERS}, got {solver!r}")
@@ -50,7 +51,8 @@ def check_options(time_limit=None, gap=None, threads=None, seed=0, solver="cbc")
         raise InvalidArgumentError(f"seed must be a non-negative integer, got {seed!r}")
 
 
-def new_model(name: str, *, solver: str = "cbc", gap=None, threads=None, seed=0, verbose=False):
+def new_model(name: str, *, solver: str = "cbc", gap: float | None = None, threads: int | None = None,
+              seed: int | None = 0, verbose: bool = False) -> Any:
     """A minimisation model with the options set and the solver output silenced unless asked."""
     check_options(None, gap, threads, seed, solver)
     mip = import_mip()
@@ -72,7 +74,7 @@ def new_model(name: str, *, solver: str = "cbc", gap=None, threads=None, seed=0,
     return m
 
 
-def add(model, constraints) -> None:
+def add(model: Any, constraints: Any) -> None:
     """Add a constraint tensor (or one constraint) unless it is empty."""
     if getattr(constraints, "size", 1) == 0:
         return
@@ -84,7 +86,7 @@ class MipOutcome:
     """What one solve gave."""
 
     status: str
-    objective: "float | None"
+    objective: float | None
     bound: float
     seconds: float
     solver: str
@@ -92,7 +94,7 @@ class MipOutcome:
     cols: int
 
     @property
-    def gap(self) -> "float | None":
+    def gap(self) -> float | None:
         if self.objective is None:
             return None
         if self.objective == 0:
@@ -100,7 +102,8 @@ class MipOutcome:
         return max(0.0, (self.objective - self.bound) / abs(self.objective))
 
 
-def solve(model, *, time_limit=None, start: "Sequence | None" = None, relax: bool = False) -> MipOutcome:
+def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[Any, float]] | None = None,
+          relax: bool = False) -> MipOutcome:
     """Optimise; map the status; read the dual bound.
 
     ``start`` is a list of ``(var, value)`` pairs (a MIP start). With a time limit the best
@@ -153,7 +156,7 @@ class _quiet:
     def __init__(self, active: bool) -> None:
         self.active = active
 
-    def __enter__(self):
+    def __enter__(self) -> _quiet:
         if not self.active:
             return self
         try:

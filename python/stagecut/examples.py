@@ -67,13 +67,13 @@ def transformer_like(
     class, wired in reverse. ``graph.defaults`` holds the device counts and memory.
     """
     rng = random.Random(seed)
-    nodes: list = []
-    edges: list = []
+    nodes: list[Node] = []
+    edges: list[tuple[int, int]] = []
     act_bytes = 4.0 * hidden * 512  # one sequence of 512 tokens, fp32
     bandwidth = 16e9 / 1e3  # bytes per ms
     next_id = 0
 
-    def add(name, t, params, act):
+    def add(name: str, t: float, params: float, act: float) -> int:
         nonlocal next_id
         t = t * rng.uniform(0.9, 1.1)
         nodes.append(Node(id=next_id, name=name, compute={ACCELERATOR: t, CPU: 10 * t},
@@ -84,7 +84,7 @@ def transformer_like(
 
     prev = add("embed", 0.3, 8.0, 1.0)
     for i in range(layers):
-        ids = {}
+        ids: dict[str, int] = {}
         for name, t, p, a in _BLOCK:
             ids[name] = add(f"layer{i}.{name}", t, p, a)
         chain = [prev] + [ids[name] for name, *_ in _BLOCK]
@@ -95,12 +95,12 @@ def transformer_like(
     edges.append((prev, head))
     if training:
         fwd = list(nodes)
-        for n in fwd:
-            nodes.append(Node(id=n.id + next_id, name=f"{n.name}.grad",
+        for i, n in enumerate(fwd):  # node ids are their positions
+            nodes.append(Node(id=i + next_id, name=f"{n.name}.grad",
                               compute={k: 2 * v for k, v in n.compute.items()}, memory=0.0,
                               comm=n.comm, colocation=n.colocation, backward=True))
         edges += [(v + next_id, u + next_id) for u, v in list(edges)]
-        edges += [(n.id, n.id + next_id) for n in fwd]
+        edges += [(i, i + next_id) for i in range(len(fwd))]
     return Graph(nodes, edges, {"accelerators": accelerators, "cpus": cpus, "memory": memory})
 
 
@@ -120,10 +120,10 @@ def random_dag(
     """
     rng = random.Random(seed)
 
-    def draw(hi):
+    def draw(hi: int) -> float:
         return float(rng.randint(0, hi)) if integer else rng.uniform(0, hi)
 
-    nodes = []
+    nodes: list[Node] = []
     for i in range(n):
         compute = {ACCELERATOR: draw(10)}
         if cpu:
@@ -137,7 +137,7 @@ def random_dag(
 REGAL_MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "random_geometric")
 
 
-def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: float) -> list:
+def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: float) -> list[tuple[int, int]]:
     s = int(rng.integers(0, 2**31 - 1))
     if model == "erdos_renyi":
         G = nx.gnp_random_graph(n, min(1.0, avg_degree / max(n - 1, 1)), seed=s)

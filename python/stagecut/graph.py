@@ -22,21 +22,30 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from stagecut.errors import CycleError, InvalidGraphError
 from stagecut.validate import check_number
 
-__all__ = ["Node", "Graph", "ACCELERATOR", "CPU"]
+__all__ = ["Node", "Graph", "ACCELERATOR", "CPU", "NodeId", "check_number", "kahn_order", "cycle_among"]
+_check_number = check_number
+
+#: A node id as given by the input (any hashable; ints and strings round-trip through JSON).
+NodeId = Hashable
+K = TypeVar("K", bound=Hashable)
+
+
+class _Adjacency(Protocol[K]):
+    """``adj[key]``: the neighbours of ``key`` (a list of lists indexed by position, or a dict)."""
+
+    def __getitem__(self, key: K, /) -> Iterable[K]: ...
 
 ACCELERATOR = "accelerator"
 CPU = "cpu"
 
 
-_check_number = check_number
-
-
-def kahn_order(keys: Sequence, succ) -> list:
+def kahn_order(keys: Sequence[K], succ: _Adjacency[K]) -> list[K]:
     """Kahn's algorithm over ``keys`` (successors ``succ[key]``, keys too): a topological order
     that takes the ready key earliest in ``keys`` first. It is shorter than ``keys`` exactly
     when there is a cycle; the keys left out are the ones on a cycle or after one."""
@@ -48,7 +57,7 @@ def kahn_order(keys: Sequence, succ) -> list:
         for t in succ[k]:
             indeg[t] += 1
     heap = [i for i, k in enumerate(keys) if indeg[k] == 0]
-    order = []
+    order: list[K] = []
     while heap:
         k = keys[heapq.heappop(heap)]
         order.append(k)
@@ -59,12 +68,12 @@ def kahn_order(keys: Sequence, succ) -> list:
     return order
 
 
-def cycle_among(rest: Sequence, pred) -> list:
+def cycle_among(rest: Sequence[K], pred: _Adjacency[K]) -> list[K]:
     """A directed cycle, in edge order, among ``rest``: keys that Kahn's algorithm left out
     (each has a predecessor ``pred[key]`` in ``rest``). Walks back from ``rest[0]``."""
     inside = set(rest)
-    pos: dict = {}
-    path = []
+    pos: dict[K, int] = {}
+    path: list[K] = []
     v = rest[0]
     while v not in pos:
         pos[v] = len(path)
@@ -101,7 +110,7 @@ class Node:
     compute: Mapping[str, float]
     memory: float = 0.0
     comm: float = 0.0
-    kinds: frozenset | None = None
+    kinds: frozenset[str] | None = None
     colocation: Hashable | None = None
     backward: bool = False
     name: str | None = None
@@ -138,24 +147,26 @@ class Graph:
         The edges close a cycle (the message lists one).
     """
 
-    nodes: tuple
-    edges: tuple
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[NodeId, NodeId], ...]
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    index: Mapping[Hashable, int] = field(init=False, repr=False, compare=False)
-    succ: tuple = field(init=False, repr=False, compare=False)
-    pred: tuple = field(init=False, repr=False, compare=False)
+    index: Mapping[NodeId, int] = field(init=False, repr=False, compare=False)
+    #: ``succ[i]``: positions of the successors of the node at position ``i``
+    succ: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+    #: ``pred[i]``: positions of its predecessors
+    pred: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
         nodes: Iterable[Node],
-        edges: Iterable[tuple],
+        edges: Iterable[tuple[NodeId, NodeId]],
         defaults: Mapping[str, Any] | None = None,
     ) -> None:
         nodes = tuple(nodes)
         if not nodes:
             raise InvalidGraphError("the graph is empty: it has no nodes")
-        index: dict = {}
-        checked = []
+        index: dict[NodeId, int] = {}
+        checked: list[Node] = []
         for pos, n in enumerate(nodes):
             if not isinstance(n, Node):
                 raise InvalidGraphError(f"nodes[{pos}] is a {type(n).__name__}, not a stagecut.Node")
@@ -177,8 +188,8 @@ class Graph:
                     name=n.name,
                 )
             )
-        edge_list = []
-        seen = set()
+        edge_list: list[tuple[NodeId, NodeId]] = []
+        seen: set[tuple[NodeId, NodeId]] = set()
         for e in edges:
             try:
                 u, v = e
@@ -192,8 +203,8 @@ class Graph:
             if (u, v) not in seen:
                 seen.add((u, v))
                 edge_list.append((u, v))
-        succ: list = [[] for _ in checked]
-        pred: list = [[] for _ in checked]
+        succ: list[list[int]] = [[] for _ in checked]
+        pred: list[list[int]] = [[] for _ in checked]
         for u, v in edge_list:
             succ[index[u]].append(index[v])
             pred[index[v]].append(index[u])
@@ -217,7 +228,7 @@ class Graph:
             raise InvalidGraphError(f"unknown node id {node_id!r}") from None
 
     @property
-    def ids(self) -> list:
+    def ids(self) -> list[NodeId]:
         """Node ids, in input order."""
         return [n.id for n in self.nodes]
 
@@ -249,7 +260,7 @@ class Graph:
         memory: Sequence[float] | float = 0.0,
         comm: Sequence[float] | float = 0.0,
         defaults: Mapping[str, Any] | None = None,
-    ) -> "Graph":
+    ) -> Graph:
         """A chain of layers ``0 -> 1 -> ... -> n-1`` from per-layer accelerator times.
 
         >>> g = Graph.chain([1.0, 2.0], cpu_costs=[5.0, 9.0], memory=[4.0, 4.0])
@@ -258,9 +269,9 @@ class Graph:
         """
         n = len(costs)
 
-        def per_layer(x, what):
+        def per_layer(x: Sequence[float] | float, what: str) -> list[float]:
             if isinstance(x, (int, float)):
-                return [x] * n
+                return [float(x)] * n
             if len(x) != n:
                 raise InvalidGraphError(f"{what}: expected {n} values, got {len(x)}")
             return list(x)
@@ -291,7 +302,7 @@ class Graph:
         backward: str = "backward",
         name: str = "name",
         defaults: Mapping[str, Any] | None = None,
-    ) -> "Graph":
+    ) -> Graph:
         """Build from a ``networkx.DiGraph``.
 
         Node attributes (names configurable): ``compute`` maps a device kind to the attribute
@@ -322,7 +333,7 @@ class Graph:
                 raise InvalidGraphError(
                     f"node {nid!r}: no compute time (looked for attributes {sorted(compute.values())})"
                 )
-            if output_bytes is not None:
+            if output_bytes is not None and bandwidth is not None:
                 c = _check_number(data.get(output_bytes, 0.0), f"node {nid!r}: {output_bytes}") / bandwidth
             else:
                 c = data.get(comm, 0.0)
@@ -347,7 +358,7 @@ class Graph:
 
         G = nx.DiGraph()
         for n in self.nodes:
-            attrs = dict(n.compute)
+            attrs: dict[str, Any] = dict(n.compute)
             attrs.update(memory=n.memory, comm=n.comm, backward=n.backward)
             if n.kinds is not None:
                 attrs["kinds"] = set(n.kinds)
@@ -359,6 +370,6 @@ class Graph:
         G.add_edges_from(self.edges)
         return G
 
-    def map_nodes(self, fn: Callable[[Node], Node]) -> "Graph":
+    def map_nodes(self, fn: Callable[[Node], Node]) -> Graph:
         """A copy with every node replaced by ``fn(node)`` (same ids, same edges)."""
         return Graph([fn(n) for n in self.nodes], self.edges, self.defaults)
