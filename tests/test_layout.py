@@ -1,0 +1,61 @@
+"""The shape of the code: no import cycle, no oversized file, documented errors on the public API."""
+
+import inspect
+import pathlib
+import subprocess
+import sys
+
+import stagecut as sc
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "python" / "stagecut"
+MAX_LINES = 600
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        if rel.name != "__main__":
+            yield ".".join(parts)
+
+
+def test_every_module_imports_alone():
+    """Each module imported first, in a fresh interpreter state: an import cycle shows up as an
+    ImportError for some entry point even when `import stagecut` happens to work."""
+    mods = list(_modules())
+    assert "stagecut.throughput.dp" in mods and "stagecut.cli.main" in mods
+    code = (
+        "import importlib, sys\n"
+        "bad = []\n"
+        f"for name in {mods!r}:\n"
+        "    for m in [m for m in sys.modules if m == 'stagecut' or m.startswith('stagecut.')]:\n"
+        "        if not m.endswith('_core'):\n"
+        "            del sys.modules[m]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except Exception as e:\n"
+        "        bad.append(f'{name}: {type(e).__name__}: {e}')\n"
+        "print('\\n'.join(bad))\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_no_source_file_over_the_size_limit():
+    files = list(PACKAGE.rglob("*.py")) + list((ROOT / "rust").rglob("*.rs"))
+    assert len(files) > 20
+    big = {str(f.relative_to(ROOT)): n for f in files if (n := len(f.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"files over {MAX_LINES} lines: {big}"
+
+
+def test_public_functions_document_their_errors():
+    missing = []
+    for name in sc.__all__:
+        obj = getattr(sc, name)
+        if inspect.isfunction(obj) and obj.__module__.startswith("stagecut"):
+            doc = inspect.getdoc(obj) or ""
+            if "Raises" not in doc:
+                missing.append(name)
+    assert not missing, f"public functions without a Raises section: {missing}"
