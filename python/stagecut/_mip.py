@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
 from stagecut.graph import check_number

@@ -30,8 +30,9 @@ import random
 import networkx as nx
 import numpy as np
 
-from stagecut.errors import InvalidGraphError
+from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.validate import check_int, check_number
 
 __all__ = ["transformer_like", "random_dag", "regal_graph", "REGAL_MODELS"]
 
@@ -65,7 +66,13 @@ def transformer_like(
     10x the accelerator's; memory is fp32 weights of a model with the given ``hidden`` width.
     With ``training=True`` every node gets a backward node (2x the time) in its colocation
     class, wired in reverse. ``graph.defaults`` holds the device counts and memory.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``layers`` is not a positive integer.
     """
+    check_int(layers, "layers", minimum=1)
     rng = random.Random(seed)
     nodes: list[Node] = []
     edges: list[tuple[int, int]] = []
@@ -117,7 +124,15 @@ def random_dag(
 
     ``max_span`` limits ``j - i`` (a narrow DAG with fewer ideals). Costs are small integers
     when ``integer`` (exact arithmetic in tests).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``n`` is not a positive integer or ``edge_prob`` is not in [0, 1].
     """
+    check_int(n, "n", minimum=1)
+    if not 0.0 <= check_number(edge_prob, "edge_prob", error=InvalidArgumentError) <= 1.0:
+        raise InvalidArgumentError(f"edge_prob must be in [0, 1], got {edge_prob!r}")
     rng = random.Random(seed)
 
     def draw(hi: int) -> float:
@@ -150,12 +165,12 @@ def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: 
         r = math.sqrt(avg_degree / (math.pi * max(n - 1, 1)))
         G = nx.random_geometric_graph(n, r, seed=s)
     else:
-        raise InvalidGraphError(f"model: {model!r} is not one of {', '.join(REGAL_MODELS)}")
+        raise InvalidArgumentError(f"model: {model!r} is not one of {', '.join(REGAL_MODELS)}")
     return list(G.edges())
 
 
 def regal_graph(
-    n: "int | None" = None,
+    n: int | None = None,
     *,
     model: str = "erdos_renyi",
     seed: int = 0,
@@ -185,18 +200,17 @@ def regal_graph(
     Graph
         Nodes ``0..n-1`` (ids in the random order, so ``0`` is a source), with
         ``compute={"accelerator": cost}``, ``comm`` and ``memory``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad ``n``, ``seed``, ``model``, ``params`` or ``avg_degree``.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidGraphError(f"seed: {seed!r} must be a non-negative integer")
-    rng = np.random.default_rng(int(seed))
-    if n is None:
-        n = int(rng.integers(50, 201))
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InvalidGraphError(f"n: {n!r} must be a positive integer")
+    rng = np.random.default_rng(check_int(seed, "seed"))
+    n = int(rng.integers(50, 201)) if n is None else check_int(n, "n", minimum=1)
     if params not in ("tensor", "zero"):
-        raise InvalidGraphError(f"params: {params!r} is not 'tensor' or 'zero'")
-    if not (avg_degree >= 0 and math.isfinite(avg_degree)):
-        raise InvalidGraphError(f"avg_degree: {avg_degree!r} must be a finite non-negative number")
+        raise InvalidArgumentError(f"params: {params!r} is not 'tensor' or 'zero'")
+    check_number(avg_degree, "avg_degree", error=InvalidArgumentError)
     n = int(n)
     und = _undirected_edges(model, n, rng, avg_degree)
     perm = rng.permutation(n)  # perm[v] = position of v in the random order
