@@ -1,44 +1,100 @@
 # Hand-written stubs of the private native module (rust/bindings). Not public API: use the
 # Python wrappers (stagecut.partition, stagecut.slice_graph, stagecut.plan_training).
-from typing import Any, Optional
+# The result dicts are TypedDicts with the exact keys the bindings set; their names start with
+# an underscore because they exist only here (not at runtime).
+from typing import TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
+__all__ = [
+    "__version__",
+    "count_ideals",
+    "max_load_dp",
+    "mtpp_slice",
+    "mtpp_exact",
+    "mtpp_segment_io",
+    "piper_plan",
+]
+
 __version__: str
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-B = npt.NDArray[np.bool_]
+_F64 = npt.NDArray[np.float64]
+_I64 = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
 
+class _MaxLoadResult(TypedDict):
+    objective: float
+    """Optimal max load; inf when no split fits."""
+    blocks: list[tuple[bool, list[int]]]
+    """(on an accelerator?, unit indices) per block, in pipeline order."""
+    ideals: int
+    pairs: int
+    """Ideal pairs whose block cost was evaluated."""
+
+class _MtppSliceResult(TypedDict):
+    objective: float
+    order: list[int]
+    """The topological order of the units that was split."""
+    blocks: list[list[int]]
+    """Contiguous segments of ``order`` (unit indices), in pipeline order."""
+    decodes: int
+    history: list[float]
+    """Best objective after each generation (or batch)."""
+    rounds: int
+    """Threshold rounds of the SliceGraph DP on the final order."""
+
+class _MtppExactResult(TypedDict):
+    objective: float
+    blocks: list[list[int]]
+    """Unit indices per block, in pipeline order (empty when infeasible)."""
+    ideals: int
+
+class _PiperStage(TypedDict):
+    nodes: list[int]
+    t: int
+    d: int
+    tmpcs: list[int]
+    """Chosen TMPC (index into the TMPC arrays) for each node of ``nodes``."""
+    tps: float
+
+class _PiperPlanResult(TypedDict):
+    objective: float
+    stages: list[_PiperStage]
+    cols: int
+    table: _F64
+    """Row-major (devices + 1) x cols table of the best time per sample."""
+    num_ideals: int
+    pairs_visited: int
+
+def count_ideals(n: int, src: _I64, dst: _I64, max_ideals: int) -> int: ...
 def max_load_dp(
-    acc_time: F64, cpu_time: F64, size: F64, comm: F64, acc_ok: B, cpu_ok: B,
-    edge_src: I64, edge_dst: I64, n_units: int, unit_src: I64, unit_dst: I64,
-    members_off: I64, members: I64, accelerators: int, cpus: int, acc_memory: float,
-    cpu_memory: float, max_ideals: int, prune: bool = True, upper_bound: Optional[float] = None,
-) -> dict[str, Any]: ...
-def count_ideals(n: int, src: I64, dst: I64, max_ideals: int) -> int: ...
+    acc_time: _F64, cpu_time: _F64, size: _F64, comm: _F64, acc_ok: _B, cpu_ok: _B,
+    edge_src: _I64, edge_dst: _I64, n_units: int, unit_src: _I64, unit_dst: _I64,
+    members_off: _I64, members: _I64, accelerators: int, cpus: int, acc_memory: float,
+    cpu_memory: float, max_ideals: int, prune: bool = True, upper_bound: float | None = None,
+) -> _MaxLoadResult: ...
 def mtpp_exact(
-    work: F64, params: F64, t_cost: F64, t_prod: I64, t_cons_off: I64, t_cons: I64,
-    fast_memory: float, reserved: float, bandwidth: Optional[float], stages: int,
-    max_ideals: int, prune: bool = True, upper_bound: Optional[float] = None,
-) -> dict[str, Any]: ...
+    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
+    fast_memory: float, reserved: float, bandwidth: float | None, stages: int,
+    max_ideals: int, prune: bool = True, upper_bound: float | None = None,
+) -> _MtppExactResult: ...
 def mtpp_segment_io(
-    work: F64, params: F64, t_cost: F64, t_prod: I64, t_cons_off: I64, t_cons: I64,
-    order: I64, builder: str = "fenwick",
-) -> F64: ...
+    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
+    order: _I64, builder: str = "fenwick",
+) -> _F64: ...
 def mtpp_slice(
-    work: F64, params: F64, t_cost: F64, t_prod: I64, t_cons_off: I64, t_cons: I64,
-    fast_memory: float, reserved: float, bandwidth: Optional[float], stages: int, method: str,
+    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
+    fast_memory: float, reserved: float, bandwidth: float | None, stages: int, method: str,
     seed: int = 0, population: int = 100, generations: int = 100, elite: float = 0.2,
-    mutant: float = 0.1, rho: float = 0.7, max_decodes: Optional[int] = None, samples: int = 1000,
-    islands: int = 1, order: Optional[I64] = None, priorities: Optional[F64] = None,
+    mutant: float = 0.1, rho: float = 0.7, max_decodes: int | None = None, samples: int = 1000,
+    islands: int = 1, order: _I64 | None = None, priorities: _F64 | None = None,
     segment_costs: str = "scan",
-) -> dict[str, Any]: ...
+) -> _MtppSliceResult: ...
 def piper_plan(
-    n: int, edge_src: I64, edge_dst: I64, edge_comm: F64, tm_node: I64, tm_t: I64, tm_time: F64,
-    tm_param: F64, tm_a: F64, tm_b: F64, sfw_off: I64, sfw: F64, sbw_off: I64, sbw: F64,
-    devices: int, memory: float, bandwidth: float, batch: int, exact_batch: bool, allow_dp: bool,
-    knapsack: str, exact_max_nodes: int, max_ideals: int, server_size: Optional[int] = None,
-    intra_bandwidth: Optional[float] = None,
-) -> dict[str, Any]: ...
+    n: int, edge_src: _I64, edge_dst: _I64, edge_comm: _F64, tm_node: _I64, tm_t: _I64,
+    tm_time: _F64, tm_param: _F64, tm_a: _F64, tm_b: _F64, sfw_off: _I64, sfw: _F64,
+    sbw_off: _I64, sbw: _F64, devices: int, memory: float, bandwidth: float, batch: int,
+    exact_batch: bool, allow_dp: bool, knapsack: str, exact_max_nodes: int, max_ideals: int,
+    server_size: int | None = None, intra_bandwidth: float | None = None,
+) -> _PiperPlanResult: ...
