@@ -1,3 +1,5 @@
+"""``python -m stagecut``: the command line (see :mod:`stagecut.cli`)."""
+
 import sys
 
 from stagecut.cli.main import main

@@ -1,107 +1,101 @@
-"""``stagecut slice``: SliceGraph pipeline partitioning under the MTPP cost model.
+"""``stagecut slice GRAPH``: SliceGraph pipeline partitioning in the MTPP cost model.
 
-    stagecut slice FILE --stages K --method brkga|random|mla|mla-weighted|dp|order --seed S [--json]
+    stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order] [--seed S]
+                         [--decodes N] [--population P] [--generations G] [--islands I]
+                         [--memory SIZE] [--bandwidth RATE] [--reserved SIZE] [--time-unit ms|s]
+                         [--max-ideals N] [--ignore-colocation] [--json] [-o RESULT.json]
 
-FILE is a workload JSON file (times in ms, sizes in bytes), or ``regal:N[:MODEL[:SEED]]`` for a
-synthetic REGAL-style graph. Infeasible is an answer (exit 0); bad input prints one line on
-stderr and exits 2.
+A stage (block) costs its work, the tensors entering and leaving it, and the parameters that
+overflow the fast memory (``--memory``, the file's maxSizePerFPGA by default), read at
+``--bandwidth``; without a bandwidth the memory is a hard limit. Example:
+
+    stagecut slice regal:200:barabasi_albert:7 -k 16 --decodes 10000
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import math
-import sys
+from typing import Any
 
-from stagecut.errors import StagecutError
-from stagecut.mtpp.slicegraph import METHODS, slice_graph
+from stagecut.cli import _common
+from stagecut.cli.partition import write_split
+from stagecut.mtpp import METHODS, slice_graph
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "run", "add_mtpp_memory", "mtpp_memory"]
 
-
-def _load(spec: str):
-    if spec.startswith("regal:"):
-        from stagecut.errors import InvalidGraphError
-        from stagecut.examples import regal_graph
-
-        parts = spec.split(":")[1:]
-        try:
-            n = int(parts[0])
-            model = parts[1] if len(parts) > 1 else "erdos_renyi"
-            seed = int(parts[2]) if len(parts) > 2 else 0
-        except (IndexError, ValueError):
-            raise InvalidGraphError(f"{spec!r}: expected regal:N[:MODEL[:SEED]]") from None
-        return regal_graph(n, model=model, seed=seed)
-    from stagecut.formats import read_workload
-
-    return read_workload(spec)
+TIME_UNITS = {"ms": 1e-3, "s": 1.0}
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}" if math.isfinite(x) else "inf"
-
-
-def _cmd_slice(args) -> int:
-    try:
-        g = _load(args.file)
-        fast = args.fast_memory
-        if fast is None and args.memory_from_file:
-            fast = g.defaults.get("memory")
-        plan = slice_graph(
-            g,
-            args.stages,
-            args.method,
-            seed=args.seed,
-            population=args.population,
-            generations=args.generations,
-            decodes=args.decodes,
-            islands=args.islands,
-            fast_memory=fast,
-            bandwidth=args.bandwidth,
-            reserved_memory=args.reserved,
-            max_ideals=args.max_ideals,
-            colocate=not args.ignore_colocation,
-        )
-    except (StagecutError, ValueError, OSError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"stagecut slice: error: {msg}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(plan.to_json(), default=str))
-        return 0
-    print(f"method {plan.method}  stages {plan.stages}  status {plan.status}  decodes {plan.decodes}  "
-          f"runtime {plan.runtime_s:.3f} s")
-    print(f"objective {_fmt(plan.objective)}  lower bound {_fmt(plan.lower_bound)}  gap {plan.gap:.2%}"
-          if math.isfinite(plan.objective) else "no feasible partition")
-    if "exact_by" in plan.details:
-        print(f"proven by: {plan.details['exact_by']} ({plan.details.get('ideals', '?')} ideals)")
-    for i, (b, c) in enumerate(zip(plan.blocks, plan.block_costs)):
-        ids = ",".join(map(str, b))
-        if len(ids) > 60:
-            ids = ids[:57] + "..."
-        print(f"  stage {i:>3}  cost {_fmt(c):>10}  {len(b):>5} nodes: {ids}")
-    return 0
-
-
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("slice", help="SliceGraph pipeline partitioning (MTPP cost model)")
-    p.add_argument("file", help="workload JSON file, or regal:N[:MODEL[:SEED]]")
-    p.add_argument("--stages", "-k", type=int, default=None,
-                   help="most pipeline stages (default: the file's maxFPGAs)")
-    p.add_argument("--method", choices=METHODS, default="brkga")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--population", type=int, default=100)
-    p.add_argument("--generations", type=int, default=100)
-    p.add_argument("--islands", type=int, default=1, help="independent BRKGA populations sharing the budget")
-    p.add_argument("--decodes", type=int, default=None, help="budget of decodes (default population x generations)")
-    p.add_argument("--fast-memory", type=float, default=None, help="fast memory per stage, bytes")
-    p.add_argument("--memory-from-file", action="store_true",
-                   help="use the file's maxSizePerFPGA as the fast memory")
-    p.add_argument("--bandwidth", type=float, default=None,
-                   help="bytes per time unit for overflowing parameters (default: memory is a hard limit)")
-    p.add_argument("--reserved", type=float, default=0.0, help="fast memory reserved for activations, bytes")
-    p.add_argument("--max-ideals", type=int, default=1_000_000, help="limit for --method dp")
+def add_mtpp_memory(p: argparse.ArgumentParser, *, reserved: tuple[str, ...]) -> None:
+    """The MTPP memory model flags, shared with ``certify``."""
+    _common.add_memory(p, "fast memory per stage", "the file's maxSizePerFPGA, else no memory term",
+                       old=("--fast-memory",))
+    _common.add_deprecated(p, "--memory-from-file", "memory_from_file", "memory is read from the file by default",
+                           flag=True)
+    _common.add_bandwidth(p, "bandwidth at which parameters over the fast memory are read",
+                          "none: the fast memory is a hard limit", "bytes per time unit of the input (bytes/ms "
+                          "for the workload files)")
+    p.add_argument(reserved[0], *reserved[1:], dest="reserved", default="0", metavar="SIZE",
+                   help="fast memory reserved for activations: bytes, or with a unit (default: 0)")
+    p.add_argument("--time-unit", choices=tuple(TIME_UNITS), default="ms",
+                   help="time unit of the input's costs, to convert a --bandwidth given with units "
+                        "(default: ms, the workload files' unit)")
     p.add_argument("--ignore-colocation", action="store_true",
-                   help="treat the graph as a plain DAG (forward and backward nodes may be split)")
-    p.add_argument("--json", action="store_true", help="print the plan as one JSON object")
-    p.set_defaults(func=_cmd_slice)
+                   help="treat the graph as a plain DAG: a forward node and its backward node may go to "
+                        "different stages (default: keep colocation classes together)")
+
+
+def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
+    """``memory``, ``bandwidth`` and ``reserved_memory`` for the MTPP solvers ('none' -> no memory term)."""
+    from stagecut.units import parse_bytes
+
+    memory = _common.memory_of(args, graph)
+    return {
+        "memory": None if memory is None or math.isinf(memory) else memory,
+        "bandwidth": _common.bandwidth_of(args, time_unit_s=TIME_UNITS[args.time_unit]),
+        "reserved_memory": parse_bytes(args.reserved, flag="--reserved", allow_unlimited=False),
+    }
+
+
+@_common.guarded
+def run(args: argparse.Namespace) -> int:
+    graph = _common.load_graph(args.graph)
+    plan = slice_graph(graph, devices=args.devices, method=args.method, seed=args.seed,
+                       population=args.population, generations=args.generations, decodes=args.decodes,
+                       islands=args.islands, max_ideals=args.max_ideals, colocate=not args.ignore_colocation,
+                       **mtpp_memory(args, graph))
+    if args.split_out:
+        write_split(args.split_out, plan)
+    return _common.report(plan, args)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("slice", help="split a large graph into at most K stages (MTPP model: SliceGraph)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common.add_graph(p)
+    _common.add_devices(p, "most pipeline stages", "the file's maxFPGAs", old=("--stages",))
+    p.add_argument("--method", choices=METHODS, default="brkga",
+                   help="brkga: genetic search over node priorities, each order cut optimally by SliceGraph; "
+                        "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
+                        "with short edges first; dp: the proven optimum (ideal DP, small graphs); "
+                        "order: SliceGraph on one topological order (default: brkga)")
+    p.add_argument("--seed", type=_common.nonnegative_int, default=0,
+                   help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
+    p.add_argument("--decodes", type=_common.positive_int, default=None, metavar="N",
+                   help="budget of decoded orders (brkga, mla stop there; random samples this many) "
+                        "(default: --population x --generations = 10,000)")
+    p.add_argument("--population", type=_common.positive_int, default=100, metavar="P",
+                   help="BRKGA population size (default: 100)")
+    p.add_argument("--generations", type=_common.positive_int, default=100, metavar="G",
+                   help="BRKGA generations when --decodes is not given (default: 100)")
+    p.add_argument("--islands", type=_common.positive_int, default=1, metavar="I",
+                   help="independent BRKGA populations sharing the budget; the best wins (default: 1)")
+    add_mtpp_memory(p, reserved=("--reserved",))
+    p.add_argument("--max-ideals", type=_common.positive_int, default=1_000_000, metavar="N",
+                   help="dp only: most ideals the exact DP may enumerate (default: 1,000,000)")
+    _common.add_output(p)
+    p.add_argument("--split-out", metavar="FILE", default=None,
+                   help="also write the stages as a fpgas split in the workload's format (default: not written)")
+    p.set_defaults(func=run)
+    return p

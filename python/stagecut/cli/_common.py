@@ -1,0 +1,393 @@
+"""The grammar every subcommand shares.
+
+* one input loader (:func:`load_graph`): a workload ``FILE``, ``example:NAME`` or
+  ``regal:N[:MODEL[:SEED]]``;
+* one device-count flag, ``-k/--devices`` (:func:`add_devices`; the old spellings
+  ``--accelerators`` and ``--stages`` still work for one release and say so on stderr);
+* ``--memory`` and ``--bandwidth`` with units (:func:`add_memory`, :func:`add_bandwidth`, read
+  by :func:`memory_of` and :func:`bandwidth_of` through :mod:`stagecut.units`); memory defaults
+  to the file's in every subcommand;
+* one output story (:func:`add_output`, :func:`report`): the summary block and the stage table,
+  ``--json`` for the result's JSON on stdout, ``-o FILE`` to save it (``stagecut show FILE``
+  loads it back);
+* one error handler (:func:`guarded`): bad input is one line ``stagecut: error: ...`` on stderr
+  and exit 2; a bug is exit 1 with "please report" (the traceback with ``--debug``); Ctrl-C is
+  exit 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
+from stagecut.graph import Graph
+from stagecut.units import parse_bandwidth, parse_bytes
+
+__all__ = [
+    "EXIT_OK", "EXIT_BUG", "EXIT_USAGE", "EXIT_INTERRUPTED", "GRAPH_HELP", "EXAMPLES",
+    "Parser", "load_graph", "add_graph", "add_devices", "add_memory", "add_bandwidth", "add_output",
+    "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
+    "report", "note", "guarded", "read_json", "read_placement", "write_json",
+]
+
+EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
+
+GRAPH_HELP = ("the input: a workload JSON FILE (the format of ../shared/workloads: times in ms, "
+              "sizes in bytes), example:NAME (a built-in synthetic graph: %s), or "
+              "regal:N[:MODEL[:SEED]] (a seeded random REGAL-style DAG of N nodes; MODEL "
+              "erdos_renyi (default), barabasi_albert, watts_strogatz or random_geometric; SEED 0)")
+
+
+# ------------------------------------------------------------------------------------ parser
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"stagecut: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def note(text: str) -> None:
+    """One line ``stagecut: note: ...`` on stderr (deprecations, fallbacks the user should know)."""
+    print(f"stagecut: note: {text}", file=sys.stderr)
+
+
+def _int_type(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive_int = _int_type(1)
+nonnegative_int = _int_type(0)
+
+
+def number(text: str) -> float:
+    """A finite non-negative float for argparse (seconds, fractions...)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+class _Deprecated(argparse.Action):
+    """A hidden old spelling: stores into the new flag's ``dest`` and says so on stderr."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new: str = "",
+                 convert: Callable[[str], Any] | None = None, **kw: Any) -> None:
+        self.new, self.convert = new, convert
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if self.nargs == 0:
+            note(f"{option_string} is no longer needed ({self.new}); it does nothing and goes away "
+                 "in the next release")
+            return
+        note(f"{option_string} is deprecated and goes away in the next release; use {self.new}")
+        setattr(namespace, self.dest, self.convert(values) if self.convert else values)
+
+
+def add_deprecated(p: argparse.ArgumentParser, old: str, dest: str, new: str, *,
+                   type: Callable[[str], Any] | None = None,
+                   convert: Callable[[str], Any] | None = None, flag: bool = False) -> None:
+    """Keep ``old`` as a hidden alias of the flag stored in ``dest`` (``new`` names it); with
+    ``flag=True`` it takes no value and does nothing (``new`` says why)."""
+    if flag:
+        p.add_argument(old, action=_Deprecated, dest=dest, new=new, nargs=0, default=argparse.SUPPRESS)
+    else:
+        kw: dict[str, Any] = {} if type is None else {"type": type}
+        p.add_argument(old, action=_Deprecated, dest=dest, new=new, convert=convert, default=argparse.SUPPRESS, **kw)
+
+
+# -------------------------------------------------------------------------------- arguments
+def add_graph(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """The positional input (``GRAPH``) every subcommand takes."""
+    p.add_argument("graph", metavar="GRAPH", help=help or GRAPH_HELP % ", ".join(EXAMPLES))
+
+
+def add_devices(p: argparse.ArgumentParser, meaning: str, default: str, *, old: Sequence[str] = ()) -> None:
+    """``-k/--devices`` (an integer >= 1) meaning ``meaning``; ``old`` spellings are hidden aliases."""
+    p.add_argument("-k", "--devices", type=positive_int, default=None, metavar="K",
+                   help=f"{meaning} (default: {default})")
+    for o in old:
+        add_deprecated(p, o, "devices", "-k/--devices", type=positive_int)
+
+
+def add_memory(p: argparse.ArgumentParser, meaning: str, default: str, *, old: Sequence[str] = (),
+               dest: str = "memory", flag: str = "--memory") -> None:
+    """``--memory SIZE`` with units (parsed later by :func:`memory_of`, so a bad unit is an
+    :class:`~stagecut.errors.InvalidArgumentError` naming the flag)."""
+    p.add_argument(flag, dest=dest, default=None, metavar="SIZE",
+                   help=f"{meaning}: bytes, or with a unit (16GiB, 512MB, 16e9; 'none' for no limit) "
+                        f"(default: {default})")
+    for o in old:
+        add_deprecated(p, o, dest, flag)
+
+
+def add_bandwidth(p: argparse.ArgumentParser, meaning: str, default: str, plain: str, *,
+                  dest: str = "bandwidth", flag: str = "--bandwidth") -> None:
+    """``--bandwidth RATE`` with units (25GB/s, 25GiB/s); ``plain`` says what a bare number is."""
+    p.add_argument(flag, dest=dest, default=None, metavar="RATE",
+                   help=f"{meaning}: a rate with units (25GB/s, 25GiB/s, 100MB/ms), or a plain number "
+                        f"of {plain} (default: {default})")
+
+
+def add_output(p: argparse.ArgumentParser, *, save: bool = True) -> None:
+    """``--json`` and (for solving subcommands) ``-o FILE``."""
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON object on stdout (the full node lists) "
+                        "instead of the summary and the stage table")
+    if save:
+        p.add_argument("-o", "--output", metavar="FILE", default=None,
+                       help="also write the result JSON to FILE (read it back with 'stagecut show FILE') "
+                            "(default: not written)")
+
+
+def memory_of(args: argparse.Namespace, graph: Graph | None = None, *, dest: str = "memory",
+              flag: str = "--memory") -> float | None:
+    """The ``--memory`` value in bytes (``inf`` for 'none'), else the file's memory, else ``None``."""
+    text = getattr(args, dest, None)
+    if text is not None:
+        return parse_bytes(text, flag=flag)
+    if graph is not None:
+        value = graph.defaults.get("memory")
+        return None if value is None else float(value)
+    return None
+
+
+def bandwidth_of(args: argparse.Namespace, *, time_unit_s: float = 1.0, dest: str = "bandwidth",
+                 flag: str = "--bandwidth") -> float | None:
+    """The ``--bandwidth`` value in bytes per time unit of the input (``None`` when not given)."""
+    text = getattr(args, dest, None)
+    return None if text is None else parse_bandwidth(text, flag=flag, time_unit_s=time_unit_s)
+
+
+# ------------------------------------------------------------------------------------ input
+def _example(name: str) -> Graph:
+    from stagecut import examples
+
+    return EXAMPLES[name][1](examples)
+
+
+#: example name -> (description, maker)
+EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
+    "transformer": ("12-layer transformer-like inference chain, 110 nodes",
+                    lambda ex: ex.transformer_like(layers=12)),
+    "transformer-training": ("the same with backward nodes, 220 nodes",
+                             lambda ex: ex.transformer_like(layers=12, training=True)),
+    "chain": ("embedding and head only, 2 nodes", lambda ex: ex.transformer_like(layers=0)),
+}
+
+
+def load_graph(spec: str) -> Graph:
+    """The :class:`~stagecut.graph.Graph` a ``GRAPH`` argument names.
+
+    Raises
+    ------
+    InvalidGraphError
+        Unreadable or malformed file, unknown example, malformed ``regal:`` spec.
+    """
+    if spec.startswith("example:"):
+        name = spec.split(":", 1)[1]
+        if name not in EXAMPLES:
+            raise InvalidGraphError(f"unknown example {name!r}; choose one of {', '.join(EXAMPLES)}")
+        return _example(name)
+    if spec.startswith("regal:"):
+        from stagecut.examples import REGAL_MODELS, regal_graph
+
+        parts = spec.split(":")[1:]
+        try:
+            if not 1 <= len(parts) <= 3:
+                raise ValueError
+            n = int(parts[0])
+            model = parts[1] if len(parts) > 1 and parts[1] else "erdos_renyi"
+            seed = int(parts[2]) if len(parts) > 2 else 0
+        except ValueError:
+            raise InvalidGraphError(f"{spec!r}: expected regal:N[:MODEL[:SEED]] with integers N and SEED") from None
+        if model not in REGAL_MODELS:
+            raise InvalidGraphError(f"{spec!r}: unknown model {model!r}; choose one of {', '.join(REGAL_MODELS)}")
+        return regal_graph(n, model=model, seed=seed)
+    from stagecut.formats import read_workload
+
+    return read_workload(spec)
+
+
+def read_json(path: str, what: str) -> Any:
+    """A JSON file's content; a missing file or bad JSON is an ``InvalidGraphError`` naming ``path``."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise InvalidGraphError(f"{path}: no such file ({what})") from None
+    except IsADirectoryError:
+        raise InvalidGraphError(f"{path}: is a directory, not {what}") from None
+    except json.JSONDecodeError as e:
+        raise InvalidGraphError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+
+
+def _node_id(graph: Graph, v: Any) -> Any:
+    """A node id read from JSON: lists back to tuples, string keys back to the graph's ids."""
+    if isinstance(v, list):
+        v = tuple(_node_id(graph, x) for x in v)
+    if v in graph.index:
+        return v
+    by_str = {str(n.id): n.id for n in graph.nodes}
+    return by_str.get(str(v), v)
+
+
+def _device(stage: Any, position: int) -> tuple[str, int]:
+    if isinstance(stage, Mapping):
+        if "kind" in stage and "kind_index" in stage:
+            return str(stage["kind"]), int(stage["kind_index"])
+        device = stage.get("device")
+        if isinstance(device, str) and ":" in device:
+            kind, _, idx = device.rpartition(":")
+            if idx.isdigit():
+                return kind, int(idx)
+    return "accelerator", position
+
+
+def read_placement(path: str, graph: Graph) -> dict[Any, tuple[str, int]]:
+    """``{node id: (device kind, index)}`` from a file: a saved result (``-o``), a split in the
+    workload format (``fpgas``/``cpus``), ``{"blocks": [[ids], ...]}``, a list of blocks, or
+    ``{node: stage}``. Blocks and stages without a device run on accelerators 0, 1, ...
+
+    Raises
+    ------
+    InvalidGraphError
+        Missing file, bad JSON, or none of these shapes.
+    """
+    data = read_json(path, "a split or a saved result")
+    if isinstance(data, Mapping) and isinstance(data.get("stages"), list) and "kind" in data:
+        return {_node_id(graph, v): _device(st, i) for i, st in enumerate(data["stages"])
+                for v in (st.get("nodes", []) if isinstance(st, Mapping) else [])}
+    if isinstance(data, Mapping) and ("fpgas" in data or "cpus" in data):
+        from stagecut.formats import split_from_dict
+
+        return dict(split_from_dict(data, graph))
+    if isinstance(data, Mapping) and "blocks" in data:
+        data = data["blocks"]
+    if isinstance(data, list) and all(isinstance(b, list) for b in data):
+        return {_node_id(graph, v): ("accelerator", i) for i, b in enumerate(data) for v in b}
+    if isinstance(data, Mapping) and all(isinstance(s, int) and not isinstance(s, bool) for s in data.values()):
+        return {_node_id(graph, k): ("accelerator", s) for k, s in data.items()}
+    raise InvalidGraphError(f"{path}: expected a saved result, a fpgas/cpus split, "
+                            "{\"blocks\": [[ids], ...]} or {node: stage}")
+
+
+# ----------------------------------------------------------------------------------- output
+FULL_LISTS = "node lists are id ranges; the full lists are in --json and -o FILE"
+
+
+def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] = (),
+           data: Mapping[str, Any] | None = None) -> int:
+    """Print ``result`` as every subcommand does and save it with ``-o``; returns exit 0.
+
+    Human-readable: :meth:`~stagecut.results.Result.summary` (plus ``extra_notes``), a blank line,
+    :meth:`~stagecut.results.Result.table`, and where the full node lists are. ``--json``: the
+    result's :meth:`~stagecut.results.Result.to_json` on one line (or ``data`` when given).
+    """
+    if data is None:
+        data = result.to_json()
+    out = getattr(args, "output", None)
+    if out:
+        write_json(out, data)
+    if getattr(args, "json", False):
+        print(json.dumps(data))
+        return EXIT_OK
+    summary = result.summary()
+    lines = [summary] + [f"note       {n}" for n in extra_notes]
+    print("\n".join(lines))
+    table = result.table()
+    if table:
+        print()
+        print(table)
+        print(f"({FULL_LISTS})")
+    if out:
+        print(f"saved the result to {out}")
+    return EXIT_OK
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write ``data`` as JSON (an ``OSError`` names the path)."""
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+# ----------------------------------------------------------------------------------- errors
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    if isinstance(e, OSError) and e.strerror:
+        text = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    if isinstance(e, KeyError):  # str(KeyError) is the quoted key
+        text = f"missing {text}"
+    first = text.splitlines()[0] if text else type(e).__name__
+    return first
+
+
+def _is_bug(e: BaseException) -> bool:
+    return isinstance(e, StagecutError) and "please report" in str(e)
+
+
+def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a subcommand: the one error handler of the command line.
+
+    ``StagecutError``, ``ValueError``, ``OSError`` -> ``stagecut: error: <first line>`` on stderr,
+    exit 2 (an internal ``SolverError`` saying "please report" is a bug: exit 1); any other
+    exception is a bug: one line with "please report", the traceback only with ``--debug``,
+    exit 1; ``KeyboardInterrupt`` -> one line, exit 130.
+    """
+
+    @functools.wraps(run)
+    def wrapper(args: argparse.Namespace) -> int:
+        debug = bool(getattr(args, "debug", False) or os.environ.get("STAGECUT_DEBUG"))
+        try:
+            return int(run(args) or 0)
+        except KeyboardInterrupt:
+            print("stagecut: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except BrokenPipeError:  # the reader went away (| head): no message, as a shell tool killed by SIGPIPE
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_SIGPIPE
+        except (StagecutError, ValueError, OSError) as e:
+            if debug:
+                traceback.print_exc()
+            if _is_bug(e):
+                print(f"stagecut: {_one_line(e)}", file=sys.stderr)
+                return EXIT_BUG
+            print(f"stagecut: error: {_one_line(e)}", file=sys.stderr)
+            return EXIT_USAGE
+        except Exception as e:  # a bug in stagecut
+            if debug:
+                traceback.print_exc()
+            print(f"stagecut: internal error: {type(e).__name__}: {_one_line(e)}; please report this "
+                  "with the command and input (run with --debug for the traceback)", file=sys.stderr)
+            return EXIT_BUG
+
+    return wrapper
+
+
+def bad_argument(flag: str, message: str) -> InvalidArgumentError:
+    """The error for a bad flag value (``flag: message``)."""
+    return InvalidArgumentError(f"{flag}: {message}")

@@ -1,0 +1,164 @@
+"""Byte sizes and bandwidths written with units, as the command line takes them.
+
+Sizes: a plain number is bytes (``16e9``, ``17179869184``); a number with a unit is scaled by
+it: decimal ``kB``/``KB``, ``MB``, ``GB``, ``TB`` (powers of 1000) or binary ``KiB``, ``MiB``,
+``GiB``, ``TiB`` (powers of 1024), ``B`` alone is bytes. A space between number and unit is
+allowed and the prefix letter may be of either case, but the ``B`` must be upper case: ``Gb``
+reads as gigabits, which is refused rather than guessed. ``inf``, ``none`` and ``unlimited``
+mean no limit (:data:`UNLIMITED`, ``math.inf``).
+
+Bandwidths: a size per time, ``25GB/s``, ``25GiB/s``, ``100MB/ms``; a plain number is bytes per
+*time unit of the input* (bytes/ms for the workload files, whose times are in ms; bytes/s for
+the Piper files) and is returned unchanged. A value with a unit is converted to bytes per time
+unit of the input, given by ``time_unit_s`` (the input's time unit in seconds: ``1e-3`` for ms).
+
+Every error is an :class:`~stagecut.errors.InvalidArgumentError` naming the flag.
+
+Examples
+--------
+>>> parse_bytes("16GiB") == 16 * 2**30 == parse_bytes("17179869184")
+True
+>>> parse_bytes("512MB"), parse_bytes("16e9"), parse_bytes("1.5 KiB")
+(512000000.0, 16000000000.0, 1536.0)
+>>> parse_bytes("inf")
+inf
+>>> parse_bandwidth("25GB/s")
+25000000000.0
+>>> parse_bandwidth("25GiB/s", time_unit_s=1e-3)  # bytes per ms
+26843545.6
+>>> parse_bandwidth("1e8", time_unit_s=1e-3)        # a plain number is already per time unit
+100000000.0
+>>> parse_bytes("16Gb", flag="--memory")
+Traceback (most recent call last):
+...
+stagecut.errors.InvalidArgumentError: --memory: '16Gb' looks like bits; write bytes (e.g. 16GB or 16GiB)
+>>> parse_bandwidth("25GB", flag="--bandwidth")
+Traceback (most recent call last):
+...
+stagecut.errors.InvalidArgumentError: --bandwidth: '25GB' is a size, not a bandwidth: add a time (e.g. 25GB/s)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from stagecut.errors import InvalidArgumentError
+
+__all__ = ["UNLIMITED", "parse_bytes", "parse_bandwidth", "format_bytes", "BYTE_UNITS", "TIME_UNITS"]
+
+#: "no limit" (``inf``, ``none``, ``unlimited`` on the command line)
+UNLIMITED = math.inf
+
+#: multiplier of each size unit (the prefix letter is matched case-insensitively)
+BYTE_UNITS: dict[str, float] = {
+    "": 1.0, "b": 1.0,
+    "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+    "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30, "tib": 2.0**40,
+}
+#: seconds in each time unit a bandwidth may be given per
+TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_SIZE = re.compile(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*")
+_RATE = re.compile(rf"\s*({_NUMBER})\s*([A-Za-z]*)\s*/\s*([A-Za-z]+)\s*")
+_NO_LIMIT = ("inf", "none", "unlimited")
+
+
+def _unit(text: str, unit: str, flag: str) -> float:
+    key = unit.lower()
+    if key not in BYTE_UNITS:
+        units = "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB"
+        raise InvalidArgumentError(f"{flag}: unknown unit {unit!r} in {text!r} (use {units})")
+    if unit.endswith("b") and key != "b":
+        p = unit[0].upper()
+        dec, binary = (text.strip().replace(unit, p + u, 1) for u in ("B", "iB"))
+        raise InvalidArgumentError(f"{flag}: {text!r} looks like bits; write bytes (e.g. {dec} or {binary})")
+    return BYTE_UNITS[key]
+
+
+def _check(value: float, text: str, flag: str) -> float:
+    if math.isnan(value) or value < 0:
+        raise InvalidArgumentError(f"{flag}: {text!r} must be a non-negative amount")
+    if math.isinf(value):
+        raise InvalidArgumentError(f"{flag}: {text!r} is not finite")
+    return value
+
+
+def parse_bytes(text: str | float, *, flag: str = "memory", allow_unlimited: bool = True) -> float:
+    """Bytes in ``text`` (``"16GiB"``, ``"512MB"``, ``"16e9"``); ``inf``/``none``/``unlimited``
+    give :data:`UNLIMITED` when ``allow_unlimited``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a number with a known size unit, negative, or bits (``Gb``); names ``flag``.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _check(float(text), str(text), flag)
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"{flag}: {text!r} is not a size")
+    if text.strip().lower() in _NO_LIMIT:
+        if not allow_unlimited:
+            raise InvalidArgumentError(f"{flag}: needs a finite size, got {text!r}")
+        return UNLIMITED
+    m = _SIZE.fullmatch(text)
+    if m is None:
+        if "/" in text:
+            raise InvalidArgumentError(f"{flag}: {text!r} is a bandwidth, not a size (e.g. 16GiB)")
+        raise InvalidArgumentError(f"{flag}: {text!r} is not a size (e.g. 16GiB, 512MB, 16e9)")
+    return _check(float(m.group(1)) * _unit(text, m.group(2), flag), text, flag)
+
+
+def parse_bandwidth(text: str | float, *, flag: str = "bandwidth", time_unit_s: float = 1.0) -> float:
+    """Bytes per time unit of the input in ``text``: ``"25GB/s"``, ``"25GiB/s"``, ``"100MB/ms"``
+    are converted with ``time_unit_s`` (the input's time unit in seconds); a plain number is
+    taken as bytes per time unit of the input already.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a number, a size without a time, an unknown unit, zero or negative; names ``flag``.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value, shown = float(text), str(text)
+    elif isinstance(text, str):
+        shown = text
+        m = _RATE.fullmatch(text)
+        if m is not None:
+            per = m.group(3).lower()
+            if per not in TIME_UNITS:
+                raise InvalidArgumentError(f"{flag}: unknown time unit {m.group(3)!r} in {text!r} "
+                                           f"(use {', '.join(TIME_UNITS)})")
+            value = float(m.group(1)) * _unit(text, m.group(2), flag) * time_unit_s / TIME_UNITS[per]
+        else:
+            m = _SIZE.fullmatch(text)
+            if m is None:
+                raise InvalidArgumentError(f"{flag}: {text!r} is not a bandwidth (e.g. 25GB/s, 25GiB/s)")
+            if m.group(2):
+                raise InvalidArgumentError(f"{flag}: {text!r} is a size, not a bandwidth: add a time "
+                                           f"(e.g. {text.strip()}/s)")
+            value = float(m.group(1))
+    else:
+        raise InvalidArgumentError(f"{flag}: {text!r} is not a bandwidth")
+    _check(value, shown, flag)
+    if value == 0:
+        raise InvalidArgumentError(f"{flag}: {shown!r} must be positive")
+    return value
+
+
+def format_bytes(value: float | None) -> str:
+    """A short human form: ``17179869184`` -> ``"16 GiB"``, ``1.5e9`` -> ``"1.5 GB"``.
+
+    >>> format_bytes(16 * 2**30), format_bytes(1.5e9), format_bytes(512), format_bytes(math.inf)
+    ('16 GiB', '1.5 GB', '512 B', 'unlimited')
+    """
+    if value is None or math.isinf(value):
+        return "unlimited"
+    for name, mult in (("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
+        if mult <= value < 1024 * mult and (value / mult) == round(value / mult, 2):
+            return f"{value / mult:g} {name}"
+    for name, mult in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= mult:
+            return f"{value / mult:.4g} {name}"
+    return f"{value:g} B"
