@@ -43,9 +43,10 @@ def chain(tmp_path):
 
 @pytest.fixture
 def big_chain(tmp_path):
-    """Three 1.0-time nodes of 6 GiB each on 2 accelerators: 16 GiB per accelerator fits two
-    nodes (time 2.0); 12e9 bytes (< 12 GiB) fits one, so nothing fits."""
-    g = sc.Graph.chain([1.0, 1.0, 1.0], memory=[6.0 * GIB] * 3, defaults={"accelerators": 2, "cpus": 0})
+    """Three 1.0-time nodes of 6 GiB each on 2 accelerators of 12e9 bytes (the file's memory):
+    12e9 < 12 GiB fits one node per accelerator, so nothing fits; 16 GiB fits two (time 2.0)."""
+    g = sc.Graph.chain([1.0, 1.0, 1.0], memory=[6.0 * GIB] * 3,
+                       defaults={"accelerators": 2, "cpus": 0, "memory": 12e9})
     path = tmp_path / "big.json"
     sc.write_workload(g, path)
     return path

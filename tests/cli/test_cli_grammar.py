@@ -51,7 +51,7 @@ def test_every_flag_has_help_with_its_default():
 def test_decodes_help_gives_its_true_default():
     _, subs = _subparsers()
     decodes = next(a for a in subs["slice"]._actions if "--decodes" in a.option_strings)
-    assert "10,000" in decodes.help
+    assert "10,000" in decodes.help and "8,100" in decodes.help
     pop = next(a for a in subs["slice"]._actions if "--population" in a.option_strings).default
     gen = next(a for a in subs["slice"]._actions if "--generations" in a.option_strings).default
     assert pop * gen == 10_000

@@ -54,6 +54,11 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+def doc(text: str | None) -> str:
+    """A module docstring as a subcommand's ``--help`` description (without reST ````quotes````)."""
+    return (text or "").replace("``", "")
+
+
 def note(text: str) -> None:
     """One line ``stagecut: note: ...`` on stderr (deprecations, fallbacks the user should know)."""
     print(f"stagecut: note: {text}", file=sys.stderr)
@@ -317,7 +322,7 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     summary = result.summary()
     lines = [summary] + [f"note       {n}" for n in extra_notes]
     print("\n".join(lines))
-    table = result.table()
+    table = stage_table(result)
     if table:
         print()
         print(table)
@@ -325,6 +330,18 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     if out:
         print(f"saved the result to {out}")
     return EXIT_OK
+
+
+def stage_table(result: Any) -> str:
+    """``result.table()``, also for a result class with a *field* named ``table`` that hides the
+    method (then the protocol's :meth:`~stagecut.results.Result.table` is used)."""
+    from stagecut.results import Result
+
+    method = getattr(type(result), "table", None)
+    if not callable(method):
+        method = Result.table
+    text: str = method(result)
+    return text
 
 
 def write_json(path: str, data: Any) -> None:

@@ -36,7 +36,7 @@ def _levels(text: str) -> tuple[str, ...]:
 def _progress(r: Any, best: float) -> None:
     b = "-" if not math.isfinite(r.bound) else f"{r.bound:.6g}"
     print(f"stagecut: certify: {r.level:<17} bound {b:>12}  {r.status:<11} {r.seconds:8.2f} s   "
-          f"split {best:.6g}", file=sys.stderr, flush=True)
+          f"best {best:.6g}", file=sys.stderr, flush=True)
 
 
 @_common.guarded
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("certify", help="proven lower bounds and the gap of an MTPP split",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_graph(p)
     p.add_argument("split", metavar="SPLIT",
                    help="a saved result (-o), a fpgas/cpus split, {\"blocks\": [[ids], ...]} or {node: stage}")

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "demo", help="run partition on GNMT training from ../shared/workloads (or a built-in example)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", action="store_true", help="print the result JSON instead of the summary and table")
     p.set_defaults(func=run)
     return p

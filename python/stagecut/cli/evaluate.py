@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("evaluate", help="score a given split in the max-load model (does it fit? its load?)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_graph(p)
     p.add_argument("split", metavar="SPLIT",
                    help="a saved partition result (-o), a fpgas/cpus split (--split-out), "

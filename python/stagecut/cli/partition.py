@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "partition", help="best contiguous pipeline split on K accelerators and L CPUs (max-load model)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_graph(p)
     _common.add_devices(p, "number of accelerators", "the file's maxFPGAs, else 1", old=("--accelerators",))
     p.add_argument("-l", "--cpus", type=_common.nonnegative_int, default=None, metavar="L",

@@ -91,7 +91,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p = subparsers.add_parser(
         "plan", help="a training plan on K devices: pipeline stages x data x tensor parallelism, recomputation "
                      "(Piper)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     examples = "; ".join(f"{k}: {v[0]}" for k, v in PIPER_EXAMPLES.items())
     _common.add_graph(p, help=f"a Piper JSON file, or example:NAME ({examples})")
     _common.add_devices(p, "K, number of devices", "the file's maxDevices")

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("show", help="print a result saved with -o (or --json) again",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("result", metavar="RESULT.json", help="a result file written by -o FILE or --json")
     _common.add_output(p, save=False)
     p.set_defaults(func=run)

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser("slice", help="split a large graph into at most K stages (MTPP model: SliceGraph)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_graph(p)
     _common.add_devices(p, "most pipeline stages", "the file's maxFPGAs", old=("--stages",))
     p.add_argument("--method", choices=METHODS, default="brkga",
@@ -83,8 +83,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--seed", type=_common.nonnegative_int, default=0,
                    help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
     p.add_argument("--decodes", type=_common.positive_int, default=None, metavar="N",
-                   help="budget of decoded orders (brkga, mla stop there; random samples this many) "
-                        "(default: --population x --generations = 10,000)")
+                   help="budget of decoded orders: brkga and mla stop there, random samples this many "
+                        "(default: --population x --generations = 10,000; brkga and mla also stop after "
+                        "--generations generations, which is 100 + 100 x 80 = 8,100 decodes with the defaults: "
+                        "the first population, then the 80%% non-elite of each generation)")
     p.add_argument("--population", type=_common.positive_int, default=100, metavar="P",
                    help="BRKGA population size (default: 100)")
     p.add_argument("--generations", type=_common.positive_int, default=100, metavar="G",
