@@ -156,6 +156,17 @@ def test_certify_reads_a_saved_slice_result(run, mtpp_chain, tmp_path):
     assert res["objective"] == pytest.approx(best) and res["lower_bound"] == pytest.approx(best, rel=1e-6)
 
 
+def test_certify_memory_units(run, tmp_path):
+    g = sc.Graph.chain([1.0, 1.0], memory=[float(GIB)] * 2, defaults={"accelerators": 1, "cpus": 0})
+    path, split = tmp_path / "w.json", tmp_path / "s.json"
+    sc.write_workload(g, path)
+    split.write_text(json.dumps({"blocks": [[0, 1]]}))
+    a = run.json("certify", path, split, "--levels", "simple", "--memory", "1GiB", "--bandwidth", "1GiB/s")
+    b = run.json("certify", path, split, "--levels", "simple", "--memory", "1073741824", "--bandwidth", "1073741.824")
+    assert a["objective"] == pytest.approx(1002.0) and b["objective"] == pytest.approx(1002.0)
+    assert a["lower_bound"] == pytest.approx(b["lower_bound"])
+
+
 # ------------------------------------------------------------------------------------ plan
 def test_plan_tiny_piper(run, piper, tmp_path):
     res = run.json("plan", piper, "-k", "1")

@@ -34,7 +34,7 @@ __all__ = [
     "EXIT_OK", "EXIT_BUG", "EXIT_USAGE", "EXIT_INTERRUPTED", "GRAPH_HELP", "EXAMPLES",
     "Parser", "load_graph", "add_graph", "add_devices", "add_memory", "add_bandwidth", "add_output",
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
-    "report", "note", "guarded", "read_json", "read_placement", "write_json",
+    "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table", "bad_argument", "doc",
 ]
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
