@@ -36,11 +36,9 @@ def _workload(name):
 def test_build_throughput_ip(benchmark, name, contiguous):
     pytest.importorskip("mip")
     from stagecut.throughput.ip import build_throughput_ip
-    from stagecut.throughput.dp import _resolve
 
-    g = _workload(name)
-    k, l, mem = _resolve(g, None, None, None)
-    benchmark.pedantic(lambda: build_throughput_ip(g, k, l, mem, contiguous=contiguous), rounds=2, iterations=1)
+    problem = sc.ThroughputProblem.from_graph(_workload(name))
+    benchmark.pedantic(lambda: build_throughput_ip(problem, contiguous=contiguous), rounds=2, iterations=1)
 
 
 @pytest.mark.parametrize("name", SMALL[:2])
@@ -53,13 +51,13 @@ def test_solve_noncontiguous_ip_30s(benchmark, name):
     plan = benchmark.pedantic(lambda: partition_ip(g, contiguous=False, time_limit=30, warm_start=warm),
                               rounds=1, iterations=1)
     benchmark.extra_info.update(objective=plan.objective, lower_bound=plan.lower_bound, status=plan.status,
-                                build_s=plan.extra["build_s"], solve_s=plan.extra["solve_s"])
+                                build_s=plan.stats["build_s"], solve_s=plan.stats["solve_s"])
 
 
 def ladder(n: int, seeds: int, budget: float, ks, out) -> None:
-    from stagecut.mtpp.certify import certify
     from stagecut.examples import REGAL_MODELS, regal_graph
     from stagecut.mtpp.bounds import LEVELS
+    from stagecut.mtpp.certify import certify
     from stagecut.mtpp.slicegraph import slice_graph
 
     rows = []
@@ -76,8 +74,8 @@ def ladder(n: int, seeds: int, budget: float, ks, out) -> None:
                 obj = cert.objective
                 if cert.best_blocks is not None:
                     obj = min(obj, sc.mtpp.evaluate(sc.mtpp.MtppProblem(g, stages=k), cert.best_blocks).objective)
-                row = dict(model=model, seed=seed, n=n, k=k, best=obj, best_method=best.method,
-                           levels={r.level: dict(bound=r.bound, status=r.status, seconds=r.seconds) for r in cert.table},
+                levels = {r.level: dict(bound=r.bound, status=r.status, seconds=r.seconds) for r in cert.table}
+                row = dict(model=model, seed=seed, n=n, k=k, best=obj, best_method=best.method, levels=levels,
                            seconds=time.perf_counter() - t0)
                 rows.append(row)
                 print(json.dumps(row), file=out, flush=True)

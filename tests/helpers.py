@@ -55,7 +55,7 @@ def brute_force(graph, accelerators, cpus, memory=math.inf):
         if not _quotient_acyclic(graph, dev_of):
             continue
         ev = sc.evaluate(graph, {n.id: dev_of[i] for i, n in enumerate(graph.nodes)},
-                         memory=memory, accelerators=accelerators, cpus=cpus)
+                         memory=memory, devices=accelerators, cpus=cpus)
         if ev.feasible and ev.objective < best:
             best = ev.objective
     return best

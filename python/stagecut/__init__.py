@@ -4,7 +4,7 @@ Quick start
 -----------
 >>> import stagecut as sc
 >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
->>> sc.partition(g, accelerators=3).objective
+>>> sc.partition(g, devices=3).objective
 4.0
 """
 
@@ -30,6 +30,7 @@ from stagecut.formats import (
 )
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 from stagecut.throughput import DEFAULT_MAX_IDEALS, partition, partition_ip
+from stagecut.throughput import ThroughputProblem
 from stagecut.results import DeviceLoad, Evaluation, Plan
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem
 from stagecut.mtpp.model import block_cost as mtpp_block_cost
@@ -61,7 +62,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ACCELERATOR", "CPU", "CycleError", "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Graph",
-    "InvalidGraphError", "Node", "Plan", "SolverError", "StagecutError", "StagecutWarning", "TooManyIdealsError",
+    "InvalidGraphError", "Node", "Plan", "SolverError", "ThroughputProblem", "StagecutError", "StagecutWarning", "TooManyIdealsError",
     "evaluate", "is_contiguous", "partition", "random_dag", "read_split", "read_workload",
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
     "write_split", "write_workload",

@@ -1,139 +1,428 @@
-"""Result types: frozen dataclasses with ``to_json``."""
+"""The one result protocol shared by every solver.
+
+Every solver returns a frozen dataclass derived from :class:`Result` (the pipeline planner's
+:class:`Plan`, SliceGraph's ``SlicePlan``, ``certify``'s ``Certificate``, Piper's
+``TrainingPlan``...). The shared fields mean the same everywhere:
+
+``objective``
+    The cost of the answer as re-scored by the objective's evaluator, in the unit of the input's
+    costs (time per sample for throughput objectives); ``None`` when no answer exists
+    (``status == "infeasible"``).
+``status``
+    One of :data:`STATUSES`: ``"optimal"`` (proven optimal over the set the solver's docs state),
+    ``"feasible"`` (a valid answer, optimality not proven), ``"time_limit"`` (stopped by the time
+    limit: the best answer so far, possibly none), ``"infeasible"`` (proven: no answer exists).
+``lower_bound``
+    A proven lower bound on the optimum (``None`` when none is known); never above it.
+``gap``
+    ``(objective - lower_bound) / objective`` (``0.0`` when both are 0; ``None`` when unknown).
+``method``, ``seed``, ``runtime_s``
+    The solver that ran, its seed (``None`` when deterministic) and the wall-clock seconds.
+``stats``
+    Counters under one naming: ``ideals``, ``pairs`` (ideal pairs visited), ``decodes``,
+    ``mip_nodes``, ``mip_vars``, ``mip_constraints``, ``build_s``, ``solve_s``...
+``stages``
+    The stages in pipeline order (:class:`Stage` or a subclass), each with its nodes, its load
+    and the parts of the load, and its memory.
+``notes``
+    Plain-language remarks (a fallback taken, a setting added from the file...).
+
+and every result has ``assignment() -> {node id: stage index}``, ``to_json()``, a ``from_json()``
+that round-trips (``type(r).from_json(r.to_json()) == r``), :meth:`Result.summary` and
+:meth:`Result.table` (the human-readable block the CLI prints), and a short ``repr``.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> plan = sc.partition(sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0]), devices=3)
+>>> plan.objective, plan.status, plan.gap, plan.assignment()
+(4.0, 'optimal', 0.0, {0: 0, 1: 1, 2: 1, 3: 1, 4: 2})
+>>> sc.Plan.from_json(plan.to_json()) == plan
+True
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import types
+import typing
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
-__all__ = ["DeviceLoad", "Evaluation", "Plan"]
+from stagecut.errors import InvalidGraphError
 
+__all__ = [
+    "STATUSES", "Status", "NodeId", "Stat", "Stage", "DeviceLoad", "Result", "Evaluation", "Plan",
+    "format_ranges",
+]
 
-def _num(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+#: A node id as given by the input (ints and strings round-trip through JSON; tuples become lists
+#: in JSON and come back as tuples).
+NodeId = Hashable
+#: The value of a counter in ``stats``.
+Stat = int | float | str | None
+Status = Literal["optimal", "feasible", "time_limit", "infeasible"]
+STATUSES: tuple[Status, ...] = ("optimal", "feasible", "time_limit", "infeasible")
 
-
-@dataclass(frozen=True)
-class DeviceLoad:
-    """One device of a split and what the evaluator says of it."""
-
-    kind: str
-    index: int
-    nodes: tuple
-    load: float
-    compute: float
-    comm: float
-    memory: float
-    feasible: bool
-    issues: tuple = ()
-
-    def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "index": self.index,
-            "nodes": list(self.nodes),
-            "load": _num(self.load),
-            "compute": _num(self.compute),
-            "comm": self.comm,
-            "memory": self.memory,
-            "feasible": self.feasible,
-            "issues": list(self.issues),
-        }
+R = TypeVar("R", bound="Result")
 
 
-@dataclass(frozen=True)
-class Evaluation:
-    """The max-load evaluator's verdict on a split (see :func:`stagecut.evaluate`)."""
+# --------------------------------------------------------------------------------- JSON codec
+def _encode(value: Any) -> Any:
+    """A JSON-safe form: non-finite floats as strings, tuples/sets as lists, dataclasses as dicts."""
+    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    if isinstance(value, Mapping):
+        return {_encode_key(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, frozenset, set)):
+        return [_encode(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _encode(value.item())
+    if hasattr(value, "tolist"):  # numpy arrays
+        return _encode(value.tolist())
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
-    objective: float
-    devices: tuple
-    feasible: bool
-    contiguous: bool
-    issues: tuple = ()
 
-    def to_json(self) -> dict:
-        return {
-            "objective": _num(self.objective) if self.feasible else None,
-            "max_load": _num(self.objective),
-            "feasible": self.feasible,
-            "contiguous": self.contiguous,
-            "issues": list(self.issues),
-            "devices": [d.to_json() for d in self.devices],
-        }
+def _encode_key(k: Any) -> str:
+    return k if isinstance(k, str) else json.dumps(_encode(k))
 
 
-@dataclass(frozen=True)
-class Plan:
-    """A placement for the pipeline (max-load) objective.
+def _decode_key(k: str) -> Any:
+    try:
+        v = json.loads(k)
+    except ValueError:
+        return k
+    return _tuples(v) if not isinstance(v, str) else k
 
-    Attributes
-    ----------
-    objective : float or None
-        Time per sample (the largest device load), as re-scored by the evaluator; ``None``
-        when infeasible.
-    status : str
-        ``"optimal"`` (exact DP), ``"feasible"`` (heuristic, e.g. DPL) or ``"infeasible"``.
-    method : str
-        The solver that ran (``"dp"`` or ``"dpl"``).
-    devices : tuple of DeviceLoad
-        The used devices in pipeline order, with nodes as the input's ids.
-    lower_bound : float or None
-        A proven lower bound on the optimum (equal to ``objective`` when optimal).
+
+def _tuples(v: Any) -> Any:
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v
+
+
+def _decode(tp: Any, value: Any, where: str) -> Any:
+    """Inverse of :func:`_encode` guided by the type hint ``tp``."""
+    if tp is Any or tp is object:
+        return value
+    origin = get_origin(tp)
+    if origin is Literal:
+        return value
+    if origin is Union or origin is types.UnionType:
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        if len(non_none) == 1:
+            return _decode(non_none[0], value, where)
+        for a in non_none:  # a scalar union such as Stat: keep the JSON value, restore floats
+            if a is float and isinstance(value, str) and value in ("inf", "-inf", "nan"):
+                return float(value)
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            return float(value)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise InvalidGraphError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int or tp is str or tp is bool:
+        return value
+    if tp is Hashable:
+        return _tuples(value)
+    if origin is tuple:
+        args = get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        args = get_args(tp) or (Any, Any)
+        return {(_decode_key(k) if args[0] is not str else k): _decode(args[1], v, f"{where}[{k!r}]")
+                for k, v in value.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _from_dict(tp, value, where)
+    return value
+
+
+def _from_dict(cls: Any, data: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InvalidGraphError(f"{where}: expected an object, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise InvalidGraphError(f"{where}: missing field {f.name!r}")
+            continue
+        kwargs[f.name] = _decode(hints[f.name], data[f.name], f"{where}.{f.name}")
+    return cls(**kwargs)
+
+
+def format_ranges(ids: typing.Sequence[NodeId], limit: int | None = None) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (runs of consecutive ints), cut after ``limit``
+    characters with a count of what is left."""
+    parts: list[str] = []
+    i = 0
+    ids = list(ids)
+    while i < len(ids):
+        j = i
+        if isinstance(ids[i], int) and not isinstance(ids[i], bool):
+            while j + 1 < len(ids) and isinstance(ids[j + 1], int) and ids[j + 1] == ids[j] + 1:  # type: ignore[operator]
+                j += 1
+        parts.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    text = ", ".join(parts)
+    if limit is not None and len(text) > limit:
+        cut = text[:limit].rsplit(",", 1)[0]
+        shown = cut.count(",") + 1
+        text = f"{cut}, ... (+{len(parts) - shown} more runs)"
+    return text
+
+
+def _fmt(x: float | None, digits: int = 6) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return f"{x:.{digits}g}"
+
+
+# ------------------------------------------------------------------------------ stages
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of a pipeline, in pipeline order.
+
+    ``load`` is the stage's cost under the objective (the pipeline's time per sample is the
+    largest), ``parts`` splits it (e.g. ``{"compute": ..., "comm": ...}``), ``memory`` is what
+    the stage holds (bytes, or the input's unit).
     """
 
+    index: int
+    device: str
+    nodes: tuple[NodeId, ...]
+    load: float
+    parts: Mapping[str, float] = field(default_factory=dict)
+    memory: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = _encode(self)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceLoad(Stage):
+    """A stage of the throughput planner: the device it runs on and what the evaluator says of it.
+
+    ``device`` is ``"accelerator:0"``, ``"cpu:0"``...; ``kind`` and ``kind_index`` are its two
+    parts. ``load = compute + comm`` in the input's time unit (``parts`` holds the two terms; a
+    CPU pays no communication); ``memory`` is the sum of its nodes' memory (the input's unit,
+    typically bytes). ``feasible`` is ``False``, with ``issues`` saying why, when the device
+    breaks a limit (memory, a node it cannot run).
+    """
+
+    kind: str
+    kind_index: int
+    feasible: bool = True
+    issues: tuple[str, ...] = ()
+
+    @property
+    def compute(self) -> float:
+        """The compute part of :attr:`load` (sum of the nodes' times on this kind)."""
+        return self.parts.get("compute", 0.0)
+
+    @property
+    def comm(self) -> float:
+        """The communication part of :attr:`load` (0 on a CPU)."""
+        return self.parts.get("comm", 0.0)
+
+
+# ------------------------------------------------------------------------------ results
+@dataclass(frozen=True, kw_only=True, repr=False)
+class Result:
+    """Base of every solver result (see the module docs for what each field means)."""
+
+    #: what :attr:`objective` measures, for the human-readable output
+    objective_name: ClassVar[str] = "time per sample"
+
     objective: float | None
-    status: str
+    status: Status
+    lower_bound: float | None = None
     method: str
-    devices: tuple
-    lower_bound: float | None
-    runtime_s: float
-    accelerators: int
-    cpus: int
-    memory: float
-    ideals: int | None = None
-    ideal_pairs: int | None = None
-    contiguous: bool = True
-    notes: tuple = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    runtime_s: float = 0.0
+    stats: Mapping[str, Stat] = field(default_factory=dict)
+    stages: tuple[Stage, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "__repr__" not in cls.__dict__:  # keep the short repr (dataclass() only adds a missing one)
+            cls.__repr__ = Result.__repr__  # type: ignore[method-assign]
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
 
     @property
     def gap(self) -> float | None:
-        """Relative gap ``(objective - lower_bound) / objective`` where both are known."""
-        if self.objective is None or self.lower_bound is None or self.objective == 0:
-            return None if self.objective is None else 0.0
-        return (self.objective - self.lower_bound) / self.objective
+        """``(objective - lower_bound) / objective``; 0 when both are 0; ``None`` when unknown."""
+        if self.objective is None or self.lower_bound is None or not math.isfinite(self.lower_bound):
+            return None
+        if self.objective == 0:
+            return 0.0
+        return max(0.0, (self.objective - self.lower_bound) / self.objective)
 
     @property
-    def assignment(self) -> dict:
-        """``{node id: (kind, index)}``."""
-        return {n: (d.kind, d.index) for d in self.devices for n in d.nodes}
+    def feasible(self) -> bool:
+        """Whether the result holds an answer (``objective`` is not ``None``)."""
+        return self.objective is not None
 
-    def stage_of(self) -> dict:
-        """``{node id: stage number}`` in pipeline order."""
-        return {n: s for s, d in enumerate(self.devices) for n in d.nodes}
+    def assignment(self) -> dict[NodeId, int]:
+        """``{node id: stage index}`` (stages in pipeline order)."""
+        return {v: s.index for s in self.stages for v in s.nodes}
 
-    def to_split(self) -> dict:
-        """The split JSON object (``fpgas`` / ``cpus`` lists of ``{"nodes", "load"}``)."""
-        out: dict = {"maxLoad": self.objective, "fpgas": [], "cpus": []}
-        for d in self.devices:
-            key = "fpgas" if d.kind == "accelerator" else "cpus"
-            out[key].append({"nodes": list(d.nodes), "load": _num(d.load)})
+    # -- JSON
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict: the shared fields first, then the result's own; ``gap`` is
+        included (derived); non-finite numbers are the strings ``"inf"``/``"-inf"``."""
+        out: dict[str, Any] = {"kind": type(self).__name__, "gap": self.gap}
+        out.update(_encode(self))
         return out
 
-    def to_json(self) -> dict:
-        return {
-            "objective": self.objective,
-            "status": self.status,
-            "method": self.method,
-            "lower_bound": self.lower_bound,
-            "gap": self.gap,
-            "runtime_s": self.runtime_s,
-            "ideals": self.ideals,
-            "ideal_pairs": self.ideal_pairs,
-            "accelerators": self.accelerators,
-            "cpus": self.cpus,
-            "memory": _num(self.memory),
-            "contiguous": self.contiguous,
-            "notes": list(self.notes),
-            "devices": [d.to_json() for d in self.devices],
-        }
+    def dumps(self, **kw: Any) -> str:
+        """``json.dumps(self.to_json())``."""
+        return json.dumps(self.to_json(), **kw)
+
+    @classmethod
+    def from_json(cls: type[R], data: Mapping[str, Any] | str) -> R:
+        """Rebuild a result from :meth:`to_json`'s dict (or its JSON text)."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        assert isinstance(data, Mapping)
+        kind = data.get("kind")
+        if kind is not None and kind != cls.__name__:
+            raise InvalidGraphError(f"kind: this is a {kind} result, not a {cls.__name__}")
+        out: R = _from_dict(cls, data, cls.__name__)
+        return out
+
+    # -- human-readable
+    def summary(self) -> str:
+        """The summary block every CLI subcommand prints (objective, status, bound/gap, method, time)."""
+        gap = self.gap
+        bound = _fmt(self.lower_bound)
+        if gap is not None:
+            bound += f" (gap {100 * gap:.2f}%)"
+        lines = [
+            f"objective  {_fmt(self.objective)} ({self.objective_name})",
+            f"status     {self.status}",
+            f"bound      {bound}",
+            f"method     {self.method}" + (f" (seed {self.seed})" if self.seed is not None else ""),
+            f"time       {self.runtime_s:.3f} s",
+        ]
+        lines += [f"note       {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def table(self, width: int | None = 60) -> str:
+        """The stage table: one row per stage (index, device, load and its parts, memory, nodes).
+
+        Node lists are shown as id ranges, cut at ``width`` characters (``None``: never); the full
+        lists are in :meth:`to_json` (the CLI's ``--json`` and ``-o``).
+        """
+        parts = sorted({p for s in self.stages for p in s.parts})
+        head = ["stage", "device", "load", *parts, "memory", "nodes"]
+        rows = [head]
+        for s in self.stages:
+            rows.append([str(s.index), s.device, _fmt(s.load), *(_fmt(s.parts.get(p)) for p in parts),
+                         _fmt(s.memory), f"{len(s.nodes)}: {format_ranges(s.nodes, width)}"])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(objective={_fmt(self.objective)}, status={self.status!r}, "
+                f"lower_bound={_fmt(self.lower_bound)}, method={self.method!r}, stages={len(self.stages)})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan(Result):
+    """A placement for the pipeline throughput (max-load) objective.
+
+    ``stages`` are :class:`DeviceLoad` in pipeline order (empty when infeasible);
+    ``devices``/``cpus``/``memory`` are the settings it was solved for (``devices``: the number
+    of accelerators; ``memory``: per accelerator, in the input's unit); ``contiguous`` says
+    whether every device holds a convex set (``False`` only from the non-contiguous IP).
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
+    >>> plan = sc.partition(g, devices=3)
+    >>> [(s.device, s.nodes, s.load) for s in plan.stages]
+    [('accelerator:0', (0,), 4.0), ('accelerator:1', (1, 2, 3), 4.0), ('accelerator:2', (4,), 4.0)]
+    >>> plan.device_of()[2]
+    ('accelerator', 1)
+    >>> sc.evaluate(g, plan.device_of()).objective
+    4.0
+    """
+
+    stages: tuple[DeviceLoad, ...] = ()
+    devices: int
+    cpus: int
+    memory: float
+    contiguous: bool = True
+
+    def device_of(self) -> dict[NodeId, tuple[str, int]]:
+        """``{node id: (device kind, index of that kind)}``, the form :func:`stagecut.evaluate` takes."""
+        return {v: (s.kind, s.kind_index) for s in self.stages for v in s.nodes}
+
+    def to_split(self) -> dict[str, Any]:
+        """The split JSON object of the workload format (``fpgas`` / ``cpus`` lists of
+        ``{"nodes", "load"}``, in pipeline order, and ``maxLoad``); ``stagecut.read_split``
+        reads it back."""
+        out: dict[str, Any] = {"maxLoad": self.objective, "fpgas": [], "cpus": []}
+        for d in sorted(self.stages, key=lambda s: (s.kind != "accelerator", s.kind, s.kind_index)):
+            key = "fpgas" if d.kind == "accelerator" else "cpus"
+            out[key].append({"nodes": _encode(d.nodes), "load": _encode(d.load)})
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """The max-load evaluator's verdict on a split (see :func:`stagecut.evaluate`).
+
+    ``objective`` is the largest device load, in the input's time unit (finite: a split that
+    breaks a limit has ``feasible=False`` and its ``issues`` listed). ``stages`` are the
+    devices used, accelerators first, each kind by index (the evaluator does not know the
+    pipeline order a solver chose; ``index`` is the position in this tuple).
+    """
+
+    objective: float
+    stages: tuple[DeviceLoad, ...]
+    feasible: bool
+    contiguous: bool
+    issues: tuple[str, ...] = ()
+
+    def load_of(self) -> dict[tuple[str, int], float]:
+        """``{(kind, index of that kind): load}``."""
+        return {(s.kind, s.kind_index): s.load for s in self.stages}
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (:meth:`from_json` reads it back)."""
+        out: dict[str, Any] = {"kind": "Evaluation"}
+        out.update(_encode(self))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> Evaluation:
+        """Rebuild an evaluation from :meth:`to_json`'s dict (or its JSON text)."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, Mapping):
+            raise InvalidGraphError(f"Evaluation: expected a JSON object, got {type(data).__name__}")
+        out: Evaluation = _from_dict(cls, {k: v for k, v in data.items() if k != "kind"}, cls.__name__)
+        return out

@@ -3,20 +3,17 @@
 import itertools
 import math
 import random
-from pathlib import Path
-
-import pytest
 
 import mip  # noqa: E402,F401  (a core dependency)
+import pytest
 
 import stagecut as sc  # noqa: E402
-from stagecut.graph import Node  # noqa: E402
+from helpers import (  # noqa: E402
+    colocation_groups,  # noqa: E402
+    random_inference_graph,
+    random_training_graph,
+)
 from stagecut.throughput.ip import partition_ip  # noqa: E402
-
-from helpers import colocation_groups  # noqa: E402
-from helpers import random_inference_graph, random_training_graph  # noqa: E402
-
-from helpers import SHARED as WORKLOADS  # noqa: E402
 
 
 def brute_noncontiguous(graph, k, l, memory):
@@ -28,14 +25,14 @@ def brute_noncontiguous(graph, k, l, memory):
         for grp, c in zip(groups, choice):
             for i in grp:
                 assign[graph.nodes[i].id] = devices[c]
-        ev = sc.evaluate(graph, assign, memory=memory, accelerators=k, cpus=l)
+        ev = sc.evaluate(graph, assign, memory=memory, devices=k, cpus=l)
         if ev.feasible:
             best = min(best, ev.objective)
     return best
 
 
 def _rescored(graph, plan, k, l, memory):
-    ev = sc.evaluate(graph, plan.assignment, memory=memory, accelerators=k, cpus=l)
+    ev = sc.evaluate(graph, plan.device_of(), memory=memory, devices=k, cpus=l)
     assert ev.feasible
     assert ev.objective == pytest.approx(plan.objective)
     assert plan.lower_bound <= plan.objective + 1e-6
@@ -56,8 +53,8 @@ def _instance(seed):
 @pytest.mark.parametrize("seed", range(30))
 def test_contiguous_ip_equals_dp(seed):
     g, k, l, mem = _instance(seed)
-    dp = sc.partition(g, accelerators=k, cpus=l, memory=mem, method="dp")
-    ip = partition_ip(g, accelerators=k, cpus=l, memory=mem)
+    dp = sc.partition(g, devices=k, cpus=l, memory=mem, method="dp")
+    ip = partition_ip(g, devices=k, cpus=l, memory=mem)
     if dp.objective is None:
         assert ip.status == "infeasible" and ip.objective is None
         return
@@ -67,10 +64,10 @@ def test_contiguous_ip_equals_dp(seed):
     ev = _rescored(g, ip, k, l, mem)
     assert ev.contiguous
     # warm-started from the DP: same optimum
-    ws = partition_ip(g, accelerators=k, cpus=l, memory=mem, warm_start=dp)
+    ws = partition_ip(g, devices=k, cpus=l, memory=mem, warm_start=dp)
     assert ws.objective == pytest.approx(dp.objective)
     # non-contiguous is never worse
-    nc = partition_ip(g, accelerators=k, cpus=l, memory=mem, contiguous=False)
+    nc = partition_ip(g, devices=k, cpus=l, memory=mem, contiguous=False)
     assert nc.objective <= ip.objective + 1e-9
     _rescored(g, nc, k, l, mem)
 
@@ -78,11 +75,14 @@ def test_contiguous_ip_equals_dp(seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_noncontiguous_ip_equals_brute_force(seed):
     rng = random.Random(1000 + seed)
-    g = random_inference_graph(rng, rng.randint(1, 5)) if seed % 2 == 0 else random_training_graph(rng, rng.randint(2, 4))
+    if seed % 2 == 0:
+        g = random_inference_graph(rng, rng.randint(1, 5))
+    else:
+        g = random_training_graph(rng, rng.randint(2, 4))
     k, l = rng.randint(1, 3), rng.randint(0, 1)
     mem = 6.0 if rng.random() < 0.5 else math.inf
     want = brute_noncontiguous(g, k, l, mem)
-    nc = partition_ip(g, accelerators=k, cpus=l, memory=mem, contiguous=False)
+    nc = partition_ip(g, devices=k, cpus=l, memory=mem, contiguous=False)
     if want == math.inf:
         assert nc.status == "infeasible"
         return
@@ -94,8 +94,8 @@ def test_noncontiguous_ip_equals_brute_force(seed):
 def test_noncontiguous_beats_contiguous_on_a_chain():
     # 1 -> 2 -> 1: a contiguous split pays 3; {first, last} / {middle} pays 2
     g = sc.Graph.chain([1.0, 2.0, 1.0])
-    assert partition_ip(g, accelerators=2).objective == 3.0
-    nc = partition_ip(g, accelerators=2, contiguous=False)
+    assert partition_ip(g, devices=2).objective == 3.0
+    nc = partition_ip(g, devices=2, contiguous=False)
     assert nc.objective == 2.0 and not nc.contiguous and nc.status == "optimal"
 
 
@@ -104,7 +104,7 @@ def test_time_limit_returns_best_found():
     if g is None:
         from stagecut.examples import regal_graph
         g = regal_graph(60, seed=3)
-    plan = partition_ip(g, accelerators=6, contiguous=False, time_limit=1.0)
+    plan = partition_ip(g, devices=6, contiguous=False, time_limit=1.0)
     assert plan.status in ("time_limit", "optimal")
     if plan.objective is not None:
         _rescored(g, plan, 6, 0, math.inf)
@@ -126,17 +126,17 @@ def test_bad_options():
 def test_highs_selectable():
     g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
     try:
-        plan = partition_ip(g, accelerators=3, solver="highs")
+        plan = partition_ip(g, devices=3, solver="highs")
     except sc.errors.SolverError as exc:  # the test extra installs highspy: failing to load it is a bug
         pytest.fail(f"HiGHS does not load through python-mip: {exc}")
     assert plan.objective == 4.0
     for seed in range(3):  # the same optimum as the DP and as CBC, contiguous or not
         g = sc.random_dag(6, edge_prob=0.4, seed=seed)
-        dp = sc.partition(g, accelerators=2, cpus=1, memory=9, method="dp")
-        hi = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="highs")
+        dp = sc.partition(g, devices=2, cpus=1, memory=9, method="dp")
+        hi = partition_ip(g, devices=2, cpus=1, memory=9, solver="highs")
         assert hi.status == "optimal" and hi.objective == pytest.approx(dp.objective)
-        free_hi = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="highs", contiguous=False)
-        free_cbc = partition_ip(g, accelerators=2, cpus=1, memory=9, solver="cbc", contiguous=False)
+        free_hi = partition_ip(g, devices=2, cpus=1, memory=9, solver="highs", contiguous=False)
+        free_cbc = partition_ip(g, devices=2, cpus=1, memory=9, solver="cbc", contiguous=False)
         assert free_hi.objective == pytest.approx(free_cbc.objective)
 
 

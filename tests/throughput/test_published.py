@@ -3,7 +3,6 @@
 import pytest
 
 import stagecut as sc
-
 from helpers import published_rows
 
 ROWS = published_rows()
@@ -18,9 +17,9 @@ def test_dp_reproduces_published_optimum(shared, name):
     g = sc.read_workload(shared / "throughput-inputs" / name)
     plan = sc.partition(g, method="dp")
     assert plan.status == "optimal"
-    assert plan.ideals == row["ideals"]
+    assert plan.stats["ideals"] == row["ideals"]
     assert plan.objective == pytest.approx(row["dp_tps"], abs=0.01)
-    ev = sc.evaluate(g, plan.assignment)
+    ev = sc.evaluate(g, plan.device_of())
     assert ev.feasible and ev.contiguous and ev.objective == pytest.approx(plan.objective)
 
 

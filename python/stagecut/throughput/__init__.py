@@ -1,13 +1,19 @@
 """Pipeline partitioning for throughput (Tarnawski et al., NeurIPS 2020, Table 1).
 
-* :mod:`~stagecut.throughput.problem`: device counts and memory from a graph's defaults;
+* :mod:`~stagecut.throughput.problem`: :class:`ThroughputProblem` (graph, device counts,
+  memory; defaults from the graph) and the exact graph hygiene;
 * :mod:`~stagecut.throughput.evaluate`: the max-load evaluator (the one cost of a split);
-* :mod:`~stagecut.throughput.dp`: :func:`partition`: the exact DP over ideals, DPL, ``auto``;
-* :mod:`~stagecut.throughput.ip`: the contiguous and non-contiguous integer programs.
+* :mod:`~stagecut.throughput.dp`: the exact DP over ideals and DPL;
+* :mod:`~stagecut.throughput.ip`: the contiguous and non-contiguous integer programs;
+* :mod:`~stagecut.throughput.solve`: :func:`partition`, which picks among them;
+* :mod:`~stagecut.throughput.rescore`: every plan is built there, re-scored by the evaluator.
 """
 
-from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, METHODS, partition
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS
 from stagecut.throughput.evaluate import evaluate, is_contiguous
 from stagecut.throughput.ip import partition_ip
+from stagecut.throughput.problem import ThroughputProblem
+from stagecut.throughput.solve import METHODS, partition
 
-__all__ = ["DEFAULT_MAX_IDEALS", "METHODS", "evaluate", "is_contiguous", "partition", "partition_ip"]
+__all__ = ["DEFAULT_MAX_IDEALS", "METHODS", "ThroughputProblem", "evaluate", "is_contiguous", "partition",
+           "partition_ip"]

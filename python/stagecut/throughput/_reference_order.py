@@ -15,7 +15,9 @@ replaced by their positions).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 # (element count reached, bucket count) of libstdc++'s prime rehash policy for a map grown by
 # single inserts from empty, max load factor 1, in the releases the reference was built with:
@@ -26,6 +28,8 @@ _GROWTH = ((1, 2), (3, 5), (6, 11), (12, 23), (24, 47), (48, 97), (98, 199), (20
            (410, 823), (824, 1741), (1742, 3739), (3740, 7517), (7518, 15173), (15174, 30727),
            (30728, 62233), (62234, 126271))
 _HEAD = object()
+#: an edge (source, target, artificial?)
+_Edge = tuple[int, int, bool]
 
 
 class _HashOrder:
@@ -33,18 +37,18 @@ class _HashOrder:
 
     def __init__(self) -> None:
         self.nb = 1
-        self.nxt: dict = {}
-        self.head = None
-        self.before: dict = {}
+        self.nxt: dict[int, int | None] = {}
+        self.head: int | None = None
+        self.before: dict[int, object] = {}
 
-    def _next(self, k):
-        return self.head if k is _HEAD else self.nxt[k]
+    def _next(self, k: object) -> int | None:
+        return self.head if k is _HEAD else self.nxt[cast(int, k)]
 
-    def _set_next(self, k, v) -> None:
+    def _set_next(self, k: object, v: int) -> None:
         if k is _HEAD:
             self.head = v
         else:
-            self.nxt[k] = v
+            self.nxt[cast(int, k)] = v
 
     def add(self, k: int) -> None:
         if k in self.nxt:
@@ -65,7 +69,7 @@ class _HashOrder:
             self.nxt[k] = self.head
             self.head = k
             if self.nxt[k] is not None:
-                self.before[self.nxt[k] % self.nb] = k
+                self.before[cast(int, self.nxt[k]) % self.nb] = k
             self.before[b] = _HEAD
 
     def _rehash(self, nb: int) -> None:
@@ -86,7 +90,7 @@ class _HashOrder:
                 self.nxt[p] = self._next(before)
                 self._set_next(before, p)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         k = self.head
         while k is not None:
             yield k
@@ -100,17 +104,17 @@ class _N:
     bwd: bool
     cpu: float
     acc: float
-    members: list = field(default_factory=list)
+    members: list[int] = field(default_factory=list)
 
 
-def _contract(nodes: list, edges: list) -> "tuple[list, list]":
+def _contract(nodes: list[_N], edges: list[_Edge]) -> tuple[list[_N], list[_Edge]]:
     classes = sorted({n.cc for n in nodes})
     top = classes[-1]
     bwd_vcc = {c: top + 1 + i for i, c in enumerate(classes)}
     fwd_of = {v: c for c, v in bwd_vcc.items()}
     order = _HashOrder()
-    groups: dict = {}
-    vcc_of: dict = {}
+    groups: dict[int, list[_N]] = {}
+    vcc_of: dict[int, int] = {}
     for n in nodes:
         v = bwd_vcc[n.cc] if n.bwd else n.cc
         vcc_of[n.id] = v
@@ -122,7 +126,8 @@ def _contract(nodes: list, edges: list) -> "tuple[list, list]":
         bwd = v > top
         out.append(_N(id=v, cc=fwd_of[v] if bwd else v, bwd=bwd, cpu=sum(x.cpu for x in g),
                       acc=sum(x.acc for x in g), members=[m for x in g for m in x.members]))
-    true_e, art_e = set(), set()
+    true_e: set[tuple[int, int]] = set()
+    art_e: set[tuple[int, int]] = set()
     for s, d, art in edges:
         a, b = vcc_of[s], vcc_of[d]
         if a != b:
@@ -130,7 +135,7 @@ def _contract(nodes: list, edges: list) -> "tuple[list, list]":
     return out, [(a, b, True) for a, b in sorted(art_e)] + [(a, b, False) for a, b in sorted(true_e)]
 
 
-def _add_orphan_stand_ins(nodes: list, edges: list) -> None:
+def _add_orphan_stand_ins(nodes: list[_N], edges: list[_Edge]) -> None:
     fwd_of_cc = {n.cc: n.id for n in nodes if not n.bwd}
     bwd_cc = {n.id: n.cc for n in nodes if n.bwd}
     orphans = _HashOrder()
@@ -151,7 +156,7 @@ def _add_orphan_stand_ins(nodes: list, edges: list) -> None:
             edges.append((fwd_of_cc[bwd_cc[d]], fwd_of_cc[bwd_cc[s]], True))
 
 
-def _fuse_forward_cycles(nodes: list, edges: list) -> None:
+def _fuse_forward_cycles(nodes: list[_N], edges: list[_Edge]) -> None:
     import networkx as nx
 
     fwd = [n for n in nodes if not n.bwd]
@@ -159,18 +164,18 @@ def _fuse_forward_cycles(nodes: list, edges: list) -> None:
     g = nx.DiGraph()
     g.add_nodes_from(ids)
     g.add_edges_from((s, d) for s, d, _ in edges if s in ids and d in ids)
-    comp = {}
+    comp: dict[int, int] = {}
     for i, c in enumerate(nx.strongly_connected_components(g)):
         for v in c:
             comp[v] = i
     parent = {n.cc: n.cc for n in nodes}
 
-    def find(a):
+    def find(a: int) -> int:
         while parent[a] != a:
             a = parent[a]
         return a
 
-    by_comp: dict = {}
+    by_comp: dict[int, list[_N]] = {}
     for n in fwd:
         by_comp.setdefault(comp[n.id], []).append(n)
     for n in fwd:
@@ -181,16 +186,16 @@ def _fuse_forward_cycles(nodes: list, edges: list) -> None:
         n.cc = find(n.cc)
 
 
-def _fold_trivial(nodes: list, edges: list) -> "tuple[list, list]":
+def _fold_trivial(nodes: list[_N], edges: list[_Edge]) -> tuple[list[_N], list[_Edge]]:
     while True:
         fwd = {n.id for n in nodes if not n.bwd}
         cc = {n.id: n.cc for n in nodes}
-        fnb: dict = {}
-        bnb: dict = {}
+        fnb: dict[int, list[int]] = {}
+        bnb: dict[int, list[int]] = {}
         for s, d, _ in edges:
             (fnb if s in fwd else bnb).setdefault(d, []).append(s)
             (fnb if d in fwd else bnb).setdefault(s, []).append(d)
-        bwd_lat: dict = {}
+        bwd_lat: dict[int, float] = {}
         for n in nodes:
             if n.bwd:
                 bwd_lat[n.cc] = bwd_lat.get(n.cc, 0.0) + n.cpu + n.acc
@@ -207,12 +212,12 @@ def _fold_trivial(nodes: list, edges: list) -> "tuple[list, list]":
             return nodes, edges
 
 
-def _linearize(nodes: list, edges: list) -> list:
+def _linearize(nodes: list[_N], edges: list[_Edge]) -> list[int]:
     fwd = [n.id for n in nodes if not n.bwd]
     fset = set(fwd)
-    indeg: dict = {}
+    indeg: dict[int, int] = {}
     present = set()
-    out: dict = {}
+    out: dict[int, list[int]] = {}
     for s, d, _ in edges:
         if d in fset:
             indeg[d] = indeg.get(d, 0) + 1
@@ -230,7 +235,7 @@ def _linearize(nodes: list, edges: list) -> list:
     return order
 
 
-def reference_dpl_units(graph) -> "tuple[list, list, list]":
+def reference_dpl_units(graph: Any) -> tuple[list[list[int]], list[tuple[int, int]], list[tuple[int, int]]]:
     """``(members, edges, path)`` of the reference DPL: unit members (node positions, forward
     and backward), the forward unit edges, and the linearization path as unit pairs."""
     ints = all(isinstance(n.id, int) and not isinstance(n.id, bool) for n in graph.nodes)
@@ -239,7 +244,7 @@ def reference_dpl_units(graph) -> "tuple[list, list, list]":
     for i, n in enumerate(graph.nodes):
         nid = n.id if ints else i
         if isinstance(n.colocation, int) and not isinstance(n.colocation, bool) and ints:
-            cc = n.colocation
+            cc: Any = n.colocation  # an int here; None below until numbered
         elif n.colocation is None:
             fresh -= 1
             cc = fresh
@@ -248,7 +253,7 @@ def reference_dpl_units(graph) -> "tuple[list, list, list]":
         nodes.append(_N(id=nid, cc=cc, bwd=n.backward, cpu=n.compute.get("cpu", 0.0),
                         acc=n.compute.get("accelerator", 0.0), members=[i]))
     if any(x.cc is None for x in nodes):  # non-integer classes: number them by appearance
-        names: dict = {}
+        names: dict[Any, int] = {}
         for x, n in zip(nodes, graph.nodes):
             x.cc = names.setdefault(("c", n.colocation) if n.colocation is not None else ("n", x.id), len(names))
     pos_id = {n.id: (n.id if ints else i) for i, n in enumerate(graph.nodes)}

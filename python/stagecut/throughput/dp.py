@@ -1,81 +1,124 @@
-"""Pipeline partitioning for throughput: the exact DP over ideals and its linearized variant.
+"""The exact DP over ideals and its linearized variant DPL (Tarnawski et al., NeurIPS 2020).
 
-The model is the one of Table 1 of "Efficient Algorithms for Device Placement of DNN Graph
-Operators" (Tarnawski et al., NeurIPS 2020): split a DAG into contiguous blocks on at most
-``accelerators`` accelerators and ``cpus`` CPUs, minimizing the largest device load (the time
-per sample of the pipeline), with a memory limit per accelerator. See
-:mod:`stagecut.evaluate` for the cost of one device.
+The model is the one of Table 1: split a DAG into contiguous blocks on at most ``devices``
+accelerators and ``cpus`` CPUs, minimizing the largest device load (the time per sample of the
+pipeline, in the input's time unit), with a memory limit per accelerator. See
+:mod:`stagecut.throughput.evaluate` for the cost of one device.
 
-Training graphs (Section 5.3): nodes of one colocation class are contracted into one unit per
-class (a forward node carries its backward node along); a class whose nodes are all backward
-gets an empty forward stand-in, tied by the mirror image of its backward edges; classes on a
-cycle of the contracted forward graph are fused (they cannot be split contiguously). The DP
-then runs over the ideals of the forward unit DAG.
+Training graphs (Section 5.3): nodes of one colocation class are contracted into one unit (see
+:mod:`stagecut.colocation`). The exact DP then runs over the ideals (downsets) of the forward
+unit DAG, in the Rust core; DPL runs the same DP after adding the edges of one topological path
+(the reference implementation's DFS order, :mod:`stagecut.throughput._reference_order`), so it
+has n + 1 ideals.
+
+Isolated nodes that cost nothing are set aside first (exact, see
+:func:`~stagecut.throughput.problem.set_aside_free_nodes`) and put back into the first stage.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> from stagecut.throughput.problem import ThroughputProblem
+>>> problem = ThroughputProblem.from_graph(sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0]), devices=3)
+>>> plan = solve_dp(problem)
+>>> plan.objective, plan.status, plan.stats["ideals"]
+(4.0, 'optimal', 6)
+>>> solve_dpl(problem).objective
+4.0
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
+import networkx as nx
 import numpy as np
+import numpy.typing as npt
 
 from stagecut import _core
-from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
 from stagecut.colocation import Units
-from stagecut.throughput.evaluate import evaluate
-from stagecut.throughput.ip import partition_ip
-from stagecut.throughput.problem import resolve_devices
-from stagecut.graph import ACCELERATOR, CPU, Graph, check_number, kahn_order
-from stagecut.results import Plan
+from stagecut.errors import TooManyIdealsError
+from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId, kahn_order
+from stagecut.results import Plan, Stat
+from stagecut.throughput._reference_order import reference_dpl_units
+from stagecut.throughput.problem import ThroughputProblem, set_aside_free_nodes
+from stagecut.throughput.rescore import no_plan, plan_from_split
 
-__all__ = ["partition", "simple_lower_bound", "DEFAULT_MAX_IDEALS", "METHODS"]
+if TYPE_CHECKING:
+    from stagecut._core import _MaxLoadResult
+
+__all__ = ["DEFAULT_MAX_IDEALS", "solve_dp", "try_dp", "solve_dpl", "simple_lower_bound"]
 
 #: Default cap on the number of ideals the exact DP may enumerate.
 DEFAULT_MAX_IDEALS = 200_000
-METHODS = ("auto", "dp", "dpl", "ip")
+
+
+class _UnitsLike(Protocol):
+    n_units: int
+    members: list[list[int]]
+    edges: list[tuple[int, int]]
 
 
 class _ReferenceUnits:
-    """Units and linearized edges of DPL, following the reference implementation's order
-    (see :mod:`stagecut._reference_order`)."""
+    """Units and linearized edges of DPL, following the reference implementation's order."""
 
     def __init__(self, graph: Graph) -> None:
-        from stagecut.throughput._reference_order import reference_dpl_units
+        members, edges, path = reference_dpl_units(graph)
+        self.members: list[list[int]] = members
+        self.n_units: int = len(members)
+        self.edges: list[tuple[int, int]] = sorted(set(edges) | set(path))
 
-        self.members, edges, path = reference_dpl_units(graph)
-        self.n_units = len(self.members)
-        self.edges = sorted(set(edges) | set(path))
 
+def simple_lower_bound(graph: Graph, units: _UnitsLike, devices: int, cpus: int, memory: float) -> float:
+    """max(heaviest unit on its cheapest usable kind, total cheapest work / device count).
 
-def simple_lower_bound(graph: Graph, units: Units, accelerators: int, cpus: int, memory: float) -> float:
-    """max(heaviest unit on its cheapest usable kind, total cheapest work / devices)."""
+    Parameters
+    ----------
+    graph : Graph
+    units : Units
+        Node positions that must share a device.
+    devices, cpus : int
+    memory : float
+
+    Returns
+    -------
+    float
+        A lower bound on the optimum (``inf`` when some unit fits on no device).
+    """
     best_unit = 0.0
     total = 0.0
     for ms in units.members:
         nodes = [graph.nodes[i] for i in ms]
         options = []
-        if accelerators and sum(n.memory for n in nodes) <= memory:
+        if devices and sum(n.memory for n in nodes) <= memory:
             options.append(math.fsum(n.time(ACCELERATOR) for n in nodes))
         if cpus:
             options.append(math.fsum(n.time(CPU) for n in nodes))
         t = min(options, default=math.inf)
         best_unit = max(best_unit, t)
         total += t
-    return max(best_unit, total / (accelerators + cpus))
+    return max(best_unit, total / (devices + cpus))
 
 
-def _path(units: Units) -> list:
+def _path(units: _UnitsLike) -> list[tuple[int, int]]:
     """Edges along one topological order of the unit DAG."""
-    succ: list = [[] for _ in range(units.n_units)]
+    succ: list[list[int]] = [[] for _ in range(units.n_units)]
     for a, b in units.edges:
         succ[a].append(b)
     order = kahn_order(range(units.n_units), succ)
     return list(zip(order, order[1:]))
 
 
-def _run_dp(graph: Graph, units: Units, unit_edges, accelerators, cpus, memory, max_ideals, prune,
-            upper=None):
+def _f64(values: Sequence[float]) -> npt.NDArray[np.float64]:
+    return np.asarray(values, dtype=np.float64)
+
+
+def _run_dp(problem: ThroughputProblem, units: _UnitsLike, unit_edges: Sequence[tuple[int, int]],
+            max_ideals: int, prune: bool, upper: float | None = None) -> _MaxLoadResult:
+    """One call of the Rust DP: ``{"objective", "blocks": [(is_accelerator, units)], "ideals", "pairs"}``."""
+    graph = problem.graph
     nodes = graph.nodes
     src = np.fromiter((graph.index[u] for u, _ in graph.edges), dtype=np.int64, count=len(graph.edges))
     dst = np.fromiter((graph.index[v] for _, v in graph.edges), dtype=np.int64, count=len(graph.edges))
@@ -84,165 +127,165 @@ def _run_dp(graph: Graph, units: Units, unit_edges, accelerators, cpus, memory, 
     flat = np.fromiter((i for m in units.members for i in m), dtype=np.int64, count=len(nodes))
     ue = np.asarray(unit_edges, dtype=np.int64).reshape(-1, 2)
 
-    def times(kind):
+    def times(kind: str) -> npt.NDArray[np.float64]:
         # an unsupported kind costs nothing here; the *_ok flags make the block infeasible
-        return np.array([n.compute.get(kind, 0.0) if n.supports(kind) else 0.0 for n in nodes], dtype=np.float64)
+        return _f64([n.compute.get(kind, 0.0) if n.supports(kind) else 0.0 for n in nodes])
 
     return _core.max_load_dp(
-        times(ACCELERATOR),
-        times(CPU),
-        np.array([n.memory for n in nodes], dtype=np.float64),
-        np.array([n.comm for n in nodes], dtype=np.float64),
+        times(ACCELERATOR), times(CPU), _f64([n.memory for n in nodes]), _f64([n.comm for n in nodes]),
         np.array([n.supports(ACCELERATOR) for n in nodes], dtype=np.bool_),
         np.array([n.supports(CPU) for n in nodes], dtype=np.bool_),
-        src,
-        dst,
-        units.n_units,
-        np.ascontiguousarray(ue[:, 0]),
-        np.ascontiguousarray(ue[:, 1]),
-        off,
-        flat,
-        accelerators,
-        cpus,
-        memory,
-        math.inf,
-        max_ideals,
-        prune,
-        upper_bound=upper,
+        src, dst, units.n_units, np.ascontiguousarray(ue[:, 0]), np.ascontiguousarray(ue[:, 1]), off, flat,
+        problem.devices, problem.cpus, problem.memory, math.inf, max_ideals, prune, upper_bound=upper,
     )
 
 
-
-def partition(
-    graph: Graph,
-    accelerators: int | None = None,
-    cpus: int | None = None,
-    memory: float | None = None,
-    *,
-    method: str = "auto",
-    max_ideals: int = DEFAULT_MAX_IDEALS,
-    prune: bool = True,
-    contiguous: bool = True,
-    time_limit: float | None = None,
-    gap: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-    solver: str = "cbc",
-    warm_start: "Plan | None" = None,
-    verbose: bool = False,
-) -> Plan:
-    """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
-
-    Parameters
-    ----------
-    graph : Graph
-        Node times per kind (``"accelerator"``, ``"cpu"``), memory, output communication cost.
-    accelerators, cpus : int, optional
-        Device counts; default ``graph.defaults`` (the workload file's ``maxFPGAs`` /
-        ``maxCPUs``), else 1 accelerator and 0 CPUs.
-    memory : float, optional
-        Memory per accelerator; default ``graph.defaults["memory"]``, else unlimited.
-    method : {"auto", "dp", "dpl", "ip"}
-        ``"dp"``: the exact DP over all ideals (status ``"optimal"``); raises
-        :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals``. ``"dpl"``: the same
-        DP after adding a DFS topological path (n + 1 ideals; status ``"feasible"``).
-        ``"auto"``: ``"dp"`` when the ideals fit under ``max_ideals``, otherwise ``"dpl"``.
-    max_ideals : int
-        Explicit cap on the ideals the exact DP enumerates.
-    prune : bool
-        Skip blocks whose compute alone cannot improve the current row (exact; turn off to
-        count every ideal pair).
-    contiguous, time_limit, gap, threads, seed, solver, warm_start, verbose
-        Only for ``method="ip"``, the integer program of :func:`stagecut.mip_pipeline.partition_ip`
-        (python-mip; CBC by default): ``contiguous=False`` drops the contiguity constraints; a
-        time limit returns the best split found with status ``"time_limit"`` and the proven
-        lower bound.
-
-    Returns
-    -------
-    Plan
-        Re-scored by :func:`stagecut.evaluate`; ``status="infeasible"`` with
-        ``objective=None`` when no contiguous split fits.
-
-    Examples
-    --------
-    >>> import stagecut as sc
-    >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
-    >>> plan = sc.partition(g, accelerators=3)
-    >>> plan.objective, plan.status, [list(d.nodes) for d in plan.devices]
-    (4.0, 'optimal', [[0], [1, 2, 3], [4]])
-    """
-    if method not in METHODS:
-        raise InvalidGraphError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(max_ideals, bool) or not isinstance(max_ideals, (int, np.integer)) or max_ideals < 1:
-        raise InvalidGraphError(f"max_ideals must be a positive integer, got {max_ideals!r}")
-    accelerators, cpus, memory = resolve_devices(graph, accelerators, cpus, memory)
-    if method == "ip":
-        if warm_start is None:  # the DP (or DPL) answer is a good incumbent, as in the published runs
-            first = partition(graph, accelerators, cpus, memory, max_ideals=max_ideals, prune=prune)
-            warm_start = first if first.objective is not None else None
-        return partition_ip(graph, accelerators, cpus, memory, contiguous=contiguous, time_limit=time_limit,
-                            gap=gap, threads=threads, seed=seed, solver=solver, warm_start=warm_start,
-                            verbose=verbose)
-    t0 = time.perf_counter()
-    units = Units(graph, memory)
-    notes = []
-    ran = method
-    if method in ("auto", "dp"):
-        upper = None
-        if prune:
-            # a split along one topological order of the units (the DP on the units plus a
-            # path: n + 1 ideals) is a split of this problem, so no better than the optimum: a
-            # block costing more than it is in no better split (exact pruning)
-            lin = _run_dp(graph, units, units.edges + _path(units), accelerators, cpus, memory,
-                          units.n_units + 2, prune)
-            if math.isfinite(lin["objective"]):
-                upper = lin["objective"] * (1 + 1e-9) + 1e-12
-        try:
-            raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune, upper)
-            if upper is not None and not raw["objective"] <= upper:  # the bound was wrong after all
-                raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, max_ideals, prune)
-            ran = "dp"
-        except TooManyIdealsError:
-            if method == "dp":
-                raise TooManyIdealsError(
-                    f"the graph has more than max_ideals={max_ideals} ideals; raise max_ideals, "
-                    "or use method='dpl' (linearized DP, at most n + 1 ideals) or method='auto'"
-                ) from None
-            notes.append(f"more than {max_ideals} ideals: ran the linearized DP (DPL) instead of the exact DP")
-            ran = "dpl"
-    if ran == "dpl":
-        units = _ReferenceUnits(graph)
-        raw = _run_dp(graph, units, units.edges, accelerators, cpus, memory, units.n_units + 2, prune)
-    runtime = time.perf_counter() - t0
-    exact = ran == "dp"
-    lb = simple_lower_bound(graph, units, accelerators, cpus, memory)
-    common = dict(method=ran, runtime_s=runtime, accelerators=accelerators, cpus=cpus, memory=memory,
-                  ideals=raw["ideals"], ideal_pairs=raw["pairs"], notes=tuple(notes))
-    if not math.isfinite(raw["objective"]):
-        # exact: proven infeasible; DPL: only this linearization is (no bound either way)
-        notes.append("no split fits" if exact else "no split along the DPL order fits; try method='dp'")
-        common["notes"] = tuple(notes)
-        return Plan(objective=None, status="infeasible", devices=(), lower_bound=None, **common)
-    assignment: dict = {}
-    order: list = []
-    counters = {True: 0, False: 0}
-    for is_acc, unit_ids in raw["blocks"]:
+def _split_of(graph: Graph, units: _UnitsLike, blocks: Sequence[tuple[bool, Sequence[int]]]
+              ) -> tuple[dict[NodeId, tuple[str, int]], list[tuple[str, int]]]:
+    """``({node id: (kind, index)}, devices in pipeline order)`` of the DP's blocks."""
+    assignment: dict[NodeId, tuple[str, int]] = {}
+    order: list[tuple[str, int]] = []
+    for is_acc, unit_ids in blocks:
         kind = ACCELERATOR if is_acc else CPU
-        dev = (kind, counters[is_acc])
-        counters[is_acc] += 1
+        dev = (kind, sum(1 for d in order if d[0] == kind))
         order.append(dev)
         for u in unit_ids:
             for i in units.members[u]:
                 assignment[graph.nodes[i].id] = dev
-    ev = evaluate(graph, assignment, memory=memory, accelerators=accelerators, cpus=cpus)
-    if not ev.feasible or abs(ev.objective - raw["objective"]) > 1e-6 * max(1.0, abs(ev.objective)):
-        raise StagecutError(
-            f"internal error: the DP's split scores {ev.objective} (issues: {list(ev.issues)}) "
-            f"but the DP computed {raw['objective']}; please report this with the input"
-        )
-    by_dev = {(d.kind, d.index): d for d in ev.devices}
-    devices = tuple(by_dev[d] for d in order)
-    return Plan(objective=ev.objective, status="optimal" if exact else "feasible", devices=devices,
-                lower_bound=ev.objective if exact else min(lb, ev.objective), contiguous=ev.contiguous,
-                **common)
+    return assignment, order
+
+
+def _exact_raw(core: ThroughputProblem, units: Units, max_ideals: int, prune: bool) -> _MaxLoadResult:
+    upper = None
+    if prune:
+        # a split along one topological order of the units (the DP on the units plus a path:
+        # n + 1 ideals) is a split of this problem, so no better than the optimum: a block
+        # costing more than it is in no better split (exact pruning)
+        lin = _run_dp(core, units, units.edges + _path(units), units.n_units + 2, prune)
+        if math.isfinite(lin["objective"]):
+            upper = lin["objective"] * (1 + 1e-9) + 1e-12
+    raw = _run_dp(core, units, units.edges, max_ideals, prune, upper)
+    if upper is not None and not raw["objective"] <= upper:  # the bound was wrong after all
+        raw = _run_dp(core, units, units.edges, max_ideals, prune)
+    return raw
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
+def _why_so_many(core: ThroughputProblem, units: Units, max_ideals: int, set_aside: int) -> str:
+    """Why the exact DP refused: the count, and unconnected parts that multiply the ideals."""
+    why = f"the graph has more than max_ideals={max_ideals} ideals"
+    ug = nx.DiGraph()
+    ug.add_nodes_from(range(units.n_units))
+    ug.add_edges_from(units.edges)
+    parts = nx.number_weakly_connected_components(ug)
+    if parts > 1:
+        lone = sum(1 for c in nx.weakly_connected_components(ug) if len(c) == 1)
+        why += f"; it has {parts} unconnected parts, whose ideals multiply"
+        if lone:
+            why += (f" ({lone} of them without edges, kept because they cost something, hold memory "
+                    "or cannot run on every device kind in use)")
+    if set_aside:
+        why += f" ({_nodes(set_aside)} without edges or cost already set aside)"
+    return why
+
+
+def try_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_MAX_IDEALS, prune: bool = True) -> Plan | str:
+    """The exact DP's plan, or why it refused (more than ``max_ideals`` ideals).
+
+    Parameters
+    ----------
+    problem : ThroughputProblem
+    max_ideals : int
+    prune : bool
+        Skip blocks whose compute alone cannot improve the current row (exact; turn off to
+        count every ideal pair).
+
+    Returns
+    -------
+    Plan or str
+        The plan (status ``"optimal"``, or ``"infeasible"`` with ``objective=None``), or the
+        reason for refusing.
+
+    Raises
+    ------
+    InvalidGraphError
+        An edge from a backward node to a forward node.
+    SolverError
+        (internal error) the DP disagrees with the evaluator.
+    """
+    t0 = time.perf_counter()
+    core, aside = set_aside_free_nodes(problem)
+    units = Units(core.graph, core.memory)
+    try:
+        raw = _exact_raw(core, units, max_ideals, prune)
+    except TooManyIdealsError:
+        return _why_so_many(core, units, max_ideals, len(aside))
+    stats: dict[str, Stat] = {"ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units,
+                              "set_aside": len(aside)}
+    notes = [f"{_nodes(len(aside))} without edges, cost or memory set aside for the DP and placed on the "
+             "first stage"] if aside else []
+    if not math.isfinite(raw["objective"]):
+        return no_plan(problem, status="infeasible", method="dp", stats=stats,
+                       notes=[*notes, "no contiguous split fits"], runtime_s=time.perf_counter() - t0)
+    assignment, order = _split_of(core.graph, units, raw["blocks"])
+    assignment.update(dict.fromkeys(aside, order[0]))
+    return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
+                           status="optimal", lower_bound=None, method="dp", stats=stats, notes=notes,
+                           runtime_s=time.perf_counter() - t0)
+
+
+def solve_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_MAX_IDEALS, prune: bool = True) -> Plan:
+    """The exact DP's plan (see :func:`try_dp`).
+
+    Raises
+    ------
+    TooManyIdealsError
+        More than ``max_ideals`` ideals; the message says why (unconnected parts...).
+    InvalidGraphError, SolverError
+        As :func:`try_dp`.
+    """
+    out = try_dp(problem, max_ideals=max_ideals, prune=prune)
+    if isinstance(out, str):
+        raise TooManyIdealsError(f"{out}; raise max_ideals, or use method='dpl' (linearized DP, at most "
+                                 "n + 1 ideals) or method='auto'")
+    return out
+
+
+def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
+    """DPL: the DP along the reference implementation's topological path (n + 1 ideals).
+
+    Parameters
+    ----------
+    problem : ThroughputProblem
+    prune : bool
+
+    Returns
+    -------
+    Plan
+        Status ``"feasible"`` with :func:`simple_lower_bound` as ``lower_bound``; or
+        ``"infeasible"`` (``objective=None``) when no split along the path fits, which does not
+        prove that no split fits (the notes say so).
+
+    Raises
+    ------
+    InvalidGraphError, SolverError
+        As :func:`try_dp`.
+    """
+    t0 = time.perf_counter()
+    units = _ReferenceUnits(problem.graph)
+    raw = _run_dp(problem, units, units.edges, units.n_units + 2, prune)
+    stats: dict[str, Stat] = {"ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units}
+    lb = simple_lower_bound(problem.graph, units, problem.devices, problem.cpus, problem.memory)
+    if not math.isfinite(raw["objective"]):
+        proven = math.isinf(lb)
+        note = ("no split fits" if proven
+                else "no split along the DPL order fits (not proven infeasible); try method='dp'")
+        return no_plan(problem, status="infeasible", method="dpl", stats=stats, notes=[note],
+                       runtime_s=time.perf_counter() - t0)
+    assignment, order = _split_of(problem.graph, units, raw["blocks"])
+    return plan_from_split(problem, assignment, order, solver="DPL", claimed=raw["objective"], exact=True,
+                           status="feasible", lower_bound=lb, method="dpl", stats=stats,
+                           runtime_s=time.perf_counter() - t0)

@@ -1,13 +1,14 @@
 """The max-load evaluator: the one judge of every pipeline split.
 
-It is written from the cost model alone and shares no code with the solvers. A device of kind
-``k`` holding the node set ``S`` has load = the sum of the nodes' compute times on ``k``, plus,
-on accelerators, the communication cost of every producing node with an edge crossing the
-boundary of ``S`` (in or out), counted once per producer however many edges cross (CPUs pay no
-communication: the data is already in CPU memory). An accelerator is infeasible when the nodes'
-memory exceeds the limit; any device is infeasible when it holds a node it cannot run, and a
-split is infeasible when it separates a colocation class or uses more devices than given.
-The objective is the largest load.
+It is written from the cost model alone (Tarnawski et al., NeurIPS 2020, Table 1) and shares no
+code with the solvers. A device of kind ``k`` holding the node set ``S`` has load = the sum of
+the nodes' compute times on ``k``, plus, on accelerators, the communication cost of every
+producing node with an edge crossing the boundary of ``S`` (in or out), counted once per
+producer however many edges cross (CPUs pay no communication: the data is already in CPU
+memory). Times are in the input's unit (milliseconds in the workload files), memory in the
+input's unit (bytes). An accelerator is infeasible when its nodes' memory exceeds the limit;
+any device is infeasible when it holds a node it cannot run, and a split is infeasible when it
+separates a colocation class or uses more devices than given. The objective is the largest load.
 
 A split is *contiguous* when, in the forward graph with colocation classes contracted, every
 device's forward nodes form a convex set (no path leaves the set and comes back).
@@ -16,25 +17,33 @@ device's forward nodes form a convex set (no path leaves the set and comes back)
 from __future__ import annotations
 
 import math
-from typing import Hashable, Mapping
+import warnings
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
 
-from stagecut.errors import InvalidGraphError
-from stagecut.graph import ACCELERATOR, Graph
+from stagecut.errors import InvalidArgumentError, InvalidGraphError
+from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 from stagecut.results import DeviceLoad, Evaluation
+from stagecut.validate import check_int, check_number
 
 __all__ = ["evaluate", "is_contiguous"]
+
+#: a node id type (``int``, ``str``...): a ``dict[int, tuple[str, int]]`` is a valid split
+K = TypeVar("K", bound=Hashable)
+Device = tuple[str, int]
 
 _COMM_KINDS = frozenset({ACCELERATOR})
 
 
 def evaluate(
     graph: Graph,
-    assignment: Mapping[Hashable, "tuple[str, int]"],
+    assignment: Mapping[K, tuple[str, int]],
     *,
-    memory: float | None = None,
-    accelerators: int | None = None,
+    devices: int | None = None,
     cpus: int | None = None,
-    comm_kinds: frozenset = _COMM_KINDS,
+    memory: float | None = None,
+    comm_kinds: frozenset[str] = _COMM_KINDS,
+    accelerators: int | None = None,
 ) -> Evaluation:
     """Score a split in the max-load cost model.
 
@@ -42,114 +51,205 @@ def evaluate(
     ----------
     graph : Graph
     assignment : mapping node id -> (device kind, device index)
-        Every node must be assigned.
+        Every node must be assigned (e.g. :meth:`stagecut.Plan.device_of`, or
+        :func:`stagecut.read_split`).
+    devices, cpus : int, optional
+        Accelerator and CPU counts to check against; default the graph's defaults (a workload
+        file's ``maxFPGAs`` / ``maxCPUs``), else unchecked.
     memory : float, optional
-        Memory capacity of an accelerator (default: ``graph.defaults["memory"]``, else none).
-    accelerators, cpus : int, optional
-        Device counts to check against (default: the graph's defaults, else unchecked).
+        Memory per accelerator, in the nodes' memory unit; default the graph's
+        (``maxSizePerFPGA``), else unlimited.
+    comm_kinds : frozenset of str
+        The device kinds that pay communication (accelerators).
+    accelerators : int, optional
+        Deprecated spelling of ``devices``.
+
+    Returns
+    -------
+    Evaluation
+        ``objective`` (the largest load, in the input's time unit), one
+        :class:`~stagecut.results.DeviceLoad` per device used (accelerators first), whether the
+        split is feasible (and why not, in ``issues``) and contiguous.
+
+    Raises
+    ------
+    InvalidGraphError
+        A node left unassigned, an unknown node, a device that is not a (kind, index) pair.
+    InvalidArgumentError
+        A bad device count or memory.
 
     Examples
     --------
     >>> import stagecut as sc
     >>> g = sc.Graph.chain([3.0, 1.0, 2.0], comm=0.5)
     >>> ev = sc.evaluate(g, {0: ("accelerator", 0), 1: ("accelerator", 1), 2: ("accelerator", 1)})
-    >>> ev.objective, [d.load for d in ev.devices]
-    (3.5, [3.5, 3.5])
+    >>> ev.objective, [(s.device, s.load, s.compute, s.comm) for s in ev.stages]
+    (3.5, [('accelerator:0', 3.5, 3.0, 0.5), ('accelerator:1', 3.5, 3.0, 0.5)])
+    >>> sc.evaluate(g, {i: ("accelerator", i) for i in range(3)}, devices=2).issues
+    ('uses 3 accelerator devices, only 2 available',)
     """
-    memory = graph.defaults.get("memory", math.inf) if memory is None else memory
-    accelerators = graph.defaults.get("accelerators") if accelerators is None else accelerators
-    cpus = graph.defaults.get("cpus") if cpus is None else cpus
+    devices, cpus, memory = _limits(graph, devices, cpus, memory, accelerators)
+    dev_of = _devices_of(graph, assignment)
+    used = sorted(set(dev_of), key=lambda d: (d[0] != ACCELERATOR, d[0], d[1]))
+    comm = _comm_loads(graph, dev_of, used)
+    members: dict[Device, list[Node]] = {d: [] for d in used}
+    for i, d in enumerate(dev_of):
+        members[d].append(graph.nodes[i])
+    stages = tuple(_device_load(pos, d, members[d], comm[d] if d[0] in comm_kinds else 0.0, memory)
+                   for pos, d in enumerate(used))
+    issues = [f"{s.kind} {s.kind_index}: {x}" for s in stages for x in s.issues]
+    issues += _split_issues(graph, dev_of, used, devices, cpus)
+    return Evaluation(objective=max(s.load for s in stages), stages=stages, feasible=not issues,
+                      contiguous=is_contiguous(graph, dev_of), issues=tuple(issues))
+
+
+def _limits(graph: Graph, devices: int | None, cpus: int | None, memory: float | None,
+            accelerators: int | None) -> tuple[int | None, int | None, float]:
+    """The device counts (``None``: unchecked) and memory to hold the split to."""
+    if accelerators is not None:
+        warnings.warn("evaluate(accelerators=...) is deprecated and will be removed in the next release; "
+                      "use devices=...", DeprecationWarning, stacklevel=3)
+        if devices is not None:
+            raise InvalidArgumentError("give devices=, not both devices= and the deprecated accelerators=")
+        devices = accelerators
+    d = graph.defaults
+    counts: list[int | None] = []
+    for name, key, given in (("devices", "accelerators", devices), ("cpus", "cpus", cpus)):
+        if given is not None:
+            counts.append(check_int(given, name))
+        elif key in d:
+            counts.append(check_int(d[key], f"{name} (the graph's default {key!r})", error=InvalidGraphError))
+        else:
+            counts.append(None)
+    if memory is not None:
+        mem = check_number(memory, "memory", allow_inf=True, error=InvalidArgumentError)
+    else:
+        mem = check_number(d.get("memory", math.inf), "memory (the graph's default)", allow_inf=True)
+    return counts[0], counts[1], mem
+
+
+def _devices_of(graph: Graph, assignment: Mapping[K, tuple[str, int]]) -> list[Device]:
+    """The device of each node position, checked."""
+    if not isinstance(assignment, Mapping):
+        raise InvalidGraphError(f"split must map node ids to (kind, index), got {type(assignment).__name__}")
     missing = [n.id for n in graph.nodes if n.id not in assignment]
     if missing:
         raise InvalidGraphError(f"split leaves node {missing[0]!r} unassigned ({len(missing)} in all)")
     for nid in assignment:
         if nid not in graph.index:
             raise InvalidGraphError(f"split assigns unknown node {nid!r}")
-    dev_of = [tuple(assignment[n.id]) for n in graph.nodes]
-    devices = sorted(set(dev_of), key=lambda d: (d[0] != ACCELERATOR, str(d[0]), d[1]))
-    members: dict = {d: [] for d in devices}
-    for i, d in enumerate(dev_of):
-        members[d].append(i)
-    comm_in: dict = {d: 0.0 for d in devices}
+    out: list[Device] = []
+    for n in graph.nodes:
+        d = assignment[n.id]  # type: ignore[index]  # n.id is in the mapping (checked above)
+        ok = isinstance(d, Sequence) and len(d) == 2 and isinstance(d[0], str)
+        if not ok or isinstance(d[1], bool) or not isinstance(d[1], int) or d[1] < 0:
+            raise InvalidGraphError(f"split: node {n.id!r} is on {d!r}, not a (kind, index >= 0) pair")
+        out.append((d[0], int(d[1])))
+    return out
+
+
+def _comm_loads(graph: Graph, dev_of: list[Device], used: list[Device]) -> dict[Device, float]:
+    """Tensor-once communication of each device: a producer pays its output once if some consumer
+    is elsewhere; each other device holding a consumer receives it once."""
+    comm = dict.fromkeys(used, 0.0)
     for u, n in enumerate(graph.nodes):
         targets = {dev_of[v] for v in graph.succ[u]} - {dev_of[u]}
         if targets:
-            comm_in[dev_of[u]] += n.comm  # the producer sends once
+            comm[dev_of[u]] += n.comm
             for t in targets:
-                comm_in[t] += n.comm  # each other device receives once
+                comm[t] += n.comm
+    return comm
+
+
+def _device_load(position: int, device: Device, nodes: list[Node], comm: float, memory: float) -> DeviceLoad:
+    kind, idx = device
+    compute = math.fsum(n.time(kind) for n in nodes)
+    mem = math.fsum(n.memory for n in nodes)
     issues = []
-    loads = []
-    for d in devices:
-        kind, idx = d
-        nodes = [graph.nodes[i] for i in members[d]]
-        compute = math.fsum(n.time(kind) for n in nodes)
-        comm = comm_in[d] if kind in comm_kinds else 0.0
-        mem = math.fsum(n.memory for n in nodes)
-        dev_issues = []
-        bad = [n.id for n in nodes if not n.supports(kind)]
-        if bad:
-            dev_issues.append(f"node {bad[0]!r} cannot run on a {kind}")
-        if kind == ACCELERATOR and mem > memory:
-            dev_issues.append(f"memory {mem:g} exceeds the limit {memory:g}")
-        loads.append(
-            DeviceLoad(kind=kind, index=idx, nodes=tuple(n.id for n in nodes), load=compute + comm,
-                       compute=compute, comm=comm, memory=mem, feasible=not dev_issues,
-                       issues=tuple(dev_issues))
-        )
-        issues.extend(f"{kind} {idx}: {x}" for x in dev_issues)
-    classes: dict = {}
+    bad = [n.id for n in nodes if not n.supports(kind)]
+    if bad:
+        issues.append(f"node {bad[0]!r} cannot run on a {kind}")
+        compute = math.fsum(n.compute.get(kind, 0.0) for n in nodes if n.supports(kind))
+    if kind == ACCELERATOR and mem > memory:
+        issues.append(f"memory {mem:g} exceeds the limit {memory:g}")
+    return DeviceLoad(index=position, device=f"{kind}:{idx}", kind=kind, kind_index=idx,
+                      nodes=tuple(n.id for n in nodes), load=compute + comm,
+                      parts={"compute": compute, "comm": comm}, memory=mem, feasible=not issues,
+                      issues=tuple(issues))
+
+
+def _split_issues(graph: Graph, dev_of: list[Device], used: list[Device], devices: int | None,
+                  cpus: int | None) -> list[str]:
+    """Colocation classes split across devices; more devices of a kind than available."""
+    issues = []
+    classes: dict[Hashable, set[Device]] = {}
     for i, n in enumerate(graph.nodes):
         if n.colocation is not None:
             classes.setdefault(n.colocation, set()).add(dev_of[i])
     for c, ds in classes.items():
         if len(ds) > 1:
             issues.append(f"colocation class {c!r} is split across {len(ds)} devices")
-    for kind, limit in ((ACCELERATOR, accelerators), ("cpu", cpus)):
-        used = sum(1 for d in devices if d[0] == kind)
-        if limit is not None and used > limit:
-            issues.append(f"uses {used} {kind} devices, only {limit} available")
-    objective = max(d.load for d in loads)
-    return Evaluation(objective=objective, devices=tuple(loads), feasible=not issues,
-                      contiguous=is_contiguous(graph, dev_of), issues=tuple(issues))
+    for kind, limit in ((ACCELERATOR, devices), (CPU, cpus)):
+        n_used = sum(1 for d in used if d[0] == kind)
+        if limit is not None and n_used > limit:
+            issues.append(f"uses {n_used} {kind} devices, only {limit} available")
+    for kind in sorted({d[0] for d in used} - {ACCELERATOR, CPU}):
+        issues.append(f"uses {kind} devices, which the throughput model does not have")
+    return issues
 
 
-def is_contiguous(graph: Graph, device_of_node: "list | Mapping") -> bool:
+def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, Hashable]) -> bool:
     """Is every device's forward node set convex once colocation classes are contracted?
 
-    ``device_of_node`` is indexed by node position (a list) or maps node ids to devices.
+    Parameters
+    ----------
+    graph : Graph
+    device_of_node : sequence or mapping
+        The device of each node: a sequence indexed by node position, or a mapping from node
+        ids (e.g. :meth:`stagecut.Plan.device_of`). Devices are any hashable values.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([1.0, 1.0, 1.0])
+    >>> sc.is_contiguous(g, ["a", "b", "b"]), sc.is_contiguous(g, {0: "a", 1: "b", 2: "a"})
+    (True, False)
     """
     if isinstance(device_of_node, Mapping):
-        dev = [device_of_node[n.id] for n in graph.nodes]
+        dev = [device_of_node[n.id] for n in graph.nodes]  # type: ignore[index]
     else:
         dev = list(device_of_node)
-    fwd = [i for i, n in enumerate(graph.nodes) if not n.backward]
-    # class representative of each forward node
-    rep: dict = {}
-    cls = {}
-    for i in fwd:
-        c = graph.nodes[i].colocation
-        key = ("c", c) if c is not None else ("n", i)
-        cls[i] = rep.setdefault(key, len(rep))
-    m = len(rep)
-    cdev: list = [None] * m
-    for i in fwd:
-        cdev[cls[i]] = dev[i]
-    succ: list = [set() for _ in range(m)]
-    for i in fwd:
-        for j in graph.succ[i]:
-            if not graph.nodes[j].backward and cls[i] != cls[j]:
-                succ[cls[i]].add(cls[j])
-    for d in set(cdev):
-        inside = [c for c in range(m) if cdev[c] == d]
+    cls, succ = _forward_classes(graph)
+    cdev: dict[int, Hashable] = {c: dev[i] for i, c in cls.items()}
+    for d in set(cdev.values()):
         # from every outside successor of the set, can we get back into the set?
-        stack = [w for c in inside for w in succ[c] if cdev[w] != d]
+        stack = [w for c in cdev if cdev[c] == d for w in succ[c] if cdev[w] != d]
         seen = set(stack)
         while stack:
-            c = stack.pop()
-            for w in succ[c]:
+            for w in succ[stack.pop()]:
                 if cdev[w] == d:
                     return False
                 if w not in seen:
                     seen.add(w)
                     stack.append(w)
     return True
+
+
+def _forward_classes(graph: Graph) -> tuple[dict[int, int], list[set[int]]]:
+    """The class of each forward node position, and the successors of each class."""
+    rep: dict[tuple[str, Hashable], int] = {}
+    cls: dict[int, int] = {}
+    for i, n in enumerate(graph.nodes):
+        if not n.backward:
+            key = ("c", n.colocation) if n.colocation is not None else ("n", i)
+            cls[i] = rep.setdefault(key, len(rep))
+    succ: list[set[int]] = [set() for _ in range(len(rep))]
+    for i in cls:
+        for j in graph.succ[i]:
+            if j in cls and cls[i] != cls[j]:
+                succ[cls[i]].add(cls[j])
+    return cls, succ

@@ -1,0 +1,142 @@
+""":func:`partition`: one entry point for every throughput solver (``auto``, ``dp``, ``dpl``, ``ip``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
+
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Graph
+from stagecut.results import Plan
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, solve_dp, solve_dpl, try_dp
+from stagecut.throughput.ip import partition_ip
+from stagecut.throughput.problem import ThroughputProblem, resolve_problem
+from stagecut.validate import check_int
+
+__all__ = ["METHODS", "partition"]
+
+#: The values of ``method``.
+METHODS = ("auto", "dp", "dpl", "ip")
+
+K = TypeVar("K", bound=Hashable)
+
+
+def _auto(problem: ThroughputProblem, max_ideals: int, prune: bool) -> Plan:
+    """The exact DP when the ideals fit, else DPL (saying so, and why, in the notes)."""
+    out = try_dp(problem, max_ideals=max_ideals, prune=prune)
+    if isinstance(out, Plan):
+        return out
+    plan = solve_dpl(problem, prune=prune)
+    note = f"auto: ran the linearized DP (DPL) instead of the exact DP because {out}"
+    return dataclasses.replace(plan, notes=(*plan.notes, note))
+
+
+def _combinatorial(problem: ThroughputProblem, method: str, max_ideals: int, prune: bool) -> Plan:
+    if method == "dp":
+        return solve_dp(problem, max_ideals=max_ideals, prune=prune)
+    if method == "dpl":
+        return solve_dpl(problem, prune=prune)
+    return _auto(problem, max_ideals, prune)
+
+
+def partition(
+    graph: Graph | ThroughputProblem,
+    *,
+    devices: int | None = None,
+    cpus: int | None = None,
+    memory: float | None = None,
+    method: str = "auto",
+    max_ideals: int = DEFAULT_MAX_IDEALS,
+    prune: bool = True,
+    contiguous: bool = True,
+    time_limit: float | None = None,
+    gap: float | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+    solver: str = "cbc",
+    warm_start: Plan | Mapping[K, tuple[str, int]] | None = None,
+    verbose: bool = False,
+    accelerators: int | None = None,
+) -> Plan:
+    """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
+
+    Parameters
+    ----------
+    graph : Graph or ThroughputProblem
+        Node times per kind (``"accelerator"``, ``"cpu"``) in the input's time unit, memory
+        (typically bytes), output communication time.
+    devices, cpus : int, optional
+        Accelerator and CPU counts; default the graph's defaults (the workload file's
+        ``maxFPGAs`` / ``maxCPUs``, which the plan's ``notes`` then mention), else 1 accelerator
+        and 0 CPUs. Not with a :class:`ThroughputProblem`.
+    memory : float, optional
+        Memory per accelerator, in the unit of the nodes' memory; default the graph's
+        (``maxSizePerFPGA``), else unlimited.
+    method : {"auto", "dp", "dpl", "ip"}
+        ``"dp"``: the exact DP over all ideals (status ``"optimal"``). ``"dpl"``: the same DP
+        after adding a DFS topological path (n + 1 ideals; status ``"feasible"`` with a simple
+        lower bound). ``"auto"``: ``"dp"`` when the ideals fit under ``max_ideals``, otherwise
+        ``"dpl"`` (the notes say so and why). ``"ip"``: :func:`partition_ip`, warm-started from
+        ``"auto"``'s plan unless ``warm_start`` is given.
+    max_ideals : int
+        Cap on the ideals the exact DP enumerates.
+    prune : bool
+        Skip blocks whose compute alone cannot improve the current row (exact; turn off to
+        count every ideal pair).
+    contiguous, time_limit, gap, threads, seed, solver, warm_start, verbose
+        Only for ``method="ip"`` (see :func:`partition_ip`).
+    accelerators : int, optional
+        Deprecated spelling of ``devices`` (a :class:`DeprecationWarning`).
+
+    Returns
+    -------
+    Plan
+        Re-scored by :func:`stagecut.evaluate`; ``status="infeasible"`` with ``objective=None``
+        when no contiguous split fits. ``stats``: ``ideals``, ``pairs`` (ideal pairs visited),
+        ``units``, ``set_aside`` (free isolated nodes the DP set aside); ``mip_*`` for the IP.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown ``method``, a bad ``max_ideals``, device count, memory or solver option.
+    InvalidGraphError
+        A bad default carried by the graph; an edge from a backward node to a forward node.
+    TooManyIdealsError
+        ``method="dp"`` with more than ``max_ideals`` ideals (the message says why, e.g. the
+        number of unconnected parts of the graph).
+    SolverError
+        The IP solver failed, or (internal error, please report) a solver disagrees with the
+        evaluator.
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
+    >>> plan = sc.partition(g, devices=3)
+    >>> plan.objective, plan.status, [s.nodes for s in plan.stages]
+    (4.0, 'optimal', [(0,), (1, 2, 3), (4,)])
+    >>> sc.partition(g, devices=3, method="dpl").status
+    'feasible'
+    >>> heavy = sc.Graph.chain([1.0, 1.0], memory=[5.0, 5.0])  # 5 bytes each
+    >>> p = sc.partition(heavy, devices=1, memory=8.0)
+    >>> p.status, p.objective
+    ('infeasible', None)
+    """
+    problem = resolve_problem(graph, devices, cpus, memory, accelerators, "partition")
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method must be one of {METHODS}, got {method!r}")
+    max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
+    if not isinstance(prune, bool):
+        raise InvalidArgumentError(f"prune must be True or False, got {prune!r}")
+    t0 = time.perf_counter()
+    if method != "ip":
+        plan = _combinatorial(problem, method, max_ideals, prune)
+        return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
+    if warm_start is None:  # the DP (or DPL) answer is a good incumbent, as in the published runs
+        first = _combinatorial(problem, "auto", max_ideals, prune)
+        warm_start = first if first.objective is not None else None
+    plan = partition_ip(problem, contiguous=contiguous, time_limit=time_limit, gap=gap, threads=threads,
+                        seed=seed, solver=solver, warm_start=warm_start, verbose=verbose)
+    return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
