@@ -216,3 +216,23 @@ def test_solver_evaluator_disagreement_is_an_internal_error(monkeypatch):
     for call in (lambda: sc.partition(g, devices=2, method="dp"), lambda: sc.partition_ip(g, devices=2)):
         with pytest.raises(SolverError, match="internal error.*please report"):
             call()
+
+
+def test_evaluator_flags_every_broken_limit():
+    g = sc.Graph([Node(id=i, compute={"accelerator": 1.0, "cpu": 2.0}, memory=3.0, colocation=i // 2)
+                  for i in range(4)], [(0, 1), (1, 2), (2, 3)])
+    ok = {0: ("accelerator", 0), 1: ("accelerator", 0), 2: ("cpu", 0), 3: ("cpu", 0)}
+    assert sc.evaluate(g, ok, devices=1, cpus=1, memory=6.0).feasible
+    cases = {
+        "only 0 available": ({**ok}, {"devices": 1, "cpus": 0, "memory": 6.0}),  # a CPU too many
+        "uses 2 cpu devices, only 1": ({0: ("cpu", 0), 1: ("cpu", 0), 2: ("cpu", 1), 3: ("cpu", 1)},
+                                       {"devices": 0, "cpus": 1}),
+        "uses 2 accelerator devices, only 1": ({**ok, 2: ("accelerator", 1), 3: ("accelerator", 1)},
+                                               {"devices": 1, "cpus": 1}),
+        "memory 6 exceeds the limit 5": (ok, {"devices": 1, "cpus": 1, "memory": 5.0}),
+        "colocation class 1 is split": ({**ok, 3: ("accelerator", 0)}, {"devices": 1, "cpus": 1}),
+        "does not have": ({**ok, 3: ("gpu", 0), 2: ("gpu", 0)}, {"devices": 1, "cpus": 1}),
+    }
+    for why, (split, limits) in cases.items():
+        ev = sc.evaluate(g, split, **limits)
+        assert not ev.feasible and any(why in i for i in ev.issues), (why, ev.issues)

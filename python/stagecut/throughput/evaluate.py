@@ -212,6 +212,11 @@ def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, 
     -------
     bool
 
+    Raises
+    ------
+    InvalidGraphError
+        A node without a device (a mapping that misses it, a sequence of the wrong length).
+
     Examples
     --------
     >>> import stagecut as sc
@@ -220,9 +225,14 @@ def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, 
     (True, False)
     """
     if isinstance(device_of_node, Mapping):
+        missing = [n.id for n in graph.nodes if n.id not in device_of_node]
+        if missing:
+            raise InvalidGraphError(f"split leaves node {missing[0]!r} unassigned ({len(missing)} in all)")
         dev = [device_of_node[n.id] for n in graph.nodes]  # type: ignore[index]
     else:
         dev = list(device_of_node)
+        if len(dev) != len(graph):
+            raise InvalidGraphError(f"split gives {len(dev)} devices for {len(graph)} nodes")
     cls, succ = _forward_classes(graph)
     cdev: dict[int, Hashable] = {c: dev[i] for i, c in cls.items()}
     for d in set(cdev.values()):
