@@ -1,0 +1,328 @@
+"""Reading and building Piper problems: the JSON format of ``workloads/piper`` (the authors'),
+small chains, and the layer copies of the paper's BERT-64 experiment.
+
+Examples
+--------
+>>> from stagecut.training import read_piper
+>>> tmpc = {"id": "vanilla", "timePerSample": 1.0, "parameterSize": 0.0, "memoryUsageA": 1.0,
+...         "memoryUsageB": 0.0, "syncTimeFw": {}, "syncTimeBw": {}}
+>>> prob = read_piper({"maxDevices": 2, "maxMemoryPerDevice": 8.0, "bandwidth": 1.0, "mbsInBatch": 2,
+...                    "nodes": [{"id": 0, "TMPCs": {"1": [tmpc]}}], "edges": []})
+>>> prob.devices, prob.nodes[0].tmpcs[1][0].time
+(2, 1.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from stagecut.errors import InvalidGraphError
+from stagecut.results import NodeId
+from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
+from stagecut.validate import check_int
+
+__all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies"]
+
+
+def _req(obj: Any, key: str, where: str) -> Any:
+    if not isinstance(obj, Mapping) or key not in obj:
+        raise InvalidGraphError(f"{where}: missing field {key!r}")
+    return obj[key]
+
+
+def _node_key(k: Any, where: str) -> int:
+    try:
+        return int(k)
+    except (TypeError, ValueError):
+        raise InvalidGraphError(f"{where}: key {k!r} is not a node id") from None
+
+
+def _sync(c: Mapping[str, Any], key: str, where: str) -> dict[NodeId, float]:
+    m = _req(c, key, where)
+    if not isinstance(m, Mapping):
+        raise InvalidGraphError(f"{where}: {key} must be an object keyed by node id")
+    return {_node_key(k, where): v for k, v in m.items()}
+
+
+def _tmpc_from_dict(c: Mapping[str, Any], where: str) -> TMPC:
+    return TMPC(
+        id=str(_req(c, "id", where)),
+        time=_req(c, "timePerSample", where),
+        params=_req(c, "parameterSize", where),
+        mem_a=_req(c, "memoryUsageA", where),
+        mem_b=_req(c, "memoryUsageB", where),
+        sync_fw=_sync(c, "syncTimeFw", where),
+        sync_bw=_sync(c, "syncTimeBw", where),
+    )
+
+
+def _node_from_dict(nd: Mapping[str, Any], i: int) -> PiperNode:
+    nid = _req(nd, "id", f"nodes[{i}]")
+    tm = _req(nd, "TMPCs", f"node {nid!r}")
+    if not isinstance(tm, Mapping):
+        raise InvalidGraphError(f"node {nid!r}: TMPCs must be an object keyed by t")
+    tmpcs: dict[int, tuple[TMPC, ...]] = {}
+    for tk, lst in tm.items():
+        try:
+            t = int(tk)
+        except (TypeError, ValueError):
+            raise InvalidGraphError(f"node {nid!r}: TMPC key {tk!r} is not a device count") from None
+        if not isinstance(lst, Sequence):
+            raise InvalidGraphError(f"node {nid!r}, t={t}: TMPCs must be a list")
+        tmpcs[t] = tuple(_tmpc_from_dict(c, f"node {nid!r}, t={t}, TMPC #{j}") for j, c in enumerate(lst))
+    return PiperNode(id=nid, tmpcs=tmpcs, name=str(nd.get("name", "")))
+
+
+def piper_from_dict(data: Mapping[str, Any]) -> PiperProblem:
+    """Build a :class:`PiperProblem` from the JSON format of ``workloads/piper`` (the authors').
+
+    Parameters
+    ----------
+    data : Mapping
+        ``maxDevices``, ``maxMemoryPerDevice`` (bytes), ``bandwidth`` (bytes/s), ``mbsInBatch``,
+        optional ``serverSize`` and ``intraServerBandwidth``, ``nodes`` (``id``, ``TMPCs``
+        keyed by t: ``id``, ``timePerSample``, ``parameterSize``, ``memoryUsageA``,
+        ``memoryUsageB``, ``syncTimeFw``, ``syncTimeBw``; optional ``name``) and ``edges``
+        (``sourceId``, ``destId``, ``communicationCost``).
+
+    Returns
+    -------
+    PiperProblem
+
+    Raises
+    ------
+    InvalidGraphError
+        A missing or malformed field (named), or any error of :class:`PiperProblem`.
+    CycleError
+        The layer graph has a cycle.
+
+    Examples
+    --------
+    >>> tmpc = {"id": "vanilla", "timePerSample": 1.0, "parameterSize": 0.0, "memoryUsageA": 1.0,
+    ...         "memoryUsageB": 0.0, "syncTimeFw": {}, "syncTimeBw": {}}
+    >>> piper_from_dict({"maxDevices": 2, "maxMemoryPerDevice": 8.0, "bandwidth": 1.0, "mbsInBatch": 2,
+    ...                  "nodes": [{"id": 0, "TMPCs": {"1": [tmpc]}}]})
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidGraphError: input: missing field 'edges'
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidGraphError("a Piper input must be a JSON object")
+    nodes = tuple(_node_from_dict(nd, i) for i, nd in enumerate(_req(data, "nodes", "input")))
+    edges = []
+    for i, e in enumerate(_req(data, "edges", "input")):
+        where = f"edges[{i}]"
+        edges.append(PiperEdge(_req(e, "sourceId", where), _req(e, "destId", where),
+                               _req(e, "communicationCost", where)))
+    return PiperProblem(nodes=nodes, edges=tuple(edges), devices=_req(data, "maxDevices", "input"),
+                        memory=_req(data, "maxMemoryPerDevice", "input"), bandwidth=_req(data, "bandwidth", "input"),
+                        batch=_req(data, "mbsInBatch", "input"), server_size=data.get("serverSize"),
+                        intra_bandwidth=data.get("intraServerBandwidth"))
+
+
+def read_piper(path: str | os.PathLike[str] | Mapping[str, Any]) -> PiperProblem:
+    """Read a Piper input: a path to the JSON format of ``workloads/piper``, or its dict.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or Mapping
+        The file, or the parsed JSON (see :func:`piper_from_dict`).
+
+    Returns
+    -------
+    PiperProblem
+
+    Raises
+    ------
+    InvalidGraphError
+        The file is not valid JSON or the input is malformed.
+    OSError
+        The file cannot be read.
+
+    Examples
+    --------
+    >>> read_piper({"maxDevices": 1})
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidGraphError: input: missing field 'nodes'
+    """
+    if isinstance(path, Mapping):
+        return piper_from_dict(path)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except json.JSONDecodeError as e:
+        raise InvalidGraphError(f"{path}: not valid JSON ({e})") from None
+    return piper_from_dict(data)
+
+
+def chain_problem(times: Sequence[float], *, devices: int, memory: float, bandwidth: float, batch: int,
+                  comm: float = 0.0, params: float = 0.0, mem_a: float = 0.0, mem_b: float = 0.0) -> PiperProblem:
+    """A chain of layers with one TMPC (``"vanilla"``, t = 1) each: a quick way to build small problems.
+
+    Parameters
+    ----------
+    times : sequence of float
+        The layers' times per sample (node ids ``0..n-1``).
+    devices, memory, bandwidth, batch
+        The settings (see :class:`PiperProblem`).
+    comm, params, mem_a, mem_b : float
+        Every edge's communication bytes; every layer's parameter bytes and memory terms.
+
+    Returns
+    -------
+    PiperProblem
+
+    Raises
+    ------
+    InvalidGraphError
+        A negative or non-finite value, or a setting out of range.
+
+    Examples
+    --------
+    >>> prob = chain_problem([1.0, 2.0, 3.0], devices=2, memory=1e9, bandwidth=1.0, batch=1, comm=0.5)
+    >>> [(e.source, e.target, e.comm) for e in prob.edges]
+    [(0, 1, 0.5), (1, 2, 0.5)]
+    """
+    n = len(times)
+    nodes = []
+    for i, tm in enumerate(times):
+        fw = {i - 1: 0.0} if i > 0 else {}
+        bw = {i + 1: 0.0} if i + 1 < n else {}
+        nodes.append(PiperNode(i, {1: (TMPC(VANILLA_ID, float(tm), params, mem_a, mem_b, fw, bw),)}))
+    edges = [PiperEdge(i, i + 1, comm) for i in range(n - 1)]
+    return PiperProblem(tuple(nodes), tuple(edges), devices, memory, bandwidth, batch)
+
+
+# ------------------------------------------------------------------ layer copies (BERT-64)
+_PRIMES = (13, 29, 59, 127, 257, 541, 1109, 2357, 5087, 10273, 20753, 42043, 85229, 172933)
+
+
+def _insert_in_bucket_order(order: list[int], x: int, nb: int) -> None:
+    """Put ``x`` at the start of its bucket's run in ``order``, or at the front for a new bucket."""
+    b = x % nb
+    at = next((i for i, z in enumerate(order) if z % nb == b), None)
+    order.insert(0 if at is None else at, x)
+
+
+def _libstdcxx_int_set_order(keys: Sequence[int]) -> list[int]:
+    """Iteration order of a libstdc++ ``std::unordered_set<int>`` after inserting ``keys`` in
+    order (identity hash, prime rehash policy, max load factor 1): elements of one bucket are
+    contiguous, a new bucket's first element goes to the front, rehashing relinks in order.
+
+    >>> _libstdcxx_int_set_order([1, 2, 3, 14])
+    [3, 2, 14, 1]
+    """
+    order: list[int] = []
+    nb = 1
+    next_resize = 0
+    for x in keys:
+        if x in order:
+            continue
+        n_elt = len(order)
+        if n_elt + 1 > next_resize:
+            min_bkts = max(n_elt + 1, 0 if next_resize else 11)
+            if min_bkts >= nb:
+                want = max(min_bkts + 1, nb * 2)
+                nb = next(p for p in _PRIMES if p >= want)
+                next_resize = nb
+                new: list[int] = []
+                for y in order:  # relink: new bucket -> front, else start of its bucket's run
+                    _insert_in_bucket_order(new, y, nb)
+                order = new
+            else:
+                next_resize = nb
+        _insert_in_bucket_order(order, x, nb)
+    return order
+
+
+def _rekey(m: Mapping[NodeId, float], old: NodeId, new: NodeId) -> dict[NodeId, float]:
+    return {(new if k == old else k): x for k, x in m.items()}
+
+
+def _copy_one(nodes: list[PiperNode], edges: list[PiperEdge], name: str, fresh: int) -> None:
+    """Copy the first suitable ``name`` layer ``v`` (a ``name`` layer before and after it, in the
+    authors' set order), inserting the copy (id ``fresh`` or the next free) between ``v`` and
+    its successor ``s``."""
+    idx = {nd.id: i for i, nd in enumerate(nodes)}
+    layer = {nd.id for nd in nodes if nd.name == name}
+    prev: dict[NodeId, NodeId] = {}
+    nxt: dict[NodeId, NodeId] = {}
+    for e in edges:
+        if e.source in layer and e.target in layer:
+            prev[e.target] = e.source
+            nxt[e.source] = e.target
+    pos = [i for i, nd in enumerate(nodes) if nd.name == name]
+    cands = [nodes[i].id for i in _libstdcxx_int_set_order(pos) if nodes[i].id in prev and nodes[i].id in nxt]
+    if not cands:
+        raise InvalidGraphError(f"no {name!r} layer with a {name!r} predecessor and successor")
+    v = cands[0]
+    s = nxt[v]
+    nu = fresh
+    while nu in idx:
+        nu += 1
+    comm = 0.0
+    for i, e in enumerate(edges):
+        if e.source == v and e.target == s:
+            comm = e.comm
+            edges[i] = PiperEdge(v, nu, e.comm)
+    edges.append(PiperEdge(nu, s, comm))
+    nv, ns = nodes[idx[v]], nodes[idx[s]]
+    nodes[idx[v]] = dataclasses.replace(nv, tmpcs={t: tuple(dataclasses.replace(c, sync_bw=_rekey(c.sync_bw, s, nu))
+                                                            for c in lst) for t, lst in nv.tmpcs.items()})
+    nodes[idx[s]] = dataclasses.replace(ns, tmpcs={t: tuple(dataclasses.replace(c, sync_fw=_rekey(c.sync_fw, v, nu))
+                                                            for c in lst) for t, lst in ns.tmpcs.items()})
+    copy = {t: tuple(dataclasses.replace(c, sync_fw={v: c.sync_fw[prev[v]]}, sync_bw={s: c.sync_bw[s]}) for c in lst)
+            for t, lst in nv.tmpcs.items()}
+    nodes.append(PiperNode(nu, copy, name))
+
+
+def insert_layer_copies(problem: PiperProblem, count: int, name: str = "ParallelTransformerLayer") -> PiperProblem:
+    """Deepen a model the way the paper's BERT-64 experiment does.
+
+    ``count`` times, copy a layer named ``name`` that has such a layer before and after it in a
+    chain, inserting the copy right after it (the copy gets its TMPCs with the sync entries
+    re-keyed). The layer copied is the first suitable one in the iteration order of the authors'
+    ``std::unordered_set<int>`` of layer positions (libstdc++), so BERT-64 is their BERT-64.
+
+    Parameters
+    ----------
+    problem : PiperProblem
+    count : int
+        Copies to insert (>= 0).
+    name : str
+        The layer name (``PiperNode.name``).
+
+    Returns
+    -------
+    PiperProblem
+        With ``count`` more nodes (ids from 123456790 up, skipping ids in use).
+
+    Raises
+    ------
+    InvalidGraphError
+        No ``name`` layer has a ``name`` layer before and after it.
+    InvalidArgumentError
+        ``count`` is not a non-negative integer.
+
+    Examples
+    --------
+    >>> from stagecut.training import chain_problem
+    >>> prob = chain_problem([1.0] * 4, devices=1, memory=1.0, bandwidth=1.0, batch=1)
+    >>> prob = prob.replace(nodes=tuple(dataclasses.replace(nd, name="L") for nd in prob.nodes))
+    >>> deeper = insert_layer_copies(prob, 2, name="L")
+    >>> len(deeper.nodes), [(e.source, e.target) for e in deeper.edges]
+    (6, [(0, 1), (1, 2), (2, 123456790), (123456790, 123456791), (123456791, 3)])
+    """
+    count = check_int(count, "count")
+    nodes = list(problem.nodes)
+    edges = list(problem.edges)
+    fresh = 123456789
+    for _ in range(count):
+        fresh += 1
+        _copy_one(nodes, edges, name, fresh)
+    return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))
