@@ -4,7 +4,7 @@
     python benches/bench_slicegraph.py ratios     # BRKGA vs exact DP on the 8 layer graphs
     python benches/bench_slicegraph.py scaling    # decodes per second vs n
 
-Reads ``../shared/workloads`` relative to the project root; skips what is absent.
+Reads ``../shared/workloads`` beside the project (found from this file); skips what is absent.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from stagecut.errors import TooManyIdealsError
 from stagecut.examples import regal_graph
 from stagecut.mtpp.slicegraph import slice_graph
 
-LAYERS = Path("../shared/workloads/throughput-inputs/LayerGraphs")
+LAYERS = Path(__file__).resolve().parent.parent.parent / "shared" / "workloads" / "throughput-inputs" / "LayerGraphs"
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +30,17 @@ def regal200():
 
 def test_brkga_10k_decodes_regal200_k16(benchmark, regal200):
     plan = benchmark.pedantic(
-        lambda: slice_graph(regal200, 16, "brkga", seed=0, decodes=10_000), rounds=3, iterations=1
+        lambda: slice_graph(regal200, devices=16, method="brkga", seed=0, decodes=10_000), rounds=3, iterations=1
     )
-    benchmark.extra_info.update(objective=plan.objective, decodes=plan.decodes)
-    assert plan.decodes == 10_000
+    benchmark.extra_info.update(objective=plan.objective, decodes=plan.stats["decodes"])
+    assert plan.stats["decodes"] == 10_000
 
 
 @pytest.mark.parametrize("segment_costs", ["scan", "fenwick"])
 def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
     g = regal_graph(5000, model="erdos_renyi", seed=1)
     plan = benchmark.pedantic(
-        lambda: slice_graph(g, 64, "order", segment_costs=segment_costs), rounds=3, iterations=1
+        lambda: slice_graph(g, devices=64, method="order", segment_costs=segment_costs), rounds=3, iterations=1
     )
     benchmark.extra_info.update(objective=plan.objective)
 
@@ -48,8 +48,9 @@ def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
 @pytest.mark.parametrize("n", [50, 100, 200, 400, 800])
 def test_decode_rate_vs_n(benchmark, n):
     g = regal_graph(n, model="erdos_renyi", seed=n)
-    plan = benchmark.pedantic(lambda: slice_graph(g, 16, "brkga", seed=0, decodes=2000), rounds=2, iterations=1)
-    benchmark.extra_info.update(decodes=plan.decodes)
+    plan = benchmark.pedantic(lambda: slice_graph(g, devices=16, method="brkga", seed=0, decodes=2000), rounds=2,
+                              iterations=1)
+    benchmark.extra_info.update(decodes=plan.stats["decodes"])
 
 
 @pytest.mark.skipif(not LAYERS.is_dir(), reason="../shared/workloads not present")
@@ -59,7 +60,7 @@ def test_brkga_layer_graphs(benchmark, name):
 
     g = read_workload(LAYERS / f"{name}.json")
     plan = benchmark.pedantic(
-        lambda: slice_graph(g, 6, "brkga", seed=0, decodes=10_000, fast_memory=g.defaults["memory"]),
+        lambda: slice_graph(g, devices=6, method="brkga", seed=0, decodes=10_000, memory=g.defaults["memory"]),
         rounds=1,
         iterations=1,
     )
@@ -74,9 +75,8 @@ def test_exact_dp_layer_graphs(benchmark, name, memory):
 
     g = read_workload(LAYERS / f"{name}.json")
     kw = settings_for(g)[memory]
-    plan = benchmark.pedantic(lambda: slice_graph(g, 6, "dp", **kw), rounds=1, iterations=1)
-    benchmark.extra_info.update(objective=plan.objective, ideals=plan.details["ideals"],
-                                exact_by=plan.details["exact_by"])
+    plan = benchmark.pedantic(lambda: slice_graph(g, devices=6, method="dp", **kw), rounds=1, iterations=1)
+    benchmark.extra_info.update(objective=plan.objective, ideals=plan.stats["ideals"], exact_by=plan.exact_by)
     assert plan.status == "optimal"
 
 
@@ -84,8 +84,8 @@ def test_exact_dp_layer_graphs(benchmark, name, memory):
 def settings_for(g):
     params = sum(n.memory for n in g.nodes)
     return {
-        "hard": {"fast_memory": g.defaults["memory"]},
-        "overflow": {"fast_memory": params / 12, "bandwidth": 1e8},
+        "hard": {"memory": g.defaults["memory"]},
+        "overflow": {"memory": params / 12, "bandwidth": 1e8},
     }
 
 
@@ -102,21 +102,22 @@ def ratios(max_ideals: int = 4_000_000, decodes: int = 10_000, seeds=(0, 1, 2, 3
         for label, kw in settings_for(g).items():
             t = time.perf_counter()
             try:
-                opt = slice_graph(g, 6, "dp", max_ideals=max_ideals, **kw)
-                dp_obj, dp_s, ideals = opt.objective, time.perf_counter() - t, opt.details["ideals"]
-                how = opt.details["exact_by"]
+                opt = slice_graph(g, devices=6, method="dp", max_ideals=max_ideals, **kw)
+                dp_obj, dp_s, ideals = opt.objective, time.perf_counter() - t, opt.stats["ideals"]
+                how = opt.exact_by
             except TooManyIdealsError:
                 dp_obj, dp_s, ideals, how = None, None, f">{max_ideals}", None
             row = {"graph": path.stem, "memory": label, "dp": dp_obj, "ideals": ideals, "dp_s": dp_s, "exact_by": how}
             for method in ("brkga", "random", "mla-weighted"):
                 t = time.perf_counter()
-                plan = slice_graph(g, 6, method, seed=0, decodes=decodes, **kw)
+                plan = slice_graph(g, devices=6, method=method, seed=0, decodes=decodes, **kw)
                 row[method] = plan.objective
                 row[f"{method}_s"] = time.perf_counter() - t
                 row["lb"] = plan.lower_bound
-                row["units"] = plan.details["units"]
+                row["units"] = plan.stats["units"]
             row["brkga_seeds"] = [row["brkga"]] + [
-                slice_graph(g, 6, "brkga", seed=s, decodes=decodes, **kw).objective for s in seeds if s != 0
+                slice_graph(g, devices=6, method="brkga", seed=s, decodes=decodes, **kw).objective
+                for s in seeds if s != 0
             ]
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -128,9 +129,9 @@ def scaling(ns=(50, 100, 200, 400, 800, 1600), decodes: int = 5000) -> list:
     for n in ns:
         g = regal_graph(n, model="erdos_renyi", seed=n)
         t = time.perf_counter()
-        plan = slice_graph(g, 16, "brkga", seed=0, decodes=decodes)
+        plan = slice_graph(g, devices=16, method="brkga", seed=0, decodes=decodes)
         dt = time.perf_counter() - t
-        row = {"n": n, "edges": len(g.edges), "decodes_per_s": plan.decodes / dt, "seconds": dt}
+        row = {"n": n, "edges": len(g.edges), "decodes_per_s": plan.stats["decodes"] / dt, "seconds": dt}
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows

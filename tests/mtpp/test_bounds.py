@@ -1,31 +1,21 @@
 """The MTPP MIP lower-bound ladder and certificates, held to the DPs, brute force and the evaluator."""
 
-import itertools
-import math
 import random
-from pathlib import Path
 
+import mip  # noqa: F401  (a core dependency)
 import pytest
 
-import mip  # noqa: E402,F401  (a core dependency)
-
-import stagecut as sc  # noqa: E402
-from stagecut.graph import Node  # noqa: E402
-from stagecut.throughput.ip import partition_ip  # noqa: E402
-
-from helpers import colocation_groups  # noqa: E402
-from helpers import random_inference_graph, random_training_graph  # noqa: E402
-
-from conftest import require_shared  # noqa: E402
-from helpers import SHARED as WORKLOADS  # noqa: E402
-
-
-
-# ---------------------------------------------------------------- MTPP MIPs and certificates
-from stagecut.mtpp.certify import certify  # noqa: E402
-from stagecut.mtpp.bounds import LEVELS, mtpp_bound  # noqa: E402
-from stagecut.mtpp.model import MtppProblem, evaluate as mtpp_evaluate  # noqa: E402
-from stagecut.mtpp.slicegraph import slice_graph  # noqa: E402
+import stagecut as sc
+from conftest import require_shared
+from helpers import SHARED as WORKLOADS
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Node
+from stagecut.mtpp.bounds import LEVELS, mtpp_bound
+from stagecut.mtpp.certify import certify
+from stagecut.mtpp.model import MtppProblem
+from stagecut.mtpp.model import evaluate as mtpp_evaluate
+from stagecut.mtpp.slicegraph import slice_graph
+from stagecut.throughput.ip import partition_ip
 
 
 def _mtpp_instance(seed):
@@ -36,8 +26,8 @@ def _mtpp_instance(seed):
                   colocation=rng.choice([None, None, 0, 1]) if classes else None)
              for i in range(n)]
     g = sc.Graph(nodes, [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.35])
-    mm = rng.choice([{}, dict(fast_memory=8.0, bandwidth=2.0, reserved_memory=1.0),
-                     dict(fast_memory=8.0, reserved_memory=1.0)])
+    mm = rng.choice([{}, dict(memory=8.0, bandwidth=2.0, reserved_memory=1.0),
+                     dict(memory=8.0, reserved_memory=1.0)])
     return g, rng.randint(1, 4), mm
 
 
@@ -45,10 +35,10 @@ def _mtpp_instance(seed):
 @pytest.mark.parametrize("seed", range(25))
 def test_mtpp_ladder_against_dp(seed):
     g, k, mm = _mtpp_instance(seed)
-    problem = MtppProblem(g, stages=k, **mm)
-    opt = slice_graph(g, stages=k, method="dp", **mm).objective
-    r = {lv: mtpp_bound(problem, lv) for lv in LEVELS}
-    if not math.isfinite(opt):
+    problem = MtppProblem(g, devices=k, **mm)
+    opt = slice_graph(g, devices=k, method="dp", **mm).objective
+    r = {lv: mtpp_bound(problem, level=lv) for lv in LEVELS}
+    if opt is None:
         assert r["exact"].status == "infeasible"
         return
     ex = r["exact"]
@@ -64,44 +54,46 @@ def test_mtpp_ladder_against_dp(seed):
 def test_bottleneck_is_stronger_than_simple_somewhere():
     # the comm of a chain is invisible to the simple bound
     g = sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0)
-    p = MtppProblem(g, stages=2)
-    simple = mtpp_bound(p, "simple").bound
+    p = MtppProblem(g, devices=2)
+    simple = mtpp_bound(p, level="simple").bound
     assert simple == 4.0
-    assert mtpp_bound(p, "bottleneck").bound > simple
-    assert mtpp_bound(p, "exact").bound == pytest.approx(7.0)
+    assert mtpp_bound(p, level="bottleneck").bound > simple
+    assert mtpp_bound(p, level="exact").bound == pytest.approx(7.0)
 
 
 def test_certify_ratio_and_table():
     g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
-    cert = certify(g, [[0], [1, 2, 3]], stages=2)
-    assert cert.objective == 6.5
+    cert = certify(g, [[0], [1, 2, 3]], devices=2)
+    assert cert.objective == 6.5 and cert.status == "feasible" and cert.method == "certify"
     assert cert.lower_bound == pytest.approx(5.5)
     assert cert.ratio == pytest.approx(6.5 / 5.5)
-    assert [r.level for r in cert.table] == list(LEVELS)
-    assert cert.table[-1].status == "optimal"
-    assert cert.best_blocks == ((0, 1), (2, 3))
+    assert [r.level for r in cert.levels] == list(LEVELS)
+    assert cert.levels[-1].status == "optimal"
+    assert tuple(s.nodes for s in cert.best_stages) == ((0, 1), (2, 3)) and cert.best_objective == 5.5
+    assert tuple(s.nodes for s in cert.stages) == ((0,), (1, 2, 3))
     js = cert.to_json()
     assert js["levels"][0]["level"] == "simple"
     # an optimal plan stops the ladder once proven
-    cert2 = certify(g, [[0, 1], [2, 3]], stages=2, levels=("exact", "bottleneck"))
-    assert cert2.ratio == 1.0 and cert2.table[1].status == "skipped"
+    cert2 = certify(g, [[0, 1], [2, 3]], devices=2, levels=("exact", "bottleneck"))
+    assert cert2.ratio == 1.0 and cert2.levels[1].status == "skipped" and cert2.status == "optimal"
 
 
 def test_certify_bad_level():
     g = sc.Graph.chain([1.0, 1.0])
-    with pytest.raises(ValueError):
-        certify(g, [[0, 1]], stages=2, levels=("magic",))
+    with pytest.raises(InvalidArgumentError, match="magic"):
+        certify(g, [[0, 1]], devices=2, levels=("magic",))
 
 
 def test_bottleneck_guess_in_workers():
     from stagecut.examples import regal_graph
     g = regal_graph(14, seed=2)
-    p = MtppProblem(g, stages=3)
-    a = mtpp_bound(p, "bottleneck-guess", workers=2, time_limit=60)
-    b = mtpp_bound(p, "bottleneck-guess", time_limit=60)
+    p = MtppProblem(g, devices=3)
+    a = mtpp_bound(p, level="bottleneck-guess", workers=2, time_limit=60)
+    b = mtpp_bound(p, level="bottleneck-guess", time_limit=60)
     assert a.status == b.status == "optimal"
     assert a.bound == pytest.approx(b.bound, rel=1e-6)
-    assert a.bound <= slice_graph(g, stages=3, method="dp").objective + 1e-6
+    assert len(a.guesses) == 3 and a.bound == min(x.bound for x in a.guesses)
+    assert a.bound <= slice_graph(g, devices=3, method="dp").objective + 1e-6
 
 
 def test_cli_certify(tmp_path, capsys):
@@ -140,6 +132,15 @@ REPRODUCED = ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.
               "OperatorGraphs/bert_l-3_inference.json"]
 
 
+def _rescored(graph, plan, k, l, memory):
+    """The throughput evaluator's verdict on an IP plan (as in tests/throughput/test_ip.py)."""
+    ev = sc.evaluate(graph, plan.device_of(), memory=memory, devices=k, cpus=l)
+    assert ev.feasible
+    assert ev.objective == pytest.approx(plan.objective)
+    assert plan.lower_bound <= plan.objective + 1e-6
+    return ev
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REPRODUCED)
 def test_published_noncontiguous_optimum(name):
@@ -168,15 +169,16 @@ def test_published_contiguous_ip_equals_dp(name):
 
 def test_certify_respects_or_ignores_colocation():
     # forward chain f0 -> f1 with a parallel backward copy b0 -> b1, classes {f_i, b_i}
-    nodes = [Node(id=f"{d}{i}", compute={"accelerator": 2.0 + i}, comm=1.0, colocation=i) for d in "fb" for i in range(2)]
+    nodes = [Node(id=f"{d}{i}", compute={"accelerator": 2.0 + i}, comm=1.0, colocation=i)
+             for d in "fb" for i in range(2)]
     g = sc.Graph(nodes, [("f0", "f1"), ("b0", "b1")])
-    free = slice_graph(g, stages=2, method="dp", colocate=False)
-    kept = slice_graph(g, stages=2, method="dp")
+    free = slice_graph(g, devices=2, method="dp", colocate=False)
+    kept = slice_graph(g, devices=2, method="dp")
     # free: {f0, f1} | {b0, b1}, no tensor crosses; kept: {f0, b0} (4 + 2 out) | {f1, b1} (6 + 2 in)
     assert free.objective == 5.0 and kept.objective == 8.0
     with pytest.raises(sc.InvalidGraphError, match="colocation class"):
-        certify(g, free, stages=2)
-    c_free = certify(g, free, stages=2, colocate=False)
-    c_kept = certify(g, kept, stages=2)
-    assert c_free.table[-1].status == "optimal" or c_free.ratio == pytest.approx(1.0)
+        certify(g, free, devices=2)
+    c_free = certify(g, free, devices=2, colocate=False)
+    c_kept = certify(g, kept, devices=2)
+    assert c_free.levels[-1].status == "optimal" or c_free.ratio == pytest.approx(1.0)
     assert c_free.lower_bound == pytest.approx(5.0) and c_kept.lower_bound == pytest.approx(8.0)

@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,13 +15,23 @@ from hypothesis import strategies as st
 
 from conftest import require_shared
 from helpers import SHARED
-from stagecut.errors import InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
 from stagecut.examples import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node
 from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, lower_bound
-from stagecut.mtpp.slicegraph import SlicePlan, segment_io, slice_graph
+from stagecut.mtpp.slicegraph import METHODS, SlicePlan, segment_io, slice_graph  # noqa: F401
 
 WORKLOADS = SHARED / "throughput-inputs" / "LayerGraphs"
+
+
+def blocks(plan):
+    """The plan's blocks (node ids per stage, pipeline order)."""
+    return tuple(s.nodes for s in plan.stages)
+
+
+def cost(plan):
+    """The plan's objective, ``inf`` when it has none (infeasible)."""
+    return math.inf if plan.objective is None else plan.objective
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -32,26 +41,28 @@ def small_problems(draw, max_n=7, classes=False, leaves=0):
     ``leaves``: up to this many extra work-free sink/source leaves holding parameters."""
     n = draw(st.integers(1, max_n))
     perm = draw(st.permutations(range(n)))
-    edges = [(perm[a], perm[b]) for a in range(n) for b in range(a + 1, n) if draw(st.booleans()) and draw(st.booleans())]
+    edges = [(perm[a], perm[b]) for a in range(n) for b in range(a + 1, n)
+             if draw(st.booleans()) and draw(st.booleans())]
     ints = st.integers(0, 9)
     klass = [draw(st.sampled_from([None, 0, 1, 2])) if classes else None for _ in range(n)]
     nodes = [
-        Node(v, {"accelerator": float(draw(ints))}, memory=float(draw(st.integers(0, 4))), comm=float(draw(st.integers(0, 5))),
-             colocation=klass[v])
+        Node(v, {"accelerator": float(draw(ints))}, memory=float(draw(st.integers(0, 4))),
+             comm=float(draw(st.integers(0, 5))), colocation=klass[v])
         for v in range(n)
     ]
     for j in range(draw(st.integers(0, leaves))):
         v, nb = n + j, draw(st.integers(0, n - 1))
-        nodes.append(Node(v, {"accelerator": 0.0}, memory=float(draw(st.integers(1, 4))), comm=float(draw(st.integers(0, 3)))))
+        nodes.append(Node(v, {"accelerator": 0.0}, memory=float(draw(st.integers(1, 4))),
+                          comm=float(draw(st.integers(0, 3)))))
         edges.append((nb, v) if draw(st.booleans()) else (v, nb))
     g = Graph(nodes, edges)
     mem = draw(st.sampled_from(["none", "hard", "overflow"]))
     k = draw(st.integers(1, 4))
     if mem == "none":
-        return MtppProblem(g, k)
+        return MtppProblem(g, devices=k)
     if mem == "hard":
-        return MtppProblem(g, k, fast_memory=7.0)
-    return MtppProblem(g, k, fast_memory=5.0, bandwidth=0.5, reserved_memory=1.0)
+        return MtppProblem(g, devices=k, memory=7.0)
+    return MtppProblem(g, devices=k, memory=5.0, bandwidth=0.5, reserved_memory=1.0)
 
 
 def set_partitions(items, k):
@@ -69,7 +80,7 @@ def set_partitions(items, k):
 
 def brute_force(problem):
     best = math.inf
-    for part in set_partitions(list(problem.graph.ids), problem.stages):
+    for part in set_partitions(list(problem.graph.ids), problem.devices):
         try:
             ev = evaluate(problem, part)
         except InvalidGraphError:
@@ -82,7 +93,7 @@ def cut_brute_force(problem, order):
     """Every set of cut positions of a fixed order."""
     n = len(order)
     best = math.inf
-    for m in range(0, min(problem.stages, n)):
+    for m in range(0, min(problem.devices, n)):
         for cuts in itertools.combinations(range(1, n), m):
             bounds = (0,) + cuts + (n,)
             worst = max(block_cost(problem, order[a:b]) for a, b in zip(bounds, bounds[1:]))
@@ -96,15 +107,15 @@ def cut_brute_force(problem, order):
 def test_dp_equals_brute_force_over_acyclic_partitions(problem):
     want = brute_force(problem)
     plan = slice_graph(problem, method="dp", fold_leaves=False)
-    assert plan.objective == want
+    assert cost(plan) == want
     folded = slice_graph(problem, method="dp", fold_leaves=True)
-    assert folded.objective == want
+    assert cost(folded) == want
     if math.isfinite(want):
         assert plan.status == "optimal"
-        assert evaluate(problem, plan.blocks).objective == want
+        assert evaluate(problem, blocks(plan)).objective == want
         assert lower_bound(problem) <= want
     else:
-        assert plan.status == "infeasible" and plan.blocks == ()
+        assert plan.status == "infeasible" and blocks(plan) == () and plan.objective is None
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
@@ -116,11 +127,11 @@ def test_dp_equals_brute_force_with_colocation_classes_and_parameter_leaves(prob
     want = brute_force(problem)
     for fold in (False, True):
         plan = slice_graph(problem, method="dp", fold_leaves=fold)
-        assert plan.objective == pytest.approx(want, abs=1e-9) if math.isfinite(want) else plan.objective == want
+        assert cost(plan) == pytest.approx(want, abs=1e-9) if math.isfinite(want) else cost(plan) == want
         if math.isfinite(want):
-            assert evaluate(problem, plan.blocks).objective == plan.objective
+            assert evaluate(problem, blocks(plan)).objective == plan.objective
     heur = slice_graph(problem, method="brkga", seed=1, population=8, generations=4)
-    assert heur.objective >= want - 1e-9
+    assert cost(heur) >= want - 1e-9
     assert lower_bound(problem) <= want + 1e-9
 
 
@@ -136,32 +147,34 @@ def test_dp_equals_brute_force_with_colocation_classes_and_parameter_leaves(prob
 def test_parameter_leaves_relaxation_rounds_and_fallback(case):
     spec, edges, k, want, how, rounds = case
     g = Graph([Node(v, {"accelerator": float(w)}, memory=float(m), comm=float(c)) for v, w, m, c in spec], edges)
-    p = MtppProblem(g, k, fast_memory=5.0, bandwidth=0.5)
+    p = MtppProblem(g, devices=k, memory=5.0, bandwidth=0.5)
     assert brute_force(p) == want
     plan = slice_graph(p, method="dp")
     assert plan.objective == want and plan.status == "optimal"
-    assert plan.details["exact_by"] == how and plan.details["relaxation"]["rounds"] == rounds
-    assert plan.details["relaxation"]["bound"] <= want
+    assert plan.exact_by == how and plan.relaxation.rounds == rounds
+    assert plan.relaxation.bound <= want
 
 
 def test_colocation_classes_are_kept_and_can_be_ignored():
     # a training-like pair of chains: forward f0 -> f1, backward b1 -> b0 (reversed); classes
     # {f0, b0} and {f1, b1} lie on a cycle, so with colocation everything is one block
-    nodes = [Node("f0", {"accelerator": 2.0}, comm=1.0, colocation=0), Node("f1", {"accelerator": 2.0}, comm=1.0, colocation=1),
-             Node("b1", {"accelerator": 3.0}, comm=1.0, colocation=1), Node("b0", {"accelerator": 3.0}, comm=1.0, colocation=0)]
+    nodes = [Node("f0", {"accelerator": 2.0}, comm=1.0, colocation=0),
+             Node("f1", {"accelerator": 2.0}, comm=1.0, colocation=1),
+             Node("b1", {"accelerator": 3.0}, comm=1.0, colocation=1),
+             Node("b0", {"accelerator": 3.0}, comm=1.0, colocation=0)]
     g = Graph(nodes, [("f0", "f1"), ("f1", "b1"), ("b1", "b0"), ("f0", "b0")])
     with pytest.warns(StagecutWarning, match="directed cycle"):
-        together = slice_graph(g, 2, method="dp")
-    assert together.objective == 10.0 and len(together.blocks) == 1 and together.details["units"] == 1
-    apart = slice_graph(g, 2, method="dp", colocate=False)
+        together = slice_graph(g, devices=2, method="dp")
+    assert together.objective == 10.0 and len(blocks(together)) == 1 and together.stats["units"] == 1
+    apart = slice_graph(g, devices=2, method="dp", colocate=False)
     # apart: {f0, f1} costs 4 + two tensors out, {b1, b0} 6 + two tensors in
-    assert apart.objective == brute_force(MtppProblem(g, 2, colocate=False)) == 8.0
+    assert apart.objective == brute_force(MtppProblem(g, devices=2, colocate=False)) == 8.0
     with pytest.raises(InvalidGraphError, match="colocation class 0 is split"):
-        evaluate(MtppProblem(g, 2), [["f0"], ["f1", "b1", "b0"]])
-    assert evaluate(MtppProblem(g, 2, colocate=False), [["f0"], ["f1", "b1", "b0"]]).objective == 9.0
+        evaluate(MtppProblem(g, devices=2), [["f0"], ["f1", "b1", "b0"]])
+    assert evaluate(MtppProblem(g, devices=2, colocate=False), [["f0"], ["f1", "b1", "b0"]]).objective == 9.0
     # BRKGA keeps classes whole too
     with pytest.warns(StagecutWarning):
-        assert slice_graph(g, 2, seed=0, population=6, generations=3).objective == 10.0
+        assert slice_graph(g, devices=2, seed=0, population=6, generations=3).objective == 10.0
 
 
 @settings(max_examples=80, deadline=None)
@@ -173,19 +186,19 @@ def test_slicegraph_equals_cut_brute_force_on_a_fixed_order(problem, rnd):
     want = cut_brute_force(problem, list(order))
     for seg in ("scan", "fenwick"):
         plan = slice_graph(problem, method="order", order=order, segment_costs=seg)
-        assert plan.objective == want
+        assert cost(plan) == want
         if math.isfinite(want):
             # the blocks are contiguous segments of the given order
-            assert tuple(v for b in plan.blocks for v in b) == tuple(order)
+            assert tuple(v for b in blocks(plan) for v in b) == tuple(order)
 
 
 @settings(max_examples=80, deadline=None)
 @given(small_problems(max_n=7))
 def test_theorem_4_3_priorities_from_an_optimal_partition(problem):
     opt = slice_graph(problem, method="dp", fold_leaves=False)
-    if not math.isfinite(opt.objective):
+    if opt.objective is None:
         return
-    prio = {v: float(b) for b, block in enumerate(opt.blocks) for v in block}
+    prio = {v: float(b) for b, block in enumerate(blocks(opt)) for v in block}
     plan = slice_graph(problem, method="order", priorities=prio)
     assert plan.objective == opt.objective
 
@@ -193,22 +206,22 @@ def test_theorem_4_3_priorities_from_an_optimal_partition(problem):
 @settings(max_examples=40, deadline=None)
 @given(small_problems(max_n=12), st.integers(0, 2**32))
 def test_heuristics_rescored_and_at_least_the_optimum(problem, seed):
-    opt = slice_graph(problem, method="dp").objective
+    opt = cost(slice_graph(problem, method="dp"))
     lb = lower_bound(problem)
     assert lb <= opt
     for method in ("brkga", "random", "mla", "mla-weighted"):
         plan = slice_graph(problem, method=method, seed=seed, population=12, generations=6)
-        assert plan.objective >= opt
+        assert cost(plan) >= opt
         assert plan.lower_bound == lb
-        if math.isfinite(plan.objective):
-            assert evaluate(problem, plan.blocks).objective == plan.objective
-            assert len(plan.blocks) <= problem.stages
+        if plan.objective is not None:
+            assert evaluate(problem, blocks(plan)).objective == plan.objective
+            assert len(blocks(plan)) <= problem.devices
 
 
 def test_fenwick_equals_naive_segment_table():
     for seed in range(6):
         g = regal_graph(30 + 7 * seed, model=REGAL_MODELS[seed % 4], seed=seed)
-        p = MtppProblem(g, 4)
+        p = MtppProblem(g, devices=4)
         order = slice_graph(p, method="order", priorities=np.random.default_rng(seed).random(len(g))).order
         a = segment_io(p, order, "fenwick")
         b = segment_io(p, order, "naive")
@@ -225,7 +238,7 @@ def test_brkga_reaches_the_optimum_on_small_graphs():
     hits = 0
     for seed in range(8):
         g = regal_graph(14, model=REGAL_MODELS[seed % 4], seed=seed)
-        p = MtppProblem(g, 3)
+        p = MtppProblem(g, devices=3)
         opt = slice_graph(p, method="dp").objective
         plan = slice_graph(p, method="brkga", seed=seed, population=50, generations=40)
         assert opt - 1e-9 <= plan.objective <= 1.02 * opt
@@ -236,28 +249,29 @@ def test_brkga_reaches_the_optimum_on_small_graphs():
 # ----------------------------------------------------------------------------- results and determinism
 def test_plan_fields_history_and_json():
     g = regal_graph(60, seed=3)
-    plan = slice_graph(g, stages=4, method="brkga", seed=5, population=20, generations=10)
+    plan = slice_graph(g, devices=4, method="brkga", seed=5, population=20, generations=10)
     assert isinstance(plan, SlicePlan)
-    assert plan.decodes == 20 + 10 * 16
+    assert plan.stats["decodes"] == 20 + 10 * 16
     assert len(plan.history) == 11
     assert all(b <= a for a, b in zip(plan.history, plan.history[1:]))
     assert plan.history[-1] == pytest.approx(plan.objective, rel=1e-9)
     assert sorted(plan.order) == sorted(g.ids)
     assert set(plan.assignment()) == set(g.ids)
     d = json.loads(plan.dumps())
-    assert d["method"] == "brkga" and d["seed"] == 5 and len(d["blocks"]) == len(plan.blocks)
-    again = slice_graph(g, stages=4, method="brkga", seed=5, population=20, generations=10)
-    assert again.blocks == plan.blocks and again.history == plan.history
-    budget = slice_graph(g, stages=4, method="brkga", seed=5, population=20, decodes=123)
-    assert budget.decodes == 123
+    assert d["method"] == "brkga" and d["seed"] == 5 and len(d["stages"]) == len(blocks(plan))
+    again = slice_graph(g, devices=4, method="brkga", seed=5, population=20, generations=10)
+    assert blocks(again) == blocks(plan) and again.history == plan.history
+    budget = slice_graph(g, devices=4, method="brkga", seed=5, population=20, decodes=123)
+    assert budget.stats["decodes"] == 123
 
 
 def test_same_answer_whatever_the_thread_count():
     code = (
         "from stagecut.examples import regal_graph; from stagecut.mtpp.slicegraph import slice_graph;"
         "g = regal_graph(80, seed=2);"
-        "print([slice_graph(g, stages=5, method=m, seed=3, population=24, generations=8).dumps().split('\"order\"')[0]"
-        " for m in ('brkga', 'random')])"
+        "plans = [slice_graph(g, devices=5, method=m, seed=3, population=24, generations=8)"
+        " for m in ('brkga', 'random')];"
+        "print([(p.objective, [s.nodes for s in p.stages], p.history, p.order) for p in plans])"
     )
     outs = []
     for threads in ("1", "2", "3"):
@@ -269,64 +283,85 @@ def test_same_answer_whatever_the_thread_count():
 
 
 # ----------------------------------------------------------------------------- bad input
-def test_bad_input_raises_invalid_graph_error():
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(method="nope"), "method"),
+    (dict(devices=0), "devices"),
+    (dict(devices=2.0), "devices"),
+    (dict(population=1), "population"),
+    (dict(generations=-1), "generations"),
+    (dict(decodes=0), "decodes"),
+    (dict(islands=0), "islands"),
+    (dict(max_ideals=True), "max_ideals"),
+    (dict(rho=1.5), "rho"),
+    (dict(mutant=float("nan")), "mutant"),
+    (dict(elite=0.0), "elite"),
+    (dict(elite=0.8, mutant=0.3), "elite"),
+    (dict(seed=-1), "seed"),
+    (dict(seed=2**64), "seed"),
+    (dict(seed=1.5), "seed"),
+    (dict(memory=-1.0), "memory"),
+    (dict(bandwidth=0.0), "bandwidth"),
+    (dict(colocate="no"), "colocate"),
+    (dict(method="order", order=[0, 1, 7]), "unknown node 7"),
+    (dict(method="order", order=[1, 0, 2]), "predecessor"),
+    (dict(method="order", order=[0, 0, 2]), "repeated"),
+    (dict(method="order", order=[0, 1]), "missing"),
+    (dict(method="order", order=[0, 1, 2], priorities=[0, 1, 2]), "not both"),
+    (dict(method="order", priorities={0: 1.0}), "priorities"),
+    (dict(method="order", priorities=[0.0, 1.0]), "priorities"),
+    (dict(method="order", priorities=[0.0, float("nan"), 1.0]), "priorities"),
+    (dict(method="order", priorities=["a", "b", "c"]), "priorities"),
+    (dict(method="brkga", order=[0, 1, 2]), "only used with method='order'"),
+    (dict(method="order", segment_costs="magic"), "segment_costs"),
+])
+def test_bad_arguments_raise_invalid_argument_error(kwargs, match):
     g = Graph.chain([1.0, 2.0, 3.0], comm=1.0)
-    with pytest.raises(InvalidGraphError, match="method"):
-        slice_graph(g, 2, method="nope")
-    with pytest.raises(InvalidGraphError, match="stages"):
-        slice_graph(g, 0)
-    with pytest.raises(InvalidGraphError, match="population"):
-        slice_graph(g, 2, population=1)
-    with pytest.raises(InvalidGraphError, match="rho"):
-        slice_graph(g, 2, rho=1.5)
-    with pytest.raises(InvalidGraphError, match="elite"):
-        slice_graph(g, 2, elite=0.0)
-    with pytest.raises(InvalidGraphError, match="seed"):
-        slice_graph(g, 2, seed=-1)
-    with pytest.raises(InvalidGraphError, match="unknown node 7"):
-        slice_graph(g, 2, method="order", order=[0, 1, 7])
-    with pytest.raises(InvalidGraphError, match="predecessor"):
-        slice_graph(g, 2, method="order", order=[1, 0, 2])
-    with pytest.raises(InvalidGraphError, match="repeated"):
-        slice_graph(g, 2, method="order", order=[0, 0, 2])
-    with pytest.raises(InvalidGraphError, match="priorities"):
-        slice_graph(g, 2, method="order", priorities={0: 1.0})
-    with pytest.raises(InvalidGraphError, match="priorities"):
-        slice_graph(g, 2, method="order", priorities=[0.0, float("nan"), 1.0])
-    with pytest.raises(InvalidGraphError, match="only used with method='order'"):
-        slice_graph(g, 2, method="brkga", order=[0, 1, 2])
-    with pytest.raises(InvalidGraphError, match="segment_costs"):
-        slice_graph(g, 2, method="order", segment_costs="magic")
+    kwargs = {"devices": 2, **kwargs}
+    with pytest.raises(InvalidArgumentError, match=match):
+        slice_graph(g, **kwargs)
+
+
+def test_bad_graph_and_settings_with_a_problem():
+    g = Graph.chain([1.0, 2.0, 3.0], comm=1.0)
+    with pytest.raises(InvalidGraphError, match="expected a Graph or an MtppProblem"):
+        slice_graph([1, 2, 3], devices=2)
+    with pytest.raises(InvalidGraphError, match="devices"):
+        slice_graph(g)  # no device count and no 'accelerators' default
+    with pytest.raises(InvalidArgumentError, match="devices given with an MtppProblem"):
+        slice_graph(MtppProblem(g, devices=2), devices=3)
+    with pytest.raises(InvalidArgumentError, match="takes the graph positionally"):
+        slice_graph(g, 2, "dp", 7)
 
 
 def test_too_many_ideals_propagates():
     g = Graph([Node(i, {"accelerator": 1.0}, comm=1.0) for i in range(40)], [])
     with pytest.raises(TooManyIdealsError, match="40 unconnected parts"):
-        slice_graph(g, 3, method="dp", max_ideals=1000, fold_leaves=False)
+        slice_graph(g, devices=3, method="dp", max_ideals=1000, fold_leaves=False)
     # a training-like pair of unconnected chains, classes ignored: the hint says so
     nodes = [Node(f"{d}{i}", {"accelerator": 1.0}, comm=1.0, colocation=i) for d in "fb" for i in range(30)]
     chains = [(f"{d}{i}", f"{d}{i + 1}") for d in "fb" for i in range(29)]
     g = Graph(nodes, chains)
     with pytest.raises(TooManyIdealsError, match="2 unconnected parts.*colocate=True"):
-        slice_graph(g, 3, method="dp", max_ideals=500, colocate=False)
-    assert slice_graph(g, 3, method="dp", max_ideals=500).status == "optimal"  # 31 ideals
+        slice_graph(g, devices=3, method="dp", max_ideals=500, colocate=False)
+    assert slice_graph(g, devices=3, method="dp", max_ideals=500).status == "optimal"  # 31 ideals
 
 
 def test_cancellation_is_a_clear_error_not_a_wrong_answer():
     # tensor costs of 1e16-3e17 next to work of 1-9: incremental sums lose the small digits;
     # the evaluator's re-scoring catches it and the error says what to do
-    spec = [(0, 9.0, 1e16), (1, 2.0, 3e17), (2, 1.0, 1.0), (3, 2.0, 1e16), (4, 3.0, 3e17), (5, 6.0, 3e17), (6, 6.0, 1e16)]
+    spec = [(0, 9.0, 1e16), (1, 2.0, 3e17), (2, 1.0, 1.0), (3, 2.0, 1e16), (4, 3.0, 3e17), (5, 6.0, 3e17),
+            (6, 6.0, 1e16)]
     g = Graph([Node(i, {"accelerator": w}, comm=c) for i, w, c in spec],
               [(0, 4), (1, 2), (1, 3), (2, 6), (4, 5), (4, 6)])
     with pytest.raises(StagecutError, match="rescale"):
-        slice_graph(g, 3, method="dp")
+        slice_graph(g, devices=3, method="dp")
 
 
 def test_infeasible_hard_memory():
     g = Graph.chain([1.0, 1.0, 1.0], memory=[5.0, 5.0, 5.0])
-    plan = slice_graph(g, 2, method="brkga", fast_memory=6.0, population=4, generations=2)
-    assert plan.status == "infeasible" and math.isinf(plan.objective)
-    ok = slice_graph(g, 3, method="brkga", fast_memory=6.0, population=4, generations=2)
+    plan = slice_graph(g, devices=2, method="brkga", memory=6.0, population=4, generations=2)
+    assert plan.status == "infeasible" and plan.objective is None
+    ok = slice_graph(g, devices=3, method="brkga", memory=6.0, population=4, generations=2)
     assert ok.objective == 1.0 and ok.status == "optimal"
 
 
@@ -352,13 +387,14 @@ EXACT = {
     ("resnet50_training", "hard"): 80.45488671875,
     ("resnet50_training", "overflow"): 111.70663795333334,
 }
-SLOW_CASES = {("gnmt_training", "overflow")} | {(f"inceptionv3_{m}", x) for m in ("inference", "training") for x in ("hard", "overflow")}
+SLOW_CASES = {("gnmt_training", "overflow")} | {(f"inceptionv3_{m}", x) for m in ("inference", "training")
+                                                for x in ("hard", "overflow")}
 
 
 def _memory_settings(g, memory):
     if memory == "hard":
-        return {"fast_memory": g.defaults["memory"]}
-    return {"fast_memory": sum(nd.memory for nd in g.nodes) / 12, "bandwidth": 1e8}
+        return {"memory": g.defaults["memory"]}
+    return {"memory": sum(nd.memory for nd in g.nodes) / 12, "bandwidth": 1e8}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in EXACT],
@@ -368,16 +404,16 @@ def test_brkga_within_one_percent_of_the_exact_optimum_on_layer_graphs(case):
 
     g = read_workload(require_shared(WORKLOADS / f"{case[0]}.json"))
     kw = _memory_settings(g, case[1])
-    opt = slice_graph(g, 6, method="dp", max_ideals=200_000, **kw)
+    opt = slice_graph(g, devices=6, method="dp", max_ideals=200_000, **kw)
     assert opt.status == "optimal"
     assert opt.objective == pytest.approx(EXACT[case], rel=1e-9)
     if case[0].endswith("training"):  # forward and backward of a class share a block
-        block_of = {v: b for b, blk in enumerate(opt.blocks) for v in blk}
+        block_of = {v: b for b, blk in enumerate(blocks(opt)) for v in blk}
         classes: dict = {}
         for nd in g.nodes:
             classes.setdefault(nd.colocation, set()).add(block_of[nd.id])
         assert all(len(bs) == 1 for bs in classes.values())
-    plan = slice_graph(g, 6, method="brkga", seed=0, decodes=10_000, **kw)
+    plan = slice_graph(g, devices=6, method="brkga", seed=0, decodes=10_000, **kw)
     assert opt.objective * (1 - 1e-9) <= plan.objective <= 1.01 * opt.objective
     assert plan.lower_bound <= opt.objective
 
@@ -399,24 +435,19 @@ def test_regal_generator_is_seeded_and_follows_the_recipe(model):
 
 
 def test_cli_slice(capsys, tmp_path):
-    import argparse
+    from stagecut.cli.main import main
 
-    from stagecut.cli.slice import add_parser
-
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
-    args = parser.parse_args(["slice", "regal:14:barabasi_albert:3", "--stages", "3", "--method", "dp", "--json"])
-    assert args.func(args) == 0
+    assert main(["slice", "regal:14:barabasi_albert:3", "-k", "3", "--method", "dp", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     g = regal_graph(14, model="barabasi_albert", seed=3)
-    assert out["status"] == "optimal"
-    assert out["objective"] == pytest.approx(slice_graph(g, 3, "dp").objective)
-    args = parser.parse_args(["slice", str(tmp_path / "missing.json"), "--stages", "3"])
-    assert args.func(args) == 2
+    assert out["status"] == "optimal" and out["kind"] == "SlicePlan"
+    api = slice_graph(g, devices=3, method="dp")
+    restored = SlicePlan.from_json(out)
+    assert restored.objective == api.objective and restored.stages == api.stages
+    assert main(["slice", str(tmp_path / "missing.json"), "-k", "3"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "missing.json" in err
-    args = parser.parse_args(["slice", "regal:40", "--stages", "3", "--method", "brkga", "--population", "1"])
-    assert args.func(args) == 2
+    assert main(["slice", "regal:40", "-k", "3", "--method", "brkga", "--population", "1"]) == 2
     assert "population" in capsys.readouterr().err
 
 
@@ -425,39 +456,35 @@ def test_order_method_with_colocation_groups():
     nodes = [Node("a", {"accelerator": 1.0}, colocation="X"), Node("x", {"accelerator": 5.0}),
              Node("y", {"accelerator": 5.0}), Node("b", {"accelerator": 1.0}, colocation="X")]
     g = Graph(nodes, [("a", "x"), ("y", "b")])
-    plan = slice_graph(g, 3, method="order", order=["a", "x", "y", "b"])
-    assert plan.objective == brute_force(MtppProblem(g, 3)) == 5.0
-    with pytest.raises(InvalidGraphError, match="node 'x' comes before its predecessor 'a'"):
-        slice_graph(g, 3, method="order", order=["x", "a", "y", "b"])
+    plan = slice_graph(g, devices=3, method="order", order=["a", "x", "y", "b"])
+    assert plan.objective == brute_force(MtppProblem(g, devices=3)) == 5.0
+    with pytest.raises(InvalidArgumentError, match="node 'x' comes before its predecessor 'a'"):
+        slice_graph(g, devices=3, method="order", order=["x", "a", "y", "b"])
 
 
 def test_cli_slice_keeps_or_ignores_colocation(capsys, tmp_path):
-    import argparse
-
-    from stagecut.cli.slice import add_parser
+    from stagecut.cli.main import main
     from stagecut.examples import transformer_like
     from stagecut.formats import read_workload, write_workload
 
     path = tmp_path / "train.json"
     write_workload(transformer_like(layers=1, training=True), path)
     g = read_workload(path)
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers())
-    args = parser.parse_args(["slice", str(path), "-k", "3", "--method", "dp", "--json"])
-    with pytest.warns(StagecutWarning, match="directed cycle"):  # backward wired in reverse
-        assert args.func(args) == 0
-    kept = json.loads(capsys.readouterr().out)
+    assert main(["slice", str(path), "-k", "3", "--method", "dp", "--json"]) == 0
+    out, err = capsys.readouterr()
+    kept = json.loads(out)
+    assert "directed cycle" in err  # backward wired in reverse: one warning line
     total = sum(nd.compute["accelerator"] for nd in g.nodes)
-    assert len(kept["blocks"]) == 1 and kept["objective"] == pytest.approx(total)
-    args = parser.parse_args(["slice", str(path), "-k", "3", "--method", "dp", "--json", "--ignore-colocation"])
-    assert args.func(args) == 0
+    assert len(kept["stages"]) == 1 and kept["objective"] == pytest.approx(total)
+    assert main(["slice", str(path), "-k", "3", "--method", "dp", "--json", "--ignore-colocation"]) == 0
     free = json.loads(capsys.readouterr().out)
-    assert free["objective"] == pytest.approx(slice_graph(g, 3, "dp", colocate=False).objective)
-    assert free["objective"] < kept["objective"] and len(free["blocks"]) > 1
+    want = slice_graph(g, devices=3, method="dp", colocate=False, memory=g.defaults["memory"]).objective
+    assert free["objective"] == pytest.approx(want)
+    assert free["objective"] < kept["objective"] and len(free["stages"]) > 1
 
 
 def test_more_stages_than_nodes():
     g = Graph.chain([1.0, 2.0, 3.0], comm=0.5)
     for method in ("dp", "brkga", "order"):
-        plan = slice_graph(g, 10**9, method=method, population=4, generations=2)
-        assert plan.objective == pytest.approx(3.5) and plan.stages == 10**9
+        plan = slice_graph(g, devices=10**9, method=method, population=4, generations=2)
+        assert plan.objective == pytest.approx(3.5) and plan.devices == 10**9

@@ -2,16 +2,38 @@
 
 * :mod:`~stagecut.mtpp.model`: :class:`MtppProblem`, the evaluator, block costs, the simple bound;
 * :mod:`~stagecut.mtpp.slicegraph`: :func:`slice_graph`: orders + optimal slicing, BRKGA, exact DP;
+* :mod:`~stagecut.mtpp.units`, :mod:`~stagecut.mtpp.exact`: the units the core works on, and the
+  exact DP with the leaf relaxation and its repair;
 * :mod:`~stagecut.mtpp.bounds`: the MIP lower-bound ladder;
 * :mod:`~stagecut.mtpp.certify`: :func:`certify`: a plan's cost against the best bound.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+>>> plan = sc.slice_graph(g, devices=2, method="dp")
+>>> problem = MtppProblem(g, devices=2)
+>>> evaluate(problem, plan.stages).objective == plan.objective
+True
 """
 
-from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
-from stagecut.mtpp.certify import Certificate, certify
-from stagecut.mtpp.model import MtppEvaluation, MtppProblem, block_cost, evaluate, forced_groups, lower_bound
+from stagecut.mtpp.bounds import LEVELS, BoundResult, GuessBound, mtpp_bound
+from stagecut.mtpp.certify import Certificate, certify, plan_blocks
+from stagecut.mtpp.exact import Relaxation
+from stagecut.mtpp.model import (
+    MtppEvaluation,
+    MtppProblem,
+    as_problem,
+    block_cost,
+    block_parts,
+    evaluate,
+    forced_groups,
+    lower_bound,
+)
 from stagecut.mtpp.slicegraph import METHODS, SlicePlan, slice_graph
 
 __all__ = [
-    "LEVELS", "METHODS", "BoundResult", "Certificate", "MtppEvaluation", "MtppProblem", "SlicePlan",
-    "block_cost", "certify", "evaluate", "forced_groups", "lower_bound", "mtpp_bound", "slice_graph",
+    "LEVELS", "METHODS", "BoundResult", "Certificate", "GuessBound", "MtppEvaluation", "MtppProblem", "Relaxation",
+    "SlicePlan", "as_problem", "block_cost", "block_parts", "certify", "evaluate", "forced_groups", "lower_bound",
+    "mtpp_bound", "plan_blocks", "slice_graph",
 ]

@@ -32,9 +32,8 @@ Every bound returned is the solver's proven dual bound, never a primal value.
 Examples
 --------
 >>> from stagecut.graph import Graph
->>> from stagecut.mtpp.model import MtppProblem
 >>> g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
->>> r = mtpp_bound(MtppProblem(g, stages=2), "exact")
+>>> r = mtpp_bound(g, level="exact", devices=2)
 >>> r.bound, r.status, r.blocks
 (5.5, 'optimal', ((0, 1), (2, 3)))
 """
@@ -43,53 +42,129 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from stagecut._mip import add, check_options, new_model, solve
-from stagecut.errors import InvalidGraphError
-from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Graph
+from stagecut.mtpp._args import positional, renamed
+from stagecut.mtpp.model import MtppProblem, as_problem, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
+from stagecut.results import NodeId, Stat
+from stagecut.validate import check_int
 
-__all__ = ["LEVELS", "BoundResult", "mtpp_bound", "simple_bound", "mtpp_data"]
+__all__ = ["LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData", "mtpp_bound", "simple_bound",
+           "mtpp_data"]
 
+#: The rungs of the ladder, weakest first.
 LEVELS = ("simple", "bottleneck", "bottleneck-guess", "exact")
+#: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
+BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class GuessBound:
+    """One MIP of ``bottleneck-guess``: the guessed position of the bottleneck block and its bound."""
+
+    guess: int
+    bound: float
+    status: BoundStatus
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class BoundResult:
     """One rung of the ladder: a proven lower bound and how it was obtained.
 
-    ``bound`` is a dual bound (``inf`` when the formulation is infeasible: no partition
-    exists); ``objective`` the best primal value of the MIP (for ``exact``: an MTPP partition,
-    whose blocks are in ``blocks``; for relaxations not a partition cost); ``status`` one of
-    ``"optimal"``, ``"time_limit"``, ``"feasible"``, ``"infeasible"``, ``"no_solution"``,
-    ``"skipped"``.
+    Attributes
+    ----------
+    level : str
+        One of :data:`LEVELS`.
+    bound : float
+        The solver's dual bound, never a primal value (``inf`` when the formulation is
+        infeasible: no partition exists; ``-inf`` when skipped or when the solver proved nothing).
+    status : str
+        ``"optimal"``, ``"time_limit"``, ``"feasible"``, ``"infeasible"``, ``"no_solution"`` or
+        ``"skipped"`` (see :data:`BoundStatus`).
+    seconds : float
+        Wall-clock time of the level.
+    objective : float, optional
+        The best primal value of the MIP (for ``exact``: an MTPP partition, whose blocks are in
+        ``blocks``; for the relaxations not a partition cost).
+    blocks : tuple of tuples of node ids, optional
+        ``exact``'s partition, in pipeline order.
+    stats : mapping
+        ``mip_constraints``, ``mip_vars``, ``build_s`` (one MIP levels).
+    guesses : tuple of GuessBound
+        ``bottleneck-guess``: one entry per guessed position.
+    reason : str, optional
+        Why the level was skipped.
     """
 
     level: str
     bound: float
-    status: str
+    status: BoundStatus
     seconds: float
-    objective: "float | None" = None
-    blocks: "tuple | None" = None
-    details: "dict | None" = None
+    objective: float | None = None
+    blocks: tuple[tuple[NodeId, ...], ...] | None = None
+    stats: Mapping[str, Stat] = field(default_factory=dict)
+    guesses: tuple[GuessBound, ...] = ()
+    reason: str | None = None
 
 
 def simple_bound(problem: MtppProblem) -> float:
-    """The simple bound of Lemma 3.3 (:func:`stagecut.mtpp.lower_bound`)."""
+    """The simple bound of Lemma 3.3 (:func:`stagecut.mtpp.lower_bound`).
+
+    >>> simple_bound(MtppProblem(Graph.chain([3.0, 1.0, 2.0, 2.0]), devices=2))
+    4.0
+    """
     return _simple(problem)
 
 
-def mtpp_data(problem: MtppProblem) -> dict:
-    """Plain arrays of the instance (picklable, for worker processes)."""
+@dataclass(frozen=True)
+class MtppData:
+    """Plain arrays of an instance (picklable, for worker processes): per node ``work`` and
+    ``params``; per producing node with a tensor cost ``prod`` (its position) and ``comm``;
+    the (producer index, consumer position) pairs; the edges; the forced-group ties ``same``
+    (``(group, node)`` pairs); the memory model ``M``, ``R``, ``B``; the simple bound."""
+
+    n: int
+    k: int
+    ids: list[NodeId]
+    work: F64
+    params: F64
+    prod: I64
+    comm: F64
+    pair_prod: I64
+    pair_cons: I64
+    edges: I64
+    same: I64
+    M: float
+    R: float
+    B: float | None
+    simple: float
+
+
+def mtpp_data(problem: MtppProblem) -> MtppData:
+    """The plain arrays of ``problem`` (see :class:`MtppData`).
+
+    >>> d = mtpp_data(MtppProblem(Graph.chain([3.0, 1.0], comm=0.5), devices=2))
+    >>> d.work.tolist(), d.prod.tolist(), d.pair_cons.tolist()
+    ([3.0, 1.0], [0], [1])
+    """
     g = problem.graph
     n = len(g.nodes)
-    work = np.array([problem.work(i) for i in range(n)], dtype=float)
-    params = np.array([nd.memory for nd in g.nodes], dtype=float)
-    prod, comm, pair_prod, pair_cons = [], [], [], []
+    prod: list[int] = []
+    comm: list[float] = []
+    pair_prod: list[int] = []
+    pair_cons: list[int] = []
     for u, nd in enumerate(g.nodes):
         if nd.comm > 0 and g.succ[u]:
             k = len(prod)
@@ -102,53 +177,55 @@ def mtpp_data(problem: MtppProblem) -> dict:
     # forced groups (colocation classes, and classes on a cycle): one block for each group
     grp = forced_groups(problem)
     same = np.array([(grp[i], i) for i in range(n) if grp[i] != i], dtype=np.int64).reshape(-1, 2)
-    return dict(n=n, same=same, k=problem.stages, work=work, params=params, prod=np.array(prod, dtype=np.int64),
-                comm=np.array(comm), pair_prod=np.array(pair_prod, dtype=np.int64),
-                pair_cons=np.array(pair_cons, dtype=np.int64), edges=edges,
-                M=problem.fast_memory, R=problem.reserved_memory, B=problem.bandwidth,
-                simple=_simple(problem), ids=[nd.id for nd in g.nodes])
+    return MtppData(
+        n=n, k=problem.devices, ids=[nd.id for nd in g.nodes],
+        work=np.array([problem.work(i) for i in range(n)], dtype=float),
+        params=np.array([nd.memory for nd in g.nodes], dtype=float),
+        prod=np.array(prod, dtype=np.int64), comm=np.array(comm), pair_prod=np.array(pair_prod, dtype=np.int64),
+        pair_cons=np.array(pair_cons, dtype=np.int64), edges=edges, same=same,
+        M=problem.memory, R=problem.reserved_memory, B=problem.bandwidth, simple=_simple(problem),
+    )
 
 
-def _blocks_model(m, d: dict, nblocks: int):
-    """z (completed-by), x (membership), c (crossing) and the per-block cost expressions."""
+def _blocks_model(m: Any, d: MtppData, nblocks: int) -> tuple[Any, Any, Any]:
+    """z (completed-by) and the per-block cost and parameter expressions."""
     import mip
 
-    n = d["n"]
+    n = d.n
     z = m.add_var_tensor((n, nblocks), "z", var_type=mip.BINARY)
     for v in z[:, nblocks - 1]:
         v.lb = 1.0
     if nblocks > 1:
         add(m, z[:, :-1] - z[:, 1:] <= 0)
-    e = d["edges"]
+    e = d.edges
     if len(e):
         add(m, z[e[:, 1], :] - z[e[:, 0], :] <= 0)
-    same = d.get("same", ())
-    if len(same):
-        add(m, z[same[:, 0], :] - z[same[:, 1], :] == 0)
+    if len(d.same):
+        add(m, z[d.same[:, 0], :] - z[d.same[:, 1], :] == 0)
     if nblocks > 1:
         x = np.concatenate([z[:, :1], z[:, 1:] - z[:, :-1]], axis=1).view(type(z))
     else:
         x = z
-    cost = d["work"] @ x
-    if len(d["prod"]):
-        c = m.add_var_tensor((len(d["prod"]), nblocks), "c", lb=0.0, ub=1.0)
-        pp, pc = d["pair_prod"], d["pair_cons"]
-        pu = d["prod"][pp]
+    cost = d.work @ x
+    if len(d.prod):
+        c = m.add_var_tensor((len(d.prod), nblocks), "c", lb=0.0, ub=1.0)
+        pp, pc = d.pair_prod, d.pair_cons
+        pu = d.prod[pp]
         diff = x[pc, :] - x[pu, :]
         add(m, c[pp, :] - diff >= 0)
         add(m, c[pp, :] + diff >= 0)
-        cost = cost + d["comm"] @ c
-    params_b = d["params"] @ x
-    return z, x, cost, params_b
+        cost = cost + d.comm @ c
+    params_b = d.params @ x
+    return z, cost, params_b
 
 
-def _memory_terms(m, d: dict, params_b, blocks_in) -> Any:
+def _memory_terms(m: Any, d: MtppData, params_b: Any, blocks_in: list[Any]) -> Any:
     """Overflow of each (super)block holding ``blocks_in[b]`` blocks (constants or exprs)."""
-    M, R, B = d["M"], d["R"], d["B"]
+    M, R, B = d.M, d.R, d.B
     nb = len(params_b)
-    if not math.isfinite(M) or d["params"].sum() + R <= M:
+    if not math.isfinite(M) or d.params.sum() + R <= M:
         return None
-    scale = max(1.0, float(d["params"].sum()))
+    scale = max(1.0, float(d.params.sum()))
     if B is None:
         for b in range(nb):
             add(m, params_b[b] * (1 / scale) - blocks_in[b] * ((M - R) / scale) <= 0)
@@ -159,47 +236,71 @@ def _memory_terms(m, d: dict, params_b, blocks_in) -> Any:
     return o
 
 
-def _build(d: dict, level: str, guess: "int | None", solver, gap, threads, seed, verbose):
+def _superblocks(m: Any, d: MtppData, level: str, guess: int | None, T: Any) -> Any:
+    """``bottleneck`` / ``bottleneck-guess``: prefix P, bottleneck N, suffix S; returns z."""
     import mip
 
-    k = d["k"]
+    k = d.k
+    z, cost, params_b = _blocks_model(m, d, 3)  # P, N, S
+    if level == "bottleneck":
+        kp = m.add_var("kP", var_type=mip.INTEGER, lb=0, ub=k - 1)
+        blocks_in: list[Any] = [kp, 1, (k - 1) - kp]
+    else:
+        assert guess is not None
+        blocks_in = [guess, 1, k - 1 - guess]
+        if blocks_in[0] == 0:  # an empty prefix
+            for v in z[:, 0]:
+                v.ub = 0.0
+        if blocks_in[2] == 0:  # an empty suffix
+            for v in z[:, 1]:
+                v.lb = 1.0
+    o = _memory_terms(m, d, params_b, blocks_in)
+    load = cost + o if o is not None else cost
+    add(m, load[1] - T <= 0)
+    if level == "bottleneck":
+        add(m, load[0] + load[2] - (k - 1) * T <= 0)
+    else:
+        if blocks_in[0]:
+            add(m, load[0] - blocks_in[0] * T <= 0)
+        if blocks_in[2]:
+            add(m, load[2] - blocks_in[2] * T <= 0)
+    return z
+
+
+def _build(d: MtppData, level: str, guess: int | None, solver: str, gap: float | None, threads: int | None,
+           seed: int, verbose: bool) -> tuple[Any, Any]:
+    import mip
+
     m = new_model(f"mtpp_{level}", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
-    T = m.add_var("T", lb=float(d["simple"]) if math.isfinite(d["simple"]) else 0.0)
+    T = m.add_var("T", lb=float(d.simple) if math.isfinite(d.simple) else 0.0)
     if level == "exact":
-        z, x, cost, params_b = _blocks_model(m, d, k)
-        o = _memory_terms(m, d, params_b, [1] * k)
+        z, cost, params_b = _blocks_model(m, d, d.k)
+        o = _memory_terms(m, d, params_b, [1] * d.k)
         load = cost + o if o is not None else cost
         add(m, load - T <= 0)
     else:
-        z, x, cost, params_b = _blocks_model(m, d, 3)  # P, N, S
-        if level == "bottleneck":
-            kp = m.add_var("kP", var_type=mip.INTEGER, lb=0, ub=k - 1)
-            blocks_in = [kp, 1, (k - 1) - kp]
-        else:
-            kp = guess
-            blocks_in = [guess, 1, k - 1 - guess]
-            for b, nbk in ((0, blocks_in[0]), (2, blocks_in[2])):
-                if nbk == 0:  # an empty superblock
-                    for v in (z[:, 0] if b == 0 else z[:, 1]):
-                        if b == 0:
-                            v.ub = 0.0
-                        else:
-                            v.lb = 1.0
-        o = _memory_terms(m, d, params_b, blocks_in)
-        load = cost + o if o is not None else cost
-        add(m, load[1] - T <= 0)
-        if level == "bottleneck":
-            add(m, load[0] + load[2] - (k - 1) * T <= 0)
-        else:
-            if blocks_in[0]:
-                add(m, load[0] - blocks_in[0] * T <= 0)
-            if blocks_in[2]:
-                add(m, load[2] - blocks_in[2] * T <= 0)
+        z = _superblocks(m, d, level, guess, T)
     m.objective = mip.minimize(T)
     return m, z
 
 
-def _solve_one(d, level, guess, time_limit, solver, gap, threads, seed, verbose):
+@dataclass(frozen=True)
+class _Solved:
+    """One MIP solved: its dual bound, status, primal value and (``exact``) blocks."""
+
+    bound: float
+    status: BoundStatus
+    objective: float | None
+    seconds: float
+    build_s: float
+    rows: int
+    cols: int
+    blocks: tuple[tuple[NodeId, ...], ...] | None
+    guess: int | None
+
+
+def _solve_one(d: MtppData, level: str, guess: int | None, time_limit: float | None, solver: str,
+               gap: float | None, threads: int | None, seed: int, verbose: bool) -> _Solved:
     t0 = time.perf_counter()
     m, z = _build(d, level, guess, solver, gap, threads, seed, verbose)
     build = time.perf_counter() - t0
@@ -209,60 +310,33 @@ def _solve_one(d, level, guess, time_limit, solver, gap, threads, seed, verbose)
         zz = np.rint(np.array([[v.x for v in row] for row in z]))
         blk = (zz < 0.5).sum(axis=1)
         used = sorted(set(blk.tolist()))
-        blocks = tuple(tuple(d["ids"][i] for i in range(d["n"]) if blk[i] == b) for b in used)
-    return dict(bound=out.bound, status=out.status, objective=out.objective, seconds=time.perf_counter() - t0,
-                build_s=build, rows=out.rows, cols=out.cols, blocks=blocks, guess=guess)
+        blocks = tuple(tuple(d.ids[i] for i in range(d.n) if blk[i] == b) for b in used)
+    status: BoundStatus = out.status  # type: ignore[assignment]  # the _mip vocabulary
+    return _Solved(bound=out.bound, status=status, objective=out.objective, seconds=time.perf_counter() - t0,
+                   build_s=build, rows=out.rows, cols=out.cols, blocks=blocks, guess=guess)
 
 
-def mtpp_bound(
-    problem: MtppProblem,
-    level: str = "exact",
-    *,
-    time_limit: "float | None" = None,
-    gap: "float | None" = None,
-    threads: "int | None" = None,
-    seed: int = 0,
-    solver: str = "cbc",
-    workers: "int | None" = None,
-    verbose: bool = False,
-) -> BoundResult:
-    """Solve one rung of the ladder and return its proven lower bound.
+def _solve_star(a: tuple[Any, ...]) -> _Solved:
+    return _solve_one(*a)
 
-    Parameters
-    ----------
-    problem : MtppProblem
-    level : {"simple", "bottleneck", "bottleneck-guess", "exact"}
-    time_limit : float, optional
-        Seconds (for ``bottleneck-guess``: the whole level). On expiry the dual bound found so
-        far is returned with status ``"time_limit"``.
-    gap, threads, seed, solver, verbose
-        Solver options (see :func:`stagecut.mip_pipeline.partition_ip`).
-    workers : int, optional
-        Worker processes for ``bottleneck-guess`` (default 1: in this process).
-    """
-    if not isinstance(problem, MtppProblem):
-        raise InvalidGraphError(f"problem: expected an MtppProblem, got {type(problem).__name__}")
-    if level not in LEVELS:
-        raise InvalidGraphError(f"level must be one of {LEVELS}, got {level!r}")
-    check_options(time_limit, gap, threads, seed, solver)
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InvalidGraphError(f"workers must be a positive integer, got {workers!r}")
-    t0 = time.perf_counter()
-    if level == "simple":
-        b = simple_bound(problem)
-        return BoundResult("simple", b, "optimal", time.perf_counter() - t0)
-    d = mtpp_data(problem)
-    k = problem.stages
-    if level in ("exact", "bottleneck") or k == 1:
-        lvl = "exact" if k == 1 else level
-        r = _solve_one(d, lvl, None, time_limit, solver, gap, threads, seed, verbose)
-        return BoundResult(level, r["bound"], r["status"], time.perf_counter() - t0, r["objective"],
-                           r["blocks"] if level == "exact" else None,
-                           dict(rows=r["rows"], cols=r["cols"], build_s=r["build_s"]))
-    # bottleneck-guess: k independent MIPs
-    guesses = list(range(k))
-    per = None if time_limit is None else max(0.5, float(time_limit) / math.ceil(k / (workers or 1)))
-    args = [(d, "bottleneck-guess", i, per, solver, gap, threads, seed, False) for i in guesses]
+
+def _combined_status(statuses: set[BoundStatus]) -> BoundStatus:
+    if statuses == {"optimal"}:
+        return "optimal"
+    if statuses <= {"optimal", "infeasible"}:
+        return "optimal" if "optimal" in statuses else "infeasible"
+    if "time_limit" in statuses:
+        return "time_limit"
+    return "feasible"
+
+
+def _bottleneck_guess(d: MtppData, time_limit: float | None, workers: int | None,
+                      opts: tuple[str, float | None, int | None, int]) -> tuple[float, BoundStatus, list[_Solved]]:
+    """``k`` independent MIPs, one per guessed position of the bottleneck block (in worker
+    processes when ``workers > 1``); the bound is the least of their dual bounds."""
+    solver, gap, threads, seed = opts
+    per = None if time_limit is None else max(0.5, float(time_limit) / math.ceil(d.k / (workers or 1)))
+    args = [(d, "bottleneck-guess", i, per, solver, gap, threads, seed, False) for i in range(d.k)]
     if workers and workers > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -271,19 +345,93 @@ def mtpp_bound(
             results = list(ex.map(_solve_star, args))
     else:
         results = [_solve_star(a) for a in args]
-    bound = min(r["bound"] for r in results)
-    statuses = {r["status"] for r in results}
-    if statuses == {"optimal"}:
-        status = "optimal"
-    elif statuses <= {"optimal", "infeasible"}:
-        status = "optimal" if "optimal" in statuses else "infeasible"
-    elif "time_limit" in statuses:
-        status = "time_limit"
-    else:
-        status = "feasible"
-    per_guess = [dict(guess=r["guess"], bound=r["bound"], status=r["status"], seconds=r["seconds"]) for r in results]
-    return BoundResult(level, bound, status, time.perf_counter() - t0, None, None, dict(guesses=per_guess))
+    return min(r.bound for r in results), _combined_status({r.status for r in results}), results
 
 
-def _solve_star(a):
-    return _solve_one(*a)
+def mtpp_bound(
+    graph: Graph | MtppProblem,
+    *legacy: Any,
+    level: str = "exact",
+    devices: int | None = None,
+    memory: float | None = None,
+    bandwidth: float | None = None,
+    reserved_memory: float | None = None,
+    kind: str | None = None,
+    colocate: bool | None = None,
+    time_limit: float | None = None,
+    gap: float | None = None,
+    threads: int | None = None,
+    seed: int = 0,
+    solver: str = "cbc",
+    workers: int | None = None,
+    verbose: bool = False,
+    stages: int | None = None,
+    fast_memory: float | None = None,
+) -> BoundResult:
+    """Solve one rung of the ladder and return its proven lower bound.
+
+    Parameters
+    ----------
+    graph : Graph or MtppProblem
+        With a Graph, ``devices`` and the memory model (``memory``, ``bandwidth``,
+        ``reserved_memory``), ``kind`` and ``colocate`` make the problem
+        (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
+    level : {"simple", "bottleneck", "bottleneck-guess", "exact"}
+    time_limit : float, optional
+        Seconds (for ``bottleneck-guess``: the whole level). On expiry the dual bound found so
+        far is returned with status ``"time_limit"`` (never the primal value).
+    gap, threads, seed, solver, verbose
+        Solver options (see :func:`stagecut.throughput.ip.partition_ip`).
+    workers : int, optional
+        Worker processes for ``bottleneck-guess`` (default 1: in this process).
+    stages, fast_memory
+        Deprecated names of ``devices`` and ``memory`` (and ``level`` given positionally).
+
+    Returns
+    -------
+    BoundResult
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown level or solver; a bad time limit, gap, thread or worker count, seed or device
+        count; settings given with an MtppProblem.
+    InvalidGraphError
+        ``graph`` is not a Graph or MtppProblem.
+    BackendUnavailableError
+        ``solver="highs"`` without HiGHS installed.
+    SolverError
+        The MIP solver failed.
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0), devices=2)
+    >>> mtpp_bound(p, level="simple").bound, mtpp_bound(p, level="bottleneck").bound > 4.0
+    (4.0, True)
+    """
+    old = positional("mtpp_bound", legacy, ("level",), {})
+    level = old.get("level", level)
+    problem = as_problem(
+        graph, devices=renamed("mtpp_bound", "devices", devices, "stages", stages),
+        memory=renamed("mtpp_bound", "memory", memory, "fast_memory", fast_memory), bandwidth=bandwidth,
+        reserved_memory=reserved_memory, kind=kind, colocate=colocate, where="mtpp_bound")
+    if level not in LEVELS:
+        raise InvalidArgumentError(f"level must be one of {LEVELS}, got {level!r}")
+    check_options(time_limit, gap, threads, seed, solver)
+    if workers is not None:
+        workers = check_int(workers, "workers", minimum=1)
+    t0 = time.perf_counter()
+    if level == "simple":
+        return BoundResult(level="simple", bound=simple_bound(problem), status="optimal",
+                           seconds=time.perf_counter() - t0)
+    d = mtpp_data(problem)
+    if level in ("exact", "bottleneck") or d.k == 1:
+        r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose)
+        return BoundResult(level=level, bound=r.bound, status=r.status, seconds=time.perf_counter() - t0,
+                           objective=r.objective, blocks=r.blocks if level == "exact" else None,
+                           stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s})
+    bound, status, results = _bottleneck_guess(d, time_limit, workers, (solver, gap, threads, seed))
+    guesses = tuple(GuessBound(guess=int(r.guess or 0), bound=r.bound, status=r.status, seconds=r.seconds)
+                    for r in results)
+    return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0, guesses=guesses)

@@ -2,188 +2,302 @@
 
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
 bounds in order (``simple``, ``bottleneck``, ``bottleneck-guess``, ``exact`` by default) within
-one time budget, and reports the best proven lower bound and the per-instance approximation
-ratio ``objective / lower_bound``. Every MIP bound is the solver's dual bound, with its status.
+one time budget, and reports the best proven lower bound (capped by the plan's cost) and the
+per-instance approximation ratio ``objective / lower_bound``. Every MIP bound is the solver's
+dual bound, with its status; a level stopped by the time limit contributes its dual bound,
+never its primal value.
 
 Examples
 --------
 >>> import stagecut as sc
 >>> from stagecut.mtpp.certify import certify
 >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
->>> cert = certify(g, [[0, 1], [2, 3]], stages=2, levels=("simple", "exact"))
->>> cert.objective, cert.lower_bound, cert.ratio
-(5.5, 5.5, 1.0)
+>>> cert = certify(g, [[0, 1], [2, 3]], devices=2, levels=("simple", "exact"))
+>>> cert.objective, cert.lower_bound, cert.ratio, cert.status
+(5.5, 5.5, 1.0, 'optimal')
+>>> [(r.level, r.status) for r in cert.levels]
+[('simple', 'optimal'), ('exact', 'optimal')]
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from stagecut.errors import InvalidGraphError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph, kahn_order
+from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
-from stagecut.mtpp.model import MtppProblem, evaluate
+from stagecut.mtpp.model import MtppProblem, as_problem, evaluate
+from stagecut.results import NodeId, Result, Stage, Status
+from stagecut.validate import check_number
 
 __all__ = ["Certificate", "certify", "plan_blocks"]
 
 
-def _num(x):
-    return x if isinstance(x, (int, float)) and math.isfinite(x) else None
+@dataclass(frozen=True, kw_only=True)
+class Certificate(Result):
+    """The outcome of :func:`certify` (a :class:`~stagecut.results.Result`, ``method="certify"``).
 
-
-@dataclass(frozen=True)
-class Certificate:
-    """The outcome of :func:`certify`.
+    ``objective`` is the certified plan's MTPP cost (evaluator; ``None`` when the plan breaks a
+    hard memory limit), ``stages`` the plan's blocks as scored, ``lower_bound`` the best proven
+    bound over the levels run, capped by the plan's cost (``None`` when no level ran); status
+    ``"optimal"`` when the bound meets the cost, else ``"feasible"``.
 
     Attributes
     ----------
-    objective : float
-        The plan's MTPP cost (evaluator).
-    lower_bound : float
-        The best proven lower bound over the levels run (``-inf`` if none).
-    ratio : float
-        ``objective / lower_bound`` (``inf`` when the bound is 0 or unknown).
-    table : tuple of BoundResult
-        One row per level: bound, status, seconds.
+    levels : tuple of BoundResult
+        One row per level, in the order run: bound, status, seconds (``"skipped"`` rows too).
+    devices : int
+        The device count the plan was certified for.
+    memory, bandwidth, reserved_memory, colocate
+        The memory model and colocation setting of the problem.
+    best_stages : tuple of Stage
+        A cheaper partition found by the ``exact`` MIP (empty when none), scored by the evaluator.
+    best_objective : float, optional
+        Its cost.
     """
 
-    objective: float
-    lower_bound: float
-    ratio: float
-    table: tuple
-    stages: int
-    runtime_s: float
-    best_blocks: "tuple | None" = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    objective_name: ClassVar[str] = "largest block cost (MTPP)"
 
-    def to_json(self) -> dict:
-        return {
-            "objective": _num(self.objective),
-            "lower_bound": _num(self.lower_bound),
-            "ratio": _num(self.ratio),
-            "stages": self.stages,
-            "runtime_s": self.runtime_s,
-            "levels": [
-                {"level": r.level, "bound": _num(r.bound), "status": r.status, "seconds": r.seconds,
-                 "objective": _num(r.objective)}
-                for r in self.table
-            ],
-            "best_blocks": None if self.best_blocks is None else [list(b) for b in self.best_blocks],
-        }
+    method: str = "certify"
+    levels: tuple[BoundResult, ...] = ()
+    devices: int
+    memory: float = math.inf
+    bandwidth: float | None = None
+    reserved_memory: float = 0.0
+    colocate: bool = True
+    best_stages: tuple[Stage, ...] = ()
+    best_objective: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        """``objective / lower_bound``: 1 when proven optimal; ``inf`` when the bound is 0 or unknown."""
+        if self.objective == 0:
+            return 1.0
+        if self.objective is None or self.lower_bound is None or not (0 < self.lower_bound < math.inf):
+            return math.inf
+        return self.objective / self.lower_bound
 
 
-def plan_blocks(graph: Graph, plan: Any) -> list:
-    """Blocks (lists of node ids, in pipeline order) from a SlicePlan, a Plan, a list of blocks,
-    a ``{node: stage}`` mapping or a ``{node: (kind, index)}`` mapping."""
-    if hasattr(plan, "blocks") and not isinstance(plan, Mapping):
-        return [list(b) for b in plan.blocks]
-    if hasattr(plan, "devices") and not isinstance(plan, Mapping):
-        return [list(d.nodes) for d in plan.devices]
+def _ordered_groups(graph: Graph, assignment: Mapping[NodeId, Any]) -> list[list[NodeId]]:
+    """Blocks from ``{node: stage}``, ordered along the quotient DAG."""
+    groups: dict[Hashable, list[NodeId]] = {}
+    for v, s in assignment.items():
+        groups.setdefault(tuple(s) if isinstance(s, (list, tuple)) else s, []).append(v)
+    where = {v: s for s, vs in groups.items() for v in vs}
+    keys = list(groups)
+    succ: dict[Hashable, set[Hashable]] = {s: set() for s in keys}
+    for a, b in graph.edges:
+        if a in where and b in where and where[a] != where[b]:
+            succ[where[a]].add(where[b])
+    order = kahn_order(keys, succ)
+    if len(order) != len(keys):
+        raise InvalidGraphError("the plan's stages form a cycle: it is not a pipeline")
+    return [groups[s] for s in order]
+
+
+def plan_blocks(graph: Graph, plan: Any) -> list[list[NodeId]]:
+    """Blocks (lists of node ids, in pipeline order) from a result (its ``stages``), a list of
+    blocks, the JSON of a result (``{"stages": [{"nodes": ...}, ...]}``) or of an old plan
+    (``{"blocks": ...}``), a ``{node: stage}`` mapping or a ``{node: (kind, index)}`` mapping.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``plan`` is none of these, or a result that holds no partition.
+    InvalidGraphError
+        A mapping whose stages form a cycle.
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> plan_blocks(Graph.chain([1.0, 1.0, 1.0]), {2: "b", 0: "a", 1: "a"})
+    [[0, 1], [2]]
+    """
+    if isinstance(plan, Result):
+        if not plan.stages:
+            raise InvalidArgumentError(f"plan: the {type(plan).__name__} holds no partition (status {plan.status})")
+        return [list(s.nodes) for s in plan.stages]
     if isinstance(plan, Mapping):
-        if "blocks" in plan and isinstance(plan["blocks"], (list, tuple)):
+        if isinstance(plan.get("stages"), (list, tuple)):
+            return [list(s["nodes"]) if isinstance(s, Mapping) else list(s) for s in plan["stages"]]
+        if isinstance(plan.get("blocks"), (list, tuple)):
             return [list(b) for b in plan["blocks"]]
-        groups: dict = {}
-        for v, s in plan.items():
-            groups.setdefault(tuple(s) if isinstance(s, (list, tuple)) else s, []).append(v)
-        # order the groups along the quotient DAG
-        where = {v: s for s, vs in groups.items() for v in vs}
-        keys = list(groups)
-        succ = {s: set() for s in keys}
-        for a, b in graph.edges:
-            if a in where and b in where and where[a] != where[b]:
-                succ[where[a]].add(where[b])
-        order = kahn_order(keys, succ)
-        if len(order) != len(keys):
-            raise InvalidGraphError("the plan's stages form a cycle: it is not a pipeline")
-        return [groups[s] for s in order]
+        return _ordered_groups(graph, plan)
     if isinstance(plan, (list, tuple)):
         return [list(b) for b in plan]
-    raise InvalidGraphError(f"plan: cannot read blocks from a {type(plan).__name__}")
+    raise InvalidArgumentError(f"plan: cannot read blocks from a {type(plan).__name__}")
+
+
+def _check_levels(levels: Sequence[str] | str) -> tuple[str, ...]:
+    out = (levels,) if isinstance(levels, str) else tuple(levels)
+    for lv in out:
+        if lv not in LEVELS:
+            raise InvalidArgumentError(f"level {lv!r} is not one of {LEVELS}")
+    return out
+
+
+def _problem(graph: Graph | MtppProblem, blocks_of: Callable[[Graph], list[list[NodeId]]], devices: int | None,
+             settings: dict[str, Any]) -> tuple[MtppProblem, list[list[NodeId]]]:
+    """The problem (devices default: the graph's accelerators, else the plan's block count) and the blocks."""
+    if isinstance(graph, MtppProblem):
+        return as_problem(graph, devices=devices, **settings, where="certify"), blocks_of(graph.graph)
+    if not isinstance(graph, Graph):
+        raise InvalidGraphError(f"graph: expected a Graph or MtppProblem, got {type(graph).__name__}")
+    blocks = blocks_of(graph)
+    if devices is None:
+        default = graph.defaults.get("accelerators") or len(blocks)
+        devices = max(int(default), len(blocks))
+    return as_problem(graph, devices=devices, **settings, where="certify"), blocks
+
+
+@dataclass
+class _Ladder:
+    """The levels climbed so far: the best bound and a cheaper partition from ``exact``."""
+
+    objective: float
+    best: float = -math.inf
+    better: tuple[tuple[NodeId, ...], ...] | None = None
+
+    def proven(self) -> bool:
+        return math.isfinite(self.best) and self.best >= self.objective * (1 - 1e-9)
+
+    def record(self, r: BoundResult) -> None:
+        if r.status != "skipped":
+            self.best = max(self.best, r.bound)
+        if r.level == "exact" and r.blocks is not None and r.objective is not None and r.objective < self.objective:
+            self.better = r.blocks
+
+
+def _verdict(objective: float, ladder: _Ladder) -> tuple[float | None, float | None, Status]:
+    """``(objective, lower bound, status)``: the bound capped by the plan's cost."""
+    if not math.isfinite(objective):
+        return None, (None if ladder.best == -math.inf else ladder.best), "infeasible"
+    if ladder.best == -math.inf:
+        return objective, None, "feasible"
+    lb = min(ladder.best, objective)
+    return objective, lb, "optimal" if lb >= objective * (1 - 1e-9) else "feasible"
 
 
 def certify(
-    graph: "Graph | MtppProblem",
+    graph: Graph | MtppProblem,
     plan: Any,
     *,
-    stages: "int | None" = None,
-    levels: Sequence[str] = LEVELS,
-    time_limit: "float | None" = 600.0,
-    fast_memory: "float | None" = None,
-    bandwidth: "float | None" = None,
-    reserved_memory: float = 0.0,
-    colocate: bool = True,
+    devices: int | None = None,
+    levels: Sequence[str] | str = LEVELS,
+    time_limit: float | None = 600.0,
+    memory: float | None = None,
+    bandwidth: float | None = None,
+    reserved_memory: float | None = None,
+    kind: str | None = None,
+    colocate: bool | None = None,
     solver: str = "cbc",
-    threads: "int | None" = None,
-    workers: "int | None" = None,
-    gap: "float | None" = None,
+    threads: int | None = None,
+    workers: int | None = None,
+    gap: float | None = None,
     seed: int = 0,
     verbose: bool = False,
     stop_when_proven: bool = True,
-    on_level: "Callable[[BoundResult, float], None] | None" = None,
+    on_level: Callable[[BoundResult, float], None] | None = None,
+    stages: int | None = None,
+    fast_memory: float | None = None,
 ) -> Certificate:
     """Certify an MTPP plan: its cost, the ladder of lower bounds and the ratio.
 
     Parameters
     ----------
     graph : Graph or MtppProblem
-        With a Graph, ``stages`` (default: the graph's ``accelerators``, else the plan's block
-        count) and the memory model (``fast_memory``, ``bandwidth``, ``reserved_memory``) make
-        the :class:`~stagecut.mtpp.MtppProblem`; ``colocate=False`` ignores colocation classes
-        (as for a plan made with ``slice_graph(..., colocate=False)``). With a problem, all of
-        these come from it.
-    plan : SlicePlan, Plan, list of blocks or mapping
+        With a Graph, ``devices`` (default: the graph's ``accelerators``, else the plan's block
+        count) and the memory model (``memory``, ``bandwidth``, ``reserved_memory``), ``kind``
+        and ``colocate`` make the :class:`~stagecut.mtpp.MtppProblem` (``colocate=False``
+        ignores colocation classes, as for a plan made with ``slice_graph(..., colocate=False)``).
+        With a problem, all of these come from it.
+    plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of {"simple", "bottleneck", "bottleneck-guess", "exact"}
         Run in this order.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each level gets what is left; a level with no
         time left is ``"skipped"``.
+    solver, threads, workers, gap, seed, verbose
+        MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool
         Skip the remaining levels once a bound reaches the plan's cost (default).
     on_level : callable, optional
         Called as ``on_level(result, best_bound_so_far)`` after each level (the CLI prints the
         ladder as it climbs).
+    stages, fast_memory
+        Deprecated names of ``devices`` and ``memory``.
+
+    Returns
+    -------
+    Certificate
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown level, a bad time limit or MIP option, a plan that cannot be read, settings
+        given with an MtppProblem.
+    InvalidGraphError
+        The plan is not a valid partition (a node missing or repeated, a split colocation class,
+        a cyclic quotient, more blocks than devices).
+    SolverError, BackendUnavailableError
+        From the MIP solver (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> cert = certify(Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5), [[0], [1, 2, 3]], devices=2)
+    >>> cert.objective, cert.lower_bound, cert.status, cert.best_objective
+    (6.5, 5.5, 'feasible', 5.5)
     """
-    for lv in levels:
-        if lv not in LEVELS:
-            raise InvalidGraphError(f"level {lv!r} is not one of {LEVELS}")
     t0 = time.perf_counter()
-    if isinstance(graph, MtppProblem):
-        problem = graph
-        blocks = plan_blocks(problem.graph, plan)
-    elif isinstance(graph, Graph):
-        blocks = plan_blocks(graph, plan)
-        if stages is None:
-            stages = graph.defaults.get("accelerators") or len(blocks)
-            stages = max(int(stages), len(blocks))
-        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, colocate=colocate)
-    else:
-        raise InvalidGraphError(f"graph: expected a Graph or MtppProblem, got {type(graph).__name__}")
+    todo = _check_levels(levels)
+    if time_limit is not None:
+        check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
+    devices = renamed("certify", "devices", devices, "stages", stages)
+    settings = {"memory": renamed("certify", "memory", memory, "fast_memory", fast_memory), "bandwidth": bandwidth,
+                "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
+    problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
-    objective = ev.objective
-    best = -math.inf
+    ladder = _Ladder(ev.objective)
     table = []
-    best_blocks = None
-    for lv in levels:
+    for lv in todo:
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
-        if stop_when_proven and math.isfinite(best) and best >= objective * (1 - 1e-9):
-            r = BoundResult(lv, -math.inf, "skipped", 0.0, details={"reason": "plan already proven optimal"})
+        if stop_when_proven and ladder.proven():
+            r = BoundResult(level=lv, bound=-math.inf, status="skipped", seconds=0.0,
+                            reason="plan already proven optimal")
         elif left is not None and left <= 0.05:
-            r = BoundResult(lv, -math.inf, "skipped", 0.0, details={"reason": "no time left"})
+            r = BoundResult(level=lv, bound=-math.inf, status="skipped", seconds=0.0, reason="no time left")
         else:
-            r = mtpp_bound(problem, lv, time_limit=left, gap=gap, threads=threads, seed=seed, solver=solver,
+            r = mtpp_bound(problem, level=lv, time_limit=left, gap=gap, threads=threads, seed=seed, solver=solver,
                            workers=workers, verbose=verbose)
-            if r.status in ("optimal", "time_limit", "feasible", "no_solution", "infeasible"):
-                best = max(best, r.bound)
-            if lv == "exact" and r.blocks is not None and r.objective is not None and r.objective < objective:
-                best_blocks = r.blocks
+        ladder.record(r)
         table.append(r)
         if on_level is not None:
-            on_level(r, best)
-    lb = min(best, objective) if math.isfinite(objective) else best
-    ratio = objective / lb if lb > 0 and math.isfinite(lb) else (1.0 if objective == 0 else math.inf)
-    return Certificate(objective=objective, lower_bound=lb, ratio=ratio, table=tuple(table), stages=problem.stages,
-                       runtime_s=time.perf_counter() - t0, best_blocks=best_blocks)
+            on_level(r, ladder.best)
+    return _certificate(problem, ev.stages, ladder, tuple(table), seed, t0)
+
+
+def _certificate(problem: MtppProblem, stages: tuple[Stage, ...], ladder: _Ladder, table: tuple[BoundResult, ...],
+                 seed: int, t0: float) -> Certificate:
+    objective, lb, status = _verdict(ladder.objective, ladder)
+    best = evaluate(problem, ladder.better) if ladder.better is not None else None
+    notes = []
+    if objective is None:
+        notes.append("the plan breaks the hard memory limit (a block costs inf)")
+    if best is not None:
+        notes.append(f"the exact MIP found a cheaper partition (cost {best.objective:.6g}): see best_stages")
+    run = sum(r.status != "skipped" for r in table)
+    return Certificate(
+        objective=objective, status=status, lower_bound=lb, seed=seed, runtime_s=time.perf_counter() - t0,
+        stats={"levels_run": run, "levels_skipped": len(table) - run}, stages=stages, notes=tuple(notes),
+        levels=table, devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
+        reserved_memory=problem.reserved_memory, colocate=problem.colocate,
+        best_stages=best.stages if best is not None else (),
+        best_objective=best.objective if best is not None else None,
+    )

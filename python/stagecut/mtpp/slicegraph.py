@@ -8,241 +8,210 @@ Fenwick tree, or an incremental scan that only touches the segments the DP needs
 is over orders: a vector of node priorities gives an order by Kahn's algorithm (Algorithm 3),
 and random sampling, BRKGA or minimum-linear-arrangement orders explore the priorities
 (Algorithm 2). ``method="dp"`` is the exact optimum over all acyclic partitions (the ideal DP
-with the MTPP block cost) when the graph has few enough ideals.
+with the MTPP block cost, :mod:`stagecut.mtpp.exact`) when the graph has few enough ideals.
+
+The methods (:data:`METHODS`):
+
+``"brkga"``
+    BRKGA (Goncalves and Resende) over node priorities, each decoded by Kahn + SliceGraph.
+``"random"``
+    The best of ``decodes`` random priority vectors (random-T).
+``"mla"``, ``"mla-weighted"``
+    BRKGA on the (tensor-cost weighted) linear-arrangement cost of the order, then SliceGraph
+    on the best order (Appendix C.1).
+``"dp"``
+    The exact optimum (ideal DP; :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals``).
+``"order"``
+    SliceGraph on one order (``order``, or the order ``priorities`` give, or a default
+    topological order).
 
 Examples
 --------
 >>> from stagecut.graph import Graph
 >>> g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
->>> plan = slice_graph(g, stages=2, method="dp")
->>> plan.objective, plan.blocks, plan.status
-(5.5, ((0, 1), (2, 3)), 'optimal')
->>> slice_graph(g, stages=2, method="brkga", seed=0, population=10, generations=5).objective
+>>> plan = slice_graph(g, devices=2, method="dp")
+>>> plan.objective, plan.status, plan.assignment()
+(5.5, 'optimal', {0: 0, 1: 0, 2: 1, 3: 1})
+>>> [(s.device, s.nodes, s.load) for s in plan.stages]
+[('accelerator:0', (0, 1), 5.5), ('accelerator:1', (2, 3), 5.5)]
+>>> slice_graph(g, devices=2, method="brkga", seed=0, population=10, generations=5).objective
 5.5
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import time
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
-from stagecut.errors import InvalidGraphError, StagecutError, TooManyIdealsError
-from stagecut.graph import ACCELERATOR, Graph, kahn_order
-from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
+from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error
+from stagecut.graph import Graph
+from stagecut.mtpp._args import positional, renamed
+from stagecut.mtpp.exact import Relaxation, solve_exact
+from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound
+from stagecut.mtpp.units import CoreArrays, Units
+from stagecut.results import NodeId, Result, Stage, Stat, Status
+from stagecut.validate import check_int, check_number
 
-__all__ = ["SlicePlan", "slice_graph", "METHODS", "mtpp_arrays", "segment_io"]
+__all__ = ["SlicePlan", "slice_graph", "METHODS", "Relaxation", "mtpp_arrays", "segment_io"]
 
+#: The values of ``slice_graph(method=...)``.
 METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order")
+_SEEDED = ("brkga", "random", "mla", "mla-weighted")
+_SEGMENT_COSTS = ("auto", "scan", "fenwick")
+Priorities = Mapping[NodeId, float] | Sequence[float] | npt.NDArray[np.float64]
 
 
-@dataclass(frozen=True)
-class SlicePlan:
-    """A pipeline partition and how it was found.
+@dataclass(frozen=True, kw_only=True)
+class SlicePlan(Result):
+    """A pipeline partition under the MTPP cost model and how it was found (a
+    :class:`~stagecut.results.Result`).
 
     ``objective`` is what the independent evaluator (:func:`stagecut.mtpp.evaluate`) says of
-    ``blocks``; ``lower_bound`` the simple bound of :func:`stagecut.mtpp.lower_bound` (or the
-    optimum itself for ``method="dp"``).
+    ``stages`` (``None`` when no partition was found); ``lower_bound`` the simple bound of
+    :func:`stagecut.mtpp.lower_bound` (the optimum itself for ``method="dp"``). Each stage is a
+    block: device ``"accelerator:i"``, load = block cost, parts ``work`` / ``io`` /
+    ``overflow``, memory = the parameters it holds. ``stats``: ``decodes``, ``units`` (after
+    folding), ``slice_rounds`` (threshold rounds of the slicing DP), ``ideals`` (``"dp"``).
+
+    Attributes
+    ----------
+    devices : int
+        Most blocks allowed (``k``).
+    memory, bandwidth, reserved_memory, colocate
+        The memory model and colocation setting it was solved for (``memory``: ``inf`` when
+        unlimited).
+    order : tuple of node ids
+        The topological order the blocks are cut from (for ``"dp"``: the blocks one after the other).
+    history : tuple of float
+        The best objective after each generation (one value for ``"order"`` and ``"dp"``).
+    exact_by : str, optional
+        For ``"dp"``: how the optimum was proven (``"ideal DP"``, ``"relaxation + repair"``...).
+    relaxation : Relaxation, optional
+        For ``"dp"``: the last round of the leaf relaxation, when one ran.
     """
 
-    objective: float
-    blocks: tuple
-    order: tuple
-    lower_bound: float
-    status: str
-    method: str
-    seed: "int | None"
-    decodes: int
-    history: tuple
-    runtime_s: float
-    stages: int
-    block_costs: tuple = ()
-    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    objective_name: ClassVar[str] = "largest block cost (MTPP)"
 
-    @property
-    def gap(self) -> float:
-        """Relative gap to the lower bound (0 when proven optimal)."""
-        if not math.isfinite(self.objective):
-            return math.inf
-        if self.objective == 0:
-            return 0.0
-        return (self.objective - self.lower_bound) / self.objective
-
-    def assignment(self) -> dict:
-        """``{node id: stage index}``."""
-        return {v: b for b, nodes in enumerate(self.blocks) for v in nodes}
-
-    def to_json(self) -> dict:
-        """A JSON-serialisable dict (``inf`` becomes ``null``)."""
-
-        def num(x):
-            return x if math.isfinite(x) else None
-
-        return {
-            "objective": num(self.objective),
-            "lower_bound": num(self.lower_bound),
-            "gap": num(self.gap),
-            "status": self.status,
-            "method": self.method,
-            "seed": self.seed,
-            "stages": self.stages,
-            "blocks": [list(b) for b in self.blocks],
-            "block_costs": [num(c) for c in self.block_costs],
-            "order": list(self.order),
-            "decodes": self.decodes,
-            "history": [num(h) for h in self.history],
-            "runtime_s": self.runtime_s,
-            "details": dict(self.details),
-        }
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), default=str)
+    devices: int
+    memory: float = math.inf
+    bandwidth: float | None = None
+    reserved_memory: float = 0.0
+    colocate: bool = True
+    order: tuple[NodeId, ...] = ()
+    history: tuple[float, ...] = ()
+    exact_by: str | None = None
+    relaxation: Relaxation | None = None
 
 
-class _Units:
-    """Nodes grouped into units (forced groups, exact free-leaf folding) and the flat arrays
-    of the core."""
+def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False) -> CoreArrays:
+    """The flat arrays the core takes (``work, params, t_cost, t_prod, t_cons_off, t_cons``).
 
-    def __init__(self, problem: MtppProblem, fold_leaves: bool, relax_leaf_params: bool = False,
-                 keep: "frozenset | set" = frozenset(), groups: "list | None" = None) -> None:
-        g = problem.graph
-        n = len(g.nodes)
-        #: :func:`~stagecut.mtpp.forced_groups` (given, or computed here)
-        self.groups = list(groups) if groups is not None else forced_groups(problem)
-        parent = list(self.groups)  # group ids are their own representatives
-        self.relaxed: list = []
-
-        def find(x: int) -> int:
-            while parent[x] != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
-        if fold_leaves:
-            # A group with no work and no parameters whose external edges all come from one
-            # other group (a sink) or all go to one other group (a source) can join that
-            # group's block in some optimal partition: moving it there never raises a block
-            # cost (its tensors stop crossing, or cross where they already did) and never
-            # closes a cycle. Parameters may move along too when memory cannot bind (all
-            # parameters plus the reserved memory fit in fast memory: no block ever overflows
-            # or breaks the limit). Decided on the groups before any fold, so one pass is exact.
-            # With relax_leaf_params, work-free leaves that hold parameters fold as well and
-            # their parameters are dropped (except the groups in ``keep``): a relaxation (costs
-            # only fall), recorded in ``relaxed`` as (group, leaf nodes, neighbour node,
-            # "sink" | "source") for the repair.
-            memory_free = math.fsum(nd.memory for nd in g.nodes) + problem.reserved_memory <= problem.fast_memory
-            grp = list(parent)
-            heavy = {grp[i] for i in range(n) if problem.work(i) != 0}
-            holding = {grp[i] for i in range(n) if g.nodes[i].memory != 0 and not memory_free}
-            heavy |= holding if not relax_leaf_params else holding & set(keep)
-            ins: dict = {}
-            outs: dict = {}
-            for u in range(n):
-                for v in g.succ[u]:
-                    a, b = grp[u], grp[v]
-                    if a != b:
-                        outs.setdefault(a, set()).add(b)
-                        ins.setdefault(b, set()).add(a)
-            leaves: dict = {}
-            for r in sorted(set(grp)):
-                if r in heavy:
-                    continue
-                i_r, o_r = ins.get(r, ()), outs.get(r, ())
-                if not o_r and len(i_r) == 1:
-                    leaves[r] = (next(iter(i_r)), "sink")
-                elif not i_r and len(o_r) == 1:
-                    leaves[r] = (next(iter(o_r)), "source")
-            members: dict = {}
-            for i in range(n):
-                members.setdefault(grp[i], []).append(i)
-            for r, (nb, side) in leaves.items():
-                if r in holding and nb in leaves:
-                    continue  # two leaves of each other: relax neither (the repair needs nb placed)
-                parent[find(r)] = find(nb)
-                if r in holding:
-                    self.relaxed.append((r, members[r], nb, side))
-        dropped = {i for _, nodes, _, _ in self.relaxed for i in nodes}
-        roots = sorted({find(i) for i in range(n)})
-        uid = {r: u for u, r in enumerate(roots)}
-        self.unit_of = [uid[find(i)] for i in range(n)]
-        topo = g.topological_order()
-        rank = {v: r for r, v in enumerate(topo)}
-        members: list = [[] for _ in roots]
-        for i in topo:
-            members[self.unit_of[i]].append(i)
-        self.members = members
-        self.rank = rank
-        nu = len(roots)
-        work = np.zeros(nu)
-        params = np.zeros(nu)
-        for i, node in enumerate(g.nodes):
-            work[self.unit_of[i]] += problem.work(i)
-            if i not in dropped:
-                params[self.unit_of[i]] += node.memory
-        t_cost, t_prod, off, cons = [], [], [0], []
-        for i, node in enumerate(g.nodes):
-            if not g.succ[i]:
-                continue
-            t_cost.append(node.comm)
-            t_prod.append(self.unit_of[i])
-            cons.extend(self.unit_of[j] for j in g.succ[i])
-            off.append(len(cons))
-        self.arrays = (
-            work,
-            params,
-            np.asarray(t_cost, dtype=np.float64),
-            np.asarray(t_prod, dtype=np.int64),
-            np.asarray(off, dtype=np.int64),
-            np.asarray(cons, dtype=np.int64),
-        )
-        self.memory = (
-            float(problem.fast_memory),
-            float(problem.reserved_memory),
-            None if problem.bandwidth is None else float(problem.bandwidth),
-        )
-
-    def expand(self, units: Sequence[int]) -> list:
-        """Original node positions of the units, each unit's members in topological order."""
-        return [i for u in units for i in self.members[u]]
+    >>> from stagecut.graph import Graph
+    >>> work, *_ = mtpp_arrays(MtppProblem(Graph.chain([1.0, 2.0]), devices=2))
+    >>> work.tolist()
+    [1.0, 2.0]
+    """
+    return Units(problem, fold_leaves).arrays
 
 
-def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False):
-    """The flat arrays the core takes (``work, params, t_cost, t_prod, t_cons_off, t_cons``)."""
-    return _Units(problem, fold_leaves).arrays
-
-
-def segment_io(problem: MtppProblem, order: Sequence[Hashable], builder: str = "fenwick") -> np.ndarray:
-    """The ``n x n`` table of tensor costs ``io(l, r)`` of the segments of ``order`` (node ids),
-    by the 2D Fenwick construction of Lemma 4.1 (``builder="fenwick"``) or the naive one."""
-    from stagecut import _core
-
-    g = problem.graph
-    plain = MtppProblem(g, problem.stages, problem.fast_memory, problem.bandwidth, problem.reserved_memory,
-                        problem.kind, colocate=False)
-    units = _Units(plain, fold_leaves=False)
+def _positions(graph: Graph, order: Sequence[NodeId]) -> list[int]:
     pos = []
     for v in order:
-        if v not in g.index:
-            raise InvalidGraphError(f"order: unknown node {v!r}")
-        pos.append(g.index[v])
-    flat = _core.mtpp_segment_io(*units.arrays, np.asarray(pos, dtype=np.int64), builder)
-    n = len(g.nodes)
+        if v not in graph.index:
+            raise InvalidArgumentError(f"order: unknown node {v!r}")
+        pos.append(graph.index[v])
+    return pos
+
+
+def segment_io(problem: Graph | MtppProblem, order: Sequence[NodeId],
+               builder: str = "fenwick") -> npt.NDArray[np.float64]:
+    """The ``n x n`` table of tensor costs ``io(l, r)`` of the segments of ``order`` (node ids),
+    by the 2D Fenwick construction of Lemma 4.1 (``builder="fenwick"``) or the naive one.
+
+    Colocation classes play no part (the table is over nodes).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``order`` is not a topological order of the nodes, or an unknown ``builder``.
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> segment_io(Graph.chain([1.0, 1.0], comm=0.5), [0, 1]).tolist()
+    [[0.5, 0.0], [0.0, 0.5]]
+    """
+    if isinstance(problem, MtppProblem):
+        plain = dataclasses.replace(problem, colocate=False)
+    else:
+        plain = as_problem(problem, devices=1, colocate=False, where="segment_io")
+    units = Units(plain, fold_leaves=False)
+    pos = np.asarray(_positions(plain.graph, order), dtype=np.int64)
+    flat = units.segment_io(pos, builder)
+    n = len(plain.graph.nodes)
     return flat.reshape(n, n)
 
 
-def _warn_cycle_groups(problem: MtppProblem, groups: list) -> None:
+# ------------------------------------------------------------------------------ arguments
+@dataclass(frozen=True)
+class _Options:
+    """The validated search settings."""
+
+    method: str
+    seed: int
+    population: int
+    generations: int
+    decodes: int | None
+    elite: float
+    mutant: float
+    rho: float
+    islands: int
+    max_ideals: int
+    segment_costs: str
+
+
+def _fraction(x: Any, what: str) -> float:
+    v = check_number(x, what, error=InvalidArgumentError)
+    if v > 1.0:
+        raise InvalidArgumentError(f"{what}: {x!r} must lie in [0, 1]")
+    return v
+
+
+def _options(method: Any, seed: Any, population: Any, generations: Any, decodes: Any, elite: Any, mutant: Any,
+             rho: Any, islands: Any, max_ideals: Any, segment_costs: Any) -> _Options:
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method: {method!r} is not one of {', '.join(METHODS)}")
+    e, m = _fraction(elite, "elite"), _fraction(mutant, "mutant")
+    if not (0 < e < 1) or e + m > 1:
+        raise InvalidArgumentError("elite must lie in (0, 1) and elite + mutant must be at most 1")
+    if segment_costs not in _SEGMENT_COSTS:
+        raise InvalidArgumentError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
+    return _Options(
+        method=method,
+        seed=check_int(seed, "seed", maximum=2**64 - 1),
+        population=check_int(population, "population", minimum=2),
+        generations=check_int(generations, "generations"),
+        decodes=None if decodes is None else check_int(decodes, "decodes", minimum=1),
+        elite=e, mutant=m, rho=_fraction(rho, "rho"),
+        islands=check_int(islands, "islands", minimum=1),
+        max_ideals=check_int(max_ideals, "max_ideals", minimum=1),
+        segment_costs=segment_costs,
+    )
+
+
+def _warn_cycle_groups(problem: MtppProblem, groups: list[int]) -> None:
     g = problem.graph
     classes = {nd.colocation if nd.colocation is not None else ("node", i) for i, nd in enumerate(g.nodes)}
     if len(set(groups)) < len(classes):
-        import warnings
-
-        from stagecut.errors import StagecutWarning
-
-        sizes: dict = {}
+        sizes: dict[int, int] = {}
         for grp in groups:
             sizes[grp] = sizes.get(grp, 0) + 1
         big = max(sizes, key=sizes.__getitem__)
@@ -256,403 +225,261 @@ def _warn_cycle_groups(problem: MtppProblem, groups: list) -> None:
         )
 
 
-def _repair(problem: MtppProblem, relaxed: _Units, blocks: list, bound: float, k: int) -> tuple:
-    """Put the relaxation's parameter-holding leaves back into the blocks (node positions)
-    so that no block costs more than ``bound``: ``(blocks in a topological order, None)``, or
-    ``(None, group)`` naming the first leaf that found no room.
-
-    A leaf may go into any block that keeps the quotient acyclic (its neighbour's block; for a
-    sink leaf a block that cannot reach the neighbour's, for a source leaf one the neighbour's
-    cannot reach), or alone into a new block while there are fewer than ``k``. Placing it
-    changes only its own block's cost and its neighbour's (leaves not yet placed count as
-    outside every block, which can only overstate costs). Greedy, largest parameters first,
-    each where the larger of the two changed costs is least."""
-    g = problem.graph
-    n = len(g.nodes)
-    ids = [nd.id for nd in g.nodes]
-    leaf = {i for _, nodes, _, _ in relaxed.relaxed for i in nodes}
-    blocks = [[i for i in b if i not in leaf] for b in blocks]
-
-    def cost(nodes):
-        return block_cost(problem, [ids[i] for i in nodes])
-
-    def quotient():
-        block_of = [-1] * n
-        for b, nodes in enumerate(blocks):
-            for i in nodes:
-                block_of[i] = b
-        succ: list = [set() for _ in blocks]
-        for u in range(n):
-            for v in g.succ[u]:
-                a, c = block_of[u], block_of[v]
-                if a >= 0 and c >= 0 and a != c:
-                    succ[a].add(c)
-        return block_of, succ
-
-    def reach(succ, src):
-        seen, todo = {src}, [src]
-        while todo:
-            for c in succ[todo.pop()]:
-                if c not in seen:
-                    seen.add(c)
-                    todo.append(c)
-        return seen
-
-    limit = bound * (1 + 1e-9) + 1e-12
-    todo = sorted(relaxed.relaxed, key=lambda t: -sum(g.nodes[i].memory for i in t[1]))
-    for r, nodes, nb, side in todo:
-        block_of, succ = quotient()
-        b0 = block_of[nb]
-        if side == "sink":  # edge b0 -> c: c must not reach b0
-            ok = [c for c in range(len(blocks)) if c == b0 or b0 not in reach(succ, c)]
-        else:  # edge c -> b0: b0 must not reach c
-            from_b0 = reach(succ, b0)
-            ok = [c for c in range(len(blocks)) if c == b0 or c not in from_b0]
-        if len(blocks) < k:
-            ok.append(len(blocks))  # a new block of its own
-        best = None
-        for c in ok:
-            trial = (blocks[c] if c < len(blocks) else []) + nodes
-            worst = max(cost(trial), cost(blocks[b0]) if c != b0 else 0.0)
-            if worst <= limit and (best is None or worst < best[0]):
-                best = (worst, c)
-        if best is None:
-            return None, r
-        if best[1] == len(blocks):
-            blocks.append(list(nodes))
-        else:
-            blocks[best[1]] = blocks[best[1]] + nodes
-    # a topological order of the blocks (stable)
-    _, succ = quotient()
-    out = [blocks[b] for b in kahn_order(range(len(blocks)), succ)]
-    return out, None
+# ------------------------------------------------------------------------------ method="order"
+def _order_priorities(graph: Graph, units: Units, order: Sequence[NodeId]) -> dict[str, Any]:
+    """The core's ``order`` (one unit per node) or ``priorities`` (forced groups: Kahn on the
+    groups, each ranked by its earliest node in the order) for a user's order."""
+    pos = _positions(graph, order)
+    seen: set[int] = set()
+    for i in pos:
+        if i in seen:
+            raise InvalidArgumentError(f"order: node {graph.nodes[i].id!r} repeated")
+        seen.add(i)
+    if len(pos) != len(graph.nodes):
+        gone = next(nd.id for j, nd in enumerate(graph.nodes) if j not in seen)
+        raise InvalidArgumentError(f"order: node {gone!r} missing ({len(pos)} of {len(graph.nodes)} nodes given)")
+    at = {i: r for r, i in enumerate(pos)}
+    for u, v in graph.edges:
+        if at[graph.index[u]] > at[graph.index[v]]:
+            raise InvalidArgumentError(f"order: node {v!r} comes before its predecessor {u!r}")
+    unit_pos = np.asarray([units.unit_of[i] for i in pos], dtype=np.int64)
+    if len(units.members) == len(graph.nodes):
+        return {"order": unit_pos}
+    uprio = np.full(len(units.members), np.inf)
+    np.minimum.at(uprio, unit_pos, np.arange(len(pos), dtype=np.float64))
+    return {"priorities": uprio}
 
 
-def _components(u: _Units) -> int:
-    """Weakly connected parts of the unit graph."""
-    _, _, _, t_prod, off, cons = u.arrays
-    parent = list(range(len(u.members)))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for t, p in enumerate(t_prod):
-        for c in cons[off[t]:off[t + 1]]:
-            parent[find(int(c))] = find(int(p))
-    return len({find(x) for x in range(len(parent))})
-
-
-def _exact_dp(u: _Units, k: int, max_ideals: int) -> dict:
-    """The ideal DP on ``u``, pruned by the cost of a quick BRKGA partition (a block that
-    costs more than some known partition is in no better one)."""
-    from stagecut import _core
-
-    decodes = max(20, min(1000, 400_000 // max(1, len(u.members))))  # ~0.1 s whatever the size
-    quick = _core.mtpp_slice(*u.arrays, *u.memory, k, "brkga", seed=0, population=min(50, decodes),
-                             generations=2**62, elite=0.2, mutant=0.1, rho=0.7, max_decodes=decodes,
-                             samples=decodes, islands=1)
-    if math.isfinite(quick["objective"]):
-        upper = quick["objective"] * (1 + 1e-9) + 1e-12
-        out = _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals, upper_bound=upper)
-        if out["objective"] <= upper:  # above it, the bound was below the optimum after all
-            return out
-    return _core.mtpp_exact(*u.arrays, *u.memory, k, max_ideals)
-
-
-def _exact(problem: MtppProblem, units: _Units, fold: bool, k: int, max_ideals: int, details: dict) -> dict:
-    """The exact optimum, as blocks of node positions.
-
-    Work-free leaves that hold parameters cannot be folded exactly when memory binds, and each
-    one can double the number of ideals. So solve the relaxation that drops their parameters
-    (they fold: a lower bound) and put them back: a repaired partition that costs no more than
-    the bound is optimal. When the repair fails, the leaf that found no room is modelled
-    exactly from then on (a tighter relaxation), until the repair succeeds or no leaf is left
-    relaxed (the plain ideal DP on ``units``)."""
-    keep: set = set()
-    bound = None
-    rounds = 0
-
-    def solve(u: _Units) -> dict:
-        try:
-            return _exact_dp(u, k, max_ideals)
-        except TooManyIdealsError as e:
-            if bound is not None:
-                why = (f"the optimum is at least {bound:.6g}, the bound of round {rounds}, which dropped the "
-                       f"parameters of {details['relaxation']['relaxed_leaves']} work-free leaves")
-            else:
-                why = f"raise max_ideals (now {max_ideals})"
-            parts = _components(u)
-            if parts > 1:
-                why += f"; the graph has {parts} unconnected parts, whose ideals multiply"
-                if not problem.colocate and any(nd.colocation is not None for nd in problem.graph.nodes):
-                    why += " (colocate=True keeps each colocation class in one block)"
-            raise TooManyIdealsError(f"{e}: {why}; method='brkga' gives a partition and its lower bound") from None
-
-    while fold:
-        relaxed = _Units(problem, True, relax_leaf_params=True, keep=keep, groups=units.groups)
-        if not relaxed.relaxed:
-            break
-        out = solve(relaxed)
-        rounds += 1
-        bound = out["objective"]
-        details["relaxation"] = {"bound": bound, "ideals": out["ideals"], "relaxed_leaves": len(relaxed.relaxed),
-                                 "rounds": rounds}
-        details["ideals"] = out["ideals"]
-        if not math.isfinite(bound):
-            details["exact_by"] = "relaxation (infeasible even without the leaves' parameters)"
-            return {"objective": math.inf, "blocks": []}
-        fixed, stuck = _repair(problem, relaxed, [relaxed.expand(b) for b in out["blocks"]], bound, k)
-        if fixed is not None:
-            details["exact_by"] = "relaxation + repair"
-            return {"objective": bound, "blocks": fixed}
-        keep.add(stuck)
-    out = solve(units)
-    details["ideals"] = out["ideals"]
-    details["exact_by"] = "ideal DP"
-    return {"objective": out["objective"], "blocks": [units.expand(b) for b in out["blocks"]]}
-
-
-def _int(x, what: str, lo: int = 0) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise InvalidGraphError(f"{what}: {x!r} is not an integer")
-    if x < lo:
-        raise InvalidGraphError(f"{what}: {x} must be at least {lo}")
-    return int(x)
-
-
-def _frac(x, what: str) -> float:
+def _priority_values(graph: Graph, units: Units, priorities: Priorities) -> dict[str, Any]:
+    """The core's unit ``priorities`` (each unit: its smallest node priority)."""
+    if isinstance(priorities, Mapping):
+        missing = [v.id for v in graph.nodes if v.id not in priorities]
+        if missing:
+            raise InvalidArgumentError(f"priorities: no value for node {missing[0]!r}")
+        vals = [priorities[v.id] for v in graph.nodes]
+    else:
+        vals = list(priorities)
+        if len(vals) != len(graph.nodes):
+            raise InvalidArgumentError(f"priorities: expected {len(graph.nodes)} values, got {len(vals)}")
     try:
-        v = float(x)
+        arr = np.asarray(vals, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InvalidGraphError(f"{what}: {x!r} is not a number") from None
-    if not (0.0 <= v <= 1.0):
-        raise InvalidGraphError(f"{what}: {x!r} must lie in [0, 1]")
-    return v
+        raise InvalidArgumentError("priorities: values must be numbers") from None
+    if np.isnan(arr).any():
+        raise InvalidArgumentError("priorities: NaN value")
+    uprio = np.full(len(units.members), np.inf)
+    np.minimum.at(uprio, np.asarray(units.unit_of, dtype=np.int64), arr)
+    return {"priorities": uprio}
+
+
+def _order_kwargs(problem: MtppProblem, units: Units, opts: _Options, order: Sequence[NodeId] | None,
+                  priorities: Priorities | None) -> dict[str, Any]:
+    if opts.method != "order":
+        if order is not None or priorities is not None:
+            raise InvalidArgumentError("order/priorities are only used with method='order'")
+        return {}
+    if order is not None and priorities is not None:
+        raise InvalidArgumentError("give order or priorities, not both")
+    kw: dict[str, Any] = {}
+    if order is not None:
+        kw = _order_priorities(problem.graph, units, order)
+    elif priorities is not None:
+        kw = _priority_values(problem.graph, units, priorities)
+    seg = opts.segment_costs
+    kw["segment_costs"] = ("fenwick" if len(units.members) <= 4096 else "scan") if seg == "auto" else seg
+    return kw
+
+
+# ------------------------------------------------------------------------------ solving
+@dataclass
+class _Found:
+    """A solver's partition before re-scoring: node positions, pipeline order."""
+
+    objective: float
+    blocks: list[list[int]]
+    order: list[int]
+    history: list[float]
+    stats: dict[str, Stat] = field(default_factory=dict)
+    exact_by: str | None = None
+    relaxation: Relaxation | None = None
+
+
+def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any]) -> _Found:
+    """A search over orders (or one order), each cut optimally by SliceGraph, in the core."""
+    budget = opts.decodes if opts.decodes is not None else opts.population * max(opts.generations, 1)
+    out = units.slice(
+        problem.devices, opts.method, seed=opts.seed, population=opts.population,
+        generations=opts.generations if opts.decodes is None else 2**62, elite=opts.elite, mutant=opts.mutant,
+        rho=opts.rho, max_decodes=budget if opts.method != "order" else None, samples=budget,
+        islands=opts.islands, **kw,
+    )
+    return _Found(objective=float(out["objective"]), blocks=[units.expand(b) for b in out["blocks"]],
+                  order=units.expand(out["order"]), history=[float(h) for h in out["history"]],
+                  stats={"decodes": int(out["decodes"]), "slice_rounds": int(out["rounds"])})
+
+
+def _exact(problem: MtppProblem, units: Units, opts: _Options, fold: bool) -> _Found:
+    out = solve_exact(problem, units, fold=fold, max_ideals=opts.max_ideals)
+    return _Found(objective=out.objective, blocks=out.blocks, order=[], history=[out.objective],
+                  stats={"decodes": 0, "ideals": out.ideals}, exact_by=out.exact_by, relaxation=out.relaxation)
+
+
+def _rescore(problem: MtppProblem, found: _Found) -> tuple[Stage, ...]:
+    """The found blocks as stages scored by the evaluator; a disagreement is an internal error."""
+    if not found.blocks:
+        return ()
+    g = problem.graph
+    ev = evaluate(problem, [[g.nodes[i].id for i in b] for b in found.blocks])
+    if not math.isclose(ev.objective, found.objective, rel_tol=1e-6, abs_tol=1e-9):
+        raise internal_error(
+            f"the core computed {found.objective!r} but the evaluator scores its partition {ev.objective!r}: "
+            "floating-point cancellation when costs span many orders of magnitude (e.g. bytes and "
+            "ms mixed); rescale the inputs (e.g. parameters in MB)"
+        )
+    return ev.stages
+
+
+def _status(problem: MtppProblem, method: str,
+            stages: tuple[Stage, ...]) -> tuple[Status, float, float | None, list[str]]:
+    """``(status, lower bound, objective, notes)`` of a partition (``stages``, or none found)."""
+    lb = lower_bound(problem)
+    if not stages:
+        if method == "dp" or not math.isfinite(lb):
+            return "infeasible", math.inf, None, []
+        return "infeasible", lb, None, [
+            "no feasible partition found, but infeasibility is not proven: method='dp' decides it"]
+    objective = max(s.load for s in stages)
+    if not math.isfinite(objective):  # pragma: no cover - the core returns no blocks then
+        raise internal_error(f"a partition of cost {objective!r} was returned as feasible")
+    if method == "dp":
+        return "optimal", objective, objective, []
+    return ("optimal" if objective <= lb * (1 + 1e-12) else "feasible"), lb, objective, []
+
+
+def _plan(problem: MtppProblem, units: Units, opts: _Options, found: _Found, t0: float) -> SlicePlan:
+    stages = _rescore(problem, found)
+    status, lb, objective, notes = _status(problem, opts.method, stages)
+    g = problem.graph
+    positions = [i for b in found.blocks for i in b] if found.blocks else found.order
+    return SlicePlan(
+        objective=objective, status=status, lower_bound=lb, method=opts.method,
+        seed=opts.seed if opts.method in _SEEDED else None, runtime_s=time.perf_counter() - t0,
+        stats={**found.stats, "units": len(units.members)}, stages=stages, notes=tuple(notes),
+        devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
+        reserved_memory=problem.reserved_memory, colocate=problem.colocate,
+        order=tuple(g.nodes[i].id for i in positions), history=tuple(found.history),
+        exact_by=found.exact_by, relaxation=found.relaxation,
+    )
 
 
 def slice_graph(
-    graph: "Graph | MtppProblem",
-    stages: "int | None" = None,
+    graph: Graph | MtppProblem,
+    *legacy: Any,
+    devices: int | None = None,
     method: str = "brkga",
-    *,
     seed: int = 0,
     population: int = 100,
     generations: int = 100,
-    decodes: "int | None" = None,
+    decodes: int | None = None,
     elite: float = 0.2,
     mutant: float = 0.1,
     rho: float = 0.7,
     islands: int = 1,
-    order: "Sequence[Hashable] | None" = None,
-    priorities: "Mapping[Hashable, float] | Sequence[float] | None" = None,
-    fast_memory: "float | None" = None,
-    bandwidth: "float | None" = None,
-    reserved_memory: float = 0.0,
+    order: Sequence[NodeId] | None = None,
+    priorities: Priorities | None = None,
+    memory: float | None = None,
+    bandwidth: float | None = None,
+    reserved_memory: float | None = None,
     segment_costs: str = "auto",
     max_ideals: int = 1_000_000,
     fold_leaves: bool = True,
-    kind: str = ACCELERATOR,
-    colocate: bool = True,
+    kind: str | None = None,
+    colocate: bool | None = None,
+    stages: int | None = None,
+    fast_memory: float | None = None,
 ) -> SlicePlan:
-    """Split ``graph`` into at most ``stages`` pipeline stages minimising the largest MTPP
-    block cost (see :mod:`stagecut.mtpp` for the cost model and units).
+    """Split ``graph`` into at most ``devices`` pipeline stages minimising the largest MTPP
+    block cost (see :mod:`stagecut.mtpp.model` for the cost model and units, and the module
+    docs for the methods).
 
     Parameters
     ----------
     graph : Graph or MtppProblem
-        With a problem, ``stages``, the memory arguments and ``colocate`` come from it.
-    stages : int
-        At most this many blocks (default: ``graph.defaults["accelerators"]``).
+        With a problem, the device count, the memory model, ``kind`` and ``colocate`` come from
+        it (giving them too is an error).
+    devices : int, optional
+        At most this many blocks (default: the graph's ``defaults["accelerators"]``).
     method : {"brkga", "random", "mla", "mla-weighted", "dp", "order"}
-        ``"brkga"``: BRKGA over node priorities, each decoded by Kahn + SliceGraph.
-        ``"random"``: the best of ``decodes`` random priority vectors.
-        ``"mla"`` / ``"mla-weighted"``: BRKGA on the (tensor-cost weighted) linear-arrangement
-        cost of the order, then SliceGraph on the best order.
-        ``"dp"``: the exact optimum (ideal DP; ``TooManyIdealsError`` past ``max_ideals``).
-        ``"order"``: SliceGraph on one order (``order``, or the order ``priorities`` give,
-        or a default topological order).
-    seed, population, generations, elite, mutant, rho
-        BRKGA parameters (Goncalves and Resende): elite and mutant fractions of the
-        population, probability ``rho`` of inheriting a key from the elite parent.
-    islands : int
-        BRKGA / MLA: independent populations sharing the decode budget (best one wins);
-        restarts make the search less likely to settle in one basin.
+    seed, population, generations, elite, mutant, rho : optional
+        BRKGA parameters (Goncalves and Resende): elite and mutant fractions of the population,
+        probability ``rho`` of inheriting a key from the elite parent.
     decodes : int, optional
         Budget of decoded chromosomes (BRKGA and MLA stop there; random samples this many;
         default ``population * generations``).
-    fast_memory, bandwidth, reserved_memory
-        Memory model (bytes; bytes per time unit). ``bandwidth=None``: hard limit.
+    islands : int
+        BRKGA / MLA: independent populations sharing the decode budget (best one wins).
+    order, priorities : optional
+        For ``method="order"``: the order (node ids), or a priority per node (a mapping or a
+        sequence in node order; Kahn takes the smallest first).
+    memory, bandwidth, reserved_memory : float, optional
+        Fast memory per device (bytes; ``None``: unlimited), bytes per time unit for
+        overflowing parameters (``None``: hard limit), memory reserved for activations.
     segment_costs : {"auto", "scan", "fenwick"}
-        For ``method="order"``: the segment costs by incremental scan, or materialized by the
-        2D Fenwick tree (``O(n^2)`` memory; "auto" uses it up to 4096 nodes).
+        For ``"order"``: segment costs by incremental scan, or materialized by the 2D Fenwick
+        tree (``O(n^2)`` memory; ``"auto"`` up to 4096 units).
+    max_ideals : int
+        For ``"dp"``: refuse past this many ideals.
     fold_leaves : bool
         Fold work-free, parameter-free leaves into their only neighbour first (exact).
-    colocate : bool
-        Keep each colocation class (a training graph's forward node and its backward node) in
-        one block (default); ``False`` treats the graph as a plain DAG.
+    kind : str, optional
+        The device kind whose compute time is the work (``"accelerator"``).
+    colocate : bool, optional
+        Keep each colocation class in one block (default ``True``); ``False``: a plain DAG.
+    stages, fast_memory : optional
+        Deprecated names of ``devices`` and ``memory`` (also ``stages`` and ``method`` given
+        positionally), accepted with a :class:`DeprecationWarning` for one release.
 
     Returns
     -------
     SlicePlan
-    """
-    from stagecut import _core
+        Re-scored by :func:`stagecut.mtpp.evaluate`; ``objective`` ``None`` and status
+        ``"infeasible"`` when no partition was found (a note says when that is not proven).
 
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown ``method`` or ``segment_costs``; a bad seed, population, fraction, budget or
+        device count; an ``order`` that is not a topological order; bad ``priorities``;
+        settings given with an MtppProblem.
+    InvalidGraphError
+        ``graph`` is not a graph, or a node cannot run on ``kind``.
+    TooManyIdealsError
+        ``method="dp"`` past ``max_ideals``: the message names the reason (unconnected parts
+        whose ideals multiply, ``colocate=False``, the relaxation's bound) and the alternative.
+    SolverError
+        An internal error (the core and the evaluator disagree); please report it.
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> g = Graph.chain([3.0, 1.0, 2.0], comm=0.5, memory=[4.0, 4.0, 4.0])
+    >>> plan = slice_graph(g, devices=2, method="dp", memory=6.0, bandwidth=2.0)
+    >>> plan.objective, plan.exact_by, [s.nodes for s in plan.stages]
+    (4.5, 'ideal DP', [(0,), (1, 2)])
+    """
     t0 = time.perf_counter()
-    if isinstance(graph, MtppProblem):
-        problem = graph
-    else:
-        problem = MtppProblem(graph, stages, fast_memory, bandwidth, reserved_memory, kind, colocate)
-    g = problem.graph
-    if method not in METHODS:
-        raise InvalidGraphError(f"method: {method!r} is not one of {', '.join(METHODS)}")
-    seed = _int(seed, "seed")
-    if seed >= 2**64:
-        raise InvalidGraphError("seed: must be below 2**64")
-    population = _int(population, "population", 2)
-    generations = _int(generations, "generations")
-    if decodes is not None:
-        decodes = _int(decodes, "decodes", 1)
-    elite, mutant, rho = _frac(elite, "elite"), _frac(mutant, "mutant"), _frac(rho, "rho")
-    if not (0 < elite < 1) or elite + mutant > 1:
-        raise InvalidGraphError("elite must lie in (0, 1) and elite + mutant must be at most 1")
-    max_ideals = _int(max_ideals, "max_ideals", 1)
-    islands = _int(islands, "islands", 1)
-    if segment_costs not in ("auto", "scan", "fenwick"):
-        raise InvalidGraphError(f"segment_costs: {segment_costs!r} is not 'auto', 'scan' or 'fenwick'")
-    units = _Units(problem, fold_leaves and order is None and priorities is None)
+    old = positional("slice_graph", legacy, ("devices", "method"), {"devices": devices})
+    problem = as_problem(
+        graph, devices=renamed("slice_graph", "devices", old.get("devices", devices), "stages", stages),
+        memory=renamed("slice_graph", "memory", memory, "fast_memory", fast_memory),
+        bandwidth=bandwidth, reserved_memory=reserved_memory, kind=kind, colocate=colocate, where="slice_graph")
+    opts = _options(old.get("method", method), seed, population, generations, decodes, elite, mutant, rho, islands,
+                    max_ideals, segment_costs)
+    units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
         _warn_cycle_groups(problem, units.groups)
-    k = problem.stages
-    details: dict = {"units": len(units.members)}
-    if method == "dp":
-        out = _exact(problem, units, fold_leaves, k, max_ideals, details)
-        ublocks = out["blocks"]  # node positions here
-        uorder = []
-        n_dec, hist = 0, [out["objective"]]
+    if opts.method == "dp":
+        found = _exact(problem, units, opts, fold_leaves)
     else:
-        kw: dict = {}
-        if method == "order":
-            if order is not None and priorities is not None:
-                raise InvalidGraphError("give order or priorities, not both")
-            if order is not None:
-                pos = []
-                for v in order:
-                    if v not in g.index:
-                        raise InvalidGraphError(f"order: unknown node {v!r}")
-                    pos.append(g.index[v])
-                seen: set = set()
-                for i in pos:
-                    if i in seen:
-                        raise InvalidGraphError(f"order: node {g.nodes[i].id!r} repeated")
-                    seen.add(i)
-                if len(pos) != len(g.nodes):
-                    gone = next(nd.id for j, nd in enumerate(g.nodes) if j not in seen)
-                    raise InvalidGraphError(f"order: node {gone!r} missing ({len(pos)} of {len(g.nodes)} nodes given)")
-                at = {i: r for r, i in enumerate(pos)}
-                for u, v in g.edges:
-                    if at[g.index[u]] > at[g.index[v]]:
-                        raise InvalidGraphError(f"order: node {v!r} comes before its predecessor {u!r}")
-                if len(units.members) == len(g.nodes):
-                    kw["order"] = np.asarray([units.unit_of[i] for i in pos], dtype=np.int64)
-                else:
-                    # forced groups: Kahn on the groups, each ranked by its earliest node in
-                    # the order (a group's nodes need not be adjacent in it)
-                    uprio = np.full(len(units.members), np.inf)
-                    np.minimum.at(uprio, np.asarray([units.unit_of[i] for i in pos], dtype=np.int64),
-                                  np.arange(len(pos), dtype=np.float64))
-                    kw["priorities"] = uprio
-            elif priorities is not None:
-                if isinstance(priorities, Mapping):
-                    missing = [v.id for v in g.nodes if v.id not in priorities]
-                    if missing:
-                        raise InvalidGraphError(f"priorities: no value for node {missing[0]!r}")
-                    vals = [priorities[v.id] for v in g.nodes]
-                else:
-                    vals = list(priorities)
-                    if len(vals) != len(g.nodes):
-                        raise InvalidGraphError(f"priorities: expected {len(g.nodes)} values, got {len(vals)}")
-                try:
-                    arr = np.asarray(vals, dtype=np.float64)
-                except (TypeError, ValueError):
-                    raise InvalidGraphError("priorities: values must be numbers") from None
-                if np.isnan(arr).any():
-                    raise InvalidGraphError("priorities: NaN value")
-                uprio = np.full(len(units.members), np.inf)
-                np.minimum.at(uprio, np.asarray(units.unit_of, dtype=np.int64), arr)
-                kw["priorities"] = uprio
-            seg = segment_costs
-            if seg == "auto":
-                seg = "fenwick" if len(units.members) <= 4096 else "scan"
-            kw["segment_costs"] = seg
-        elif order is not None or priorities is not None:
-            raise InvalidGraphError("order/priorities are only used with method='order'")
-        budget = decodes if decodes is not None else population * max(generations, 1)
-        out = _core.mtpp_slice(
-            *units.arrays,
-            *units.memory,
-            k,
-            method,
-            seed=seed,
-            population=population,
-            generations=generations if decodes is None else 2**62,
-            elite=elite,
-            mutant=mutant,
-            rho=rho,
-            max_decodes=budget if method != "order" else None,
-            samples=budget,
-            islands=islands,
-            **kw,
-        )
-        ublocks = out["blocks"]
-        uorder = out["order"]
-        n_dec, hist = out["decodes"], out["history"]
-        details["rounds"] = out["rounds"]
-    core_obj = out["objective"]
-    details["core_objective"] = core_obj
-    if ublocks:
-        if method == "dp":  # put each block in a topological order
-            blocks = tuple(tuple(g.nodes[i].id for i in sorted(b, key=units.rank.__getitem__)) for b in ublocks)
-        else:  # contiguous segments of the order
-            blocks = tuple(tuple(g.nodes[i].id for i in units.expand(b)) for b in ublocks)
-        ev = evaluate(problem, blocks)
-        objective, costs = ev.objective, ev.block_costs
-        if not math.isclose(objective, core_obj, rel_tol=1e-6, abs_tol=1e-9):  # pragma: no cover
-            raise StagecutError(
-                f"the core computed {core_obj!r} but the evaluator scores its partition {objective!r}: "
-                "floating-point cancellation when costs span many orders of magnitude (e.g. bytes and "
-                "ms mixed); rescale the inputs (e.g. parameters in MB), or report this with the input"
-            )
-    else:
-        blocks, objective, costs = (), math.inf, ()
-    if blocks:
-        node_order = tuple(v for b in blocks for v in b)
-    else:
-        node_order = tuple(g.nodes[i].id for i in units.expand(uorder)) if uorder else ()
-    lb = lower_bound(problem)
-    if not math.isfinite(objective):
-        status = "infeasible"
-    elif method == "dp":
-        status = "optimal"
-        lb = objective
-    elif objective <= lb * (1 + 1e-12):
-        status = "optimal"
-    else:
-        status = "feasible"
-    return SlicePlan(
-        objective=objective,
-        blocks=blocks,
-        order=node_order,
-        lower_bound=lb,
-        status=status,
-        method=method,
-        seed=seed if method in ("brkga", "random", "mla", "mla-weighted") else None,
-        decodes=int(n_dec),
-        history=tuple(hist),
-        runtime_s=time.perf_counter() - t0,
-        stages=k,
-        block_costs=tuple(costs),
-        details=details,
-    )
+        found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
+    return _plan(problem, units, opts, found, t0)
