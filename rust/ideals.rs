@@ -31,17 +31,19 @@ pub struct Ideals {
 
 impl Ideals {
     /// Enumerate all ideals of `dag`; fails with `TooManyIdeals` as soon as more than
-    /// `max_ideals` are found (so the cost of a refusal is bounded by the limit).
+    /// `max_ideals` are found, or at once when the DAG has `max_ideals` nodes or more (so the
+    /// cost of a refusal is bounded by the limit).
     pub fn enumerate(dag: &Dag, max_ideals: usize) -> CoreResult<Ideals> {
         let n = dag.len();
+        // a DAG on n nodes has at least n + 1 ideals (the prefixes of a topological order)
+        if n >= max_ideals {
+            return Err(CoreError::TooManyIdeals { limit: max_ideals });
+        }
         let words = n.div_ceil(64).max(1);
         let order = dag.topo_order()?;
         let mut rank = vec![0u32; n];
         for (i, &v) in order.iter().enumerate() {
             rank[v] = i as u32;
-        }
-        if max_ideals < 1 {
-            return Err(CoreError::TooManyIdeals { limit: max_ideals });
         }
         let mut bits: Vec<u64> = vec![0; words];
         let mut card: Vec<u32> = vec![0];
@@ -216,5 +218,12 @@ mod tests {
         let d = Dag::from_edges(10, &[]).unwrap();
         let err = Ideals::enumerate(&d, 100).unwrap_err();
         assert_eq!(err, CoreError::TooManyIdeals { limit: 100 });
+        // a chain of n nodes has exactly n + 1 ideals
+        let chain = Dag::from_edges(4, &[(0, 1), (1, 2), (2, 3)]).unwrap();
+        assert_eq!(Ideals::enumerate(&chain, 5).unwrap().len(), 5);
+        assert_eq!(Ideals::enumerate(&chain, 4).unwrap_err(), CoreError::TooManyIdeals { limit: 4 });
+        let empty = Dag::from_edges(0, &[]).unwrap();
+        assert_eq!(Ideals::enumerate(&empty, 1).unwrap().len(), 1);
+        assert!(Ideals::enumerate(&empty, 0).is_err());
     }
 }

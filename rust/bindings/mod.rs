@@ -49,6 +49,10 @@ fn count_ideals(
     dst: PyReadonlyArray1<'_, i64>,
     max_ideals: usize,
 ) -> PyResult<usize> {
+    // n + 1 ideals at least: refuse before allocating anything for n nodes
+    if n >= max_ideals {
+        return Err(CoreError::TooManyIdeals { limit: max_ideals }.into());
+    }
     let edges = pairs(&u32s(&src, "src")?, &u32s(&dst, "dst")?)?;
     let count = py.allow_threads(move || {
         let dag = Dag::from_edges(n, &edges)?;

@@ -381,5 +381,13 @@ mod tests {
             }
         }
         assert!(matches!(plan(&p), Err(CoreError::Cycle { .. })));
+        // 3 nodes have at least 4 upsets
+        let mut p = chain(3, &[1.0, 1.0, 1.0], 2, 10.0);
+        p.max_ideals = 3;
+        assert_eq!(plan(&p).unwrap_err(), CoreError::TooManyIdeals { limit: 3 });
+        p.max_ideals = 4;
+        assert!(plan(&p).is_ok());
+        p.knapsack = Knapsack::Exact { max_nodes: 2 };
+        assert!(plan(&p).is_ok());
     }
 }

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use super::{bad, Knapsack, Problem};
-use crate::error::CoreResult;
+use crate::error::{CoreError, CoreResult};
 use crate::numeric::{is_finite_nonneg, EPS, INF};
 
 /// Per (node, t) summary used by the incremental state and the fast knapsack path.
@@ -156,6 +156,10 @@ fn check_scalars(p: &Problem) -> CoreResult<usize> {
     }
     if !(p.bandwidth.is_finite() && p.bandwidth > 0.0) {
         return Err(bad(format!("bandwidth must be positive and finite, got {}", p.bandwidth)));
+    }
+    if p.n >= p.max_ideals {
+        // n + 1 upsets at least: refuse before allocating anything per node
+        return Err(CoreError::TooManyIdeals { limit: p.max_ideals });
     }
     let smax = p.batch.min(p.devices);
     let cells = p
