@@ -232,12 +232,30 @@ class TrainingPlan(Result):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> TrainingPlan:
-        """Rebuild a plan from :meth:`to_json` (the table too when it was included).
+        """Rebuild a plan from :meth:`to_json` (the ``tps_table`` too when it was included).
+
+        Parameters
+        ----------
+        data : Mapping or str
+            :meth:`to_json`'s dict, or its JSON text.
+
+        Returns
+        -------
+        TrainingPlan
+            Equal to the plan that wrote it (``from_json(p.to_json()) == p``).
 
         Raises
         ------
         InvalidGraphError
-            A field is missing or malformed.
+            A field is missing or malformed, or the JSON is of another result kind.
+
+        Examples
+        --------
+        >>> from stagecut.training import chain_problem, plan_training
+        >>> plan = plan_training(chain_problem([1.0, 2.0], devices=2, memory=1.0, bandwidth=1.0, batch=1))
+        >>> back = TrainingPlan.from_json(plan.to_json(include_table=True))
+        >>> back == plan, back.tps_table.tolist() == plan.tps_table.tolist()
+        (True, True)
         """
         doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
         plan = super().from_json({k: v for k, v in doc.items() if k != "tps_table"})
@@ -252,7 +270,13 @@ class TrainingPlan(Result):
 
     # -- human-readable
     def summary(self) -> str:
-        """The shared summary block, then the settings and what the plan uses."""
+        """The shared summary block (:meth:`stagecut.results.Result.summary`), then the settings
+        and the devices the plan uses.
+
+        Returns
+        -------
+        str
+        """
         net = "" if self.server_size is None else f", {self.server_size} per server at {self.intra_bandwidth:.6g} B/s"
         lines = [super().summary(),
                  f"settings   K={self.devices}, M={self.memory:.6g} B, B={self.bandwidth:.6g} B/s, "
