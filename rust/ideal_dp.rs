@@ -176,7 +176,7 @@ fn blocks_from(ideals: &Ideals, back: &[(u32, u8)], shape: &Shape) -> Vec<Block>
     blocks
 }
 
-/// The worst finite-or-not value of the cells that can take one more accelerator block
+/// The largest value among the cells that can take one more accelerator block
 /// (`f > 0`) and one more CPU block (`c > 0`): a block whose lower bound reaches it cannot
 /// improve the row.
 fn thresholds(shape: &Shape, row: &[f64]) -> (f64, f64) {

@@ -149,13 +149,18 @@ fn checked_consumers(i: usize, t: &Tensor, n: usize) -> CoreResult<Vec<u32>> {
     Ok(cs)
 }
 
+/// A validated MTPP instance over units `0..n` (see the [module docs](crate::mtpp)).
 #[derive(Debug, Clone)]
 pub struct Instance {
     pub n: usize,
+    /// Work and parameter bytes per unit.
     pub work: Vec<f64>,
     pub params: Vec<f64>,
     pub memory: Memory,
+    /// The unit DAG (an edge per producer and consumer of a tensor).
     pub dag: Dag,
+    /// Per tensor (only those with a consumer outside their producer): cost, producing unit,
+    /// and the distinct consuming units (CSR, ascending).
     pub t_cost: Vec<f64>,
     pub t_prod: Vec<u32>,
     pub t_cons_off: Vec<usize>,
@@ -167,7 +172,6 @@ pub struct Instance {
     pub cons_off: Vec<usize>,
     pub cons: Vec<u32>,
 }
-
 
 impl Instance {
     /// Validate and build. Consumers equal to the producer are dropped (internal edges);

@@ -3,7 +3,7 @@
 //! segments form an acyclic quotient).
 //!
 //! `best[j][i]` = least max segment cost of the first `i` units in exactly `j` segments:
-//! `best[j][i] = min_l max(best[j-1][l], cost(l, i-1))`. [`reference`] is the plain
+//! `best[j][i] = min_l max(best[j-1][l], cost(l, i-1))`. [`reference()`] is the plain
 //! `O(n^2 k)` recurrence over any cost function. [`solve`] computes the same optimum faster:
 //! it guesses a threshold `T`, drops every segment whose monotone lower bound (work +
 //! overflow) exceeds `T` (so each column is scanned only as far back as a segment can still

@@ -132,7 +132,6 @@ pub struct MaxLoadState {
     saved: Vec<(f64, f64, f64, u32, u32, f64)>,
 }
 
-
 impl MaxLoadCost {
     /// `members[u]` lists the original nodes of unit `u`; every original node belongs to at
     /// most one unit (nodes in no unit are outside every block, e.g. never placed).

@@ -4,7 +4,7 @@
 //! `(total value, chosen TMPC id per node)`, or `None` when no choice fits.
 //!
 //! These are the generic (from scratch) solvers; the incremental fast path of the common
-//! two-TMPC case lives in [`super::work`].
+//! two-TMPC case lives in `training::work`.
 
 use crate::numeric::{EPS, INF};
 

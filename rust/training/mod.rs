@@ -20,17 +20,17 @@
 //! The DP (Section 4 of the paper) runs over upsets (suffixes of the pipeline): `dp[I][k][s]` is
 //! the best max-TPS for the upset `I` on at most `k` devices with the sum of data-parallel degrees
 //! at most `s` (exactly `s` in exact-batch mode). Sub-upsets `J` of `I` are visited by the
-//! canonical descent of [`Ideals`]; the stage `I \ J` grows one node at a time, its sums are kept
+//! canonical descent of [`Ideals`](crate::ideals::Ideals); the stage `I \ J` grows one node at a time, its sums are kept
 //! incrementally (recomputed from the parent state along the canonical path, so every value is a
 //! function of the stage alone, whatever the traversal or thread split), and the per-stage
 //! knapsack (one TMPC per node under the memory limit) is solved lazily, only for the `(t, d, y)`
 //! that the combine step asks for.
 
 //!
-//! Modules: [`model`] (the validated problem and its per-node summaries), [`knapsack`] (the
-//! per-stage TMPC choice), [`table`] (sparse DP tables), [`work`] (the canonical descent with
-//! the incremental stage sums), [`dp`] (the DP over upsets, [`plan`]) and [`reconstruct`]
-//! (the plan behind the optimum). Python: `stagecut.training` (`_core.piper_plan`).
+//! Modules: `model` (the validated problem and its per-node summaries), [`knapsack`] (the
+//! per-stage TMPC choice), `table` (sparse DP tables), `work` (the canonical descent with the
+//! incremental stage sums), `dp` (the DP over upsets, [`plan`]) and `reconstruct` (the plan
+//! behind the optimum). Python: `stagecut.training` (`_core.piper_plan`).
 
 mod dp;
 pub mod knapsack;
@@ -44,6 +44,7 @@ pub use knapsack::{knapsack_exact, knapsack_greedy};
 
 use crate::error::CoreError;
 
+/// How the per-stage TMPC choice (a multiple-choice knapsack) is solved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Knapsack {
     /// The paper's bang-per-buck greedy (the authors' fast heuristic), with the incremental fast
@@ -59,9 +60,13 @@ pub enum Knapsack {
 #[derive(Debug, Clone)]
 pub struct Tmpc {
     pub node: usize,
+    /// Tensor-parallel degree (the TMPC runs on `t` devices).
     pub t: u32,
+    /// Compute time per sample.
     pub time: f64,
+    /// Parameter bytes (all-reduced across data-parallel replicas).
     pub param: f64,
+    /// Memory per device: `a` per sample in flight plus `b`.
     pub a: f64,
     pub b: f64,
     /// Sync bytes per incoming edge of `node`, in the order of the problem's edge list.
@@ -70,19 +75,27 @@ pub struct Tmpc {
     pub sbw: Vec<f64>,
 }
 
+/// A Piper problem over nodes `0..n` (validated by [`plan`]).
 #[derive(Debug, Clone)]
 pub struct Problem {
     pub n: usize,
     /// `(source, target, communication bytes)`.
     pub edges: Vec<(u32, u32, f64)>,
     pub tmpcs: Vec<Tmpc>,
+    /// Devices `K`.
     pub devices: usize,
+    /// Memory per device `M`.
     pub memory: f64,
+    /// Bandwidth `B` (bytes per time unit).
     pub bandwidth: f64,
+    /// Microbatches per batch `N`; data-parallel degrees divide it.
     pub batch: usize,
+    /// The data-parallel degrees sum to exactly `N` (else at most `N`).
     pub exact_batch: bool,
+    /// Allow data parallelism (`d > 1`).
     pub allow_dp: bool,
     pub knapsack: Knapsack,
+    /// Refuse (`TooManyIdeals`) a DAG with more upsets than this.
     pub max_ideals: usize,
     /// Two-level network: `(devices per server g, intra-server bandwidth)`. Tensor parallelism
     /// stays inside a server (t divides g), the t-way sync bytes move at the intra-server
@@ -91,8 +104,10 @@ pub struct Problem {
     pub server: Option<(usize, f64)>,
 }
 
+/// One stage of a plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StageOut {
+    /// The stage's nodes, ascending.
     pub nodes: Vec<usize>,
     /// Tensor-parallel degree.
     pub t: u32,
@@ -104,6 +119,7 @@ pub struct StageOut {
     pub tps: f64,
 }
 
+/// The result of [`plan`].
 #[derive(Debug, Clone)]
 pub struct PlanOut {
     /// Best time per sample; `INFINITY` when no plan fits in memory.
@@ -114,10 +130,11 @@ pub struct PlanOut {
     /// (exactly `s` in exact-batch mode); `cols = min(N, K) + 1`.
     pub table: Vec<f64>,
     pub cols: usize,
+    /// Upsets of the DAG.
     pub num_ideals: usize,
+    /// Pairs `(I, J)` whose stage was usable for some degree.
     pub pairs_visited: u64,
 }
-
 
 /// An [`CoreError::InvalidInput`] about the problem.
 fn bad(msg: String) -> CoreError {

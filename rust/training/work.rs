@@ -86,7 +86,7 @@ impl Work {
         &self.st[dep * m.nt() + ti]
     }
 
-    /// state[dep] = state[dep - 1] + node u (u not in the stage at dep - 1).
+    /// `state[dep] = state[dep - 1] + u` (`u` not in the stage at `dep - 1`).
     fn push_node(&mut self, m: &Model<'_>, dep: usize, u: usize) {
         let w = m.words;
         let (lo, hi) = self.bits.split_at_mut(dep * w);
