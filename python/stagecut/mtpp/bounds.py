@@ -56,7 +56,7 @@ from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.model import MtppProblem, as_problem, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.results import NodeId, Stat
-from stagecut.validate import check_int
+from stagecut.validate import check_int, check_number
 
 __all__ = ["LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData", "mtpp_bound", "simple_bound",
            "mtpp_data"]
@@ -418,6 +418,9 @@ def mtpp_bound(
         reserved_memory=reserved_memory, kind=kind, colocate=colocate, where="mtpp_bound")
     if level not in LEVELS:
         raise InvalidArgumentError(f"level must be one of {LEVELS}, got {level!r}")
+    for value, what in ((time_limit, "time_limit (seconds)"), (gap, "gap")):
+        if value is not None:
+            check_number(value, what, allow_inf=True, positive=what != "gap", error=InvalidArgumentError)
     check_options(time_limit, gap, threads, seed, solver)
     if workers is not None:
         workers = check_int(workers, "workers", minimum=1)
