@@ -39,7 +39,10 @@ impl Dag {
     /// predecessors and successors are listed in increasing order.
     pub fn from_edges(n: usize, edges: &[(u32, u32)]) -> CoreResult<Dag> {
         if n > u32::MAX as usize {
-            return Err(CoreError::InvalidInput(format!("{n} nodes: at most {} are supported", u32::MAX)));
+            return Err(CoreError::InvalidInput(format!(
+                "{n} nodes: at most {} are supported",
+                u32::MAX
+            )));
         }
         let mut e: Vec<(u32, u32)> = Vec::with_capacity(edges.len());
         for &(a, b) in edges {
@@ -49,7 +52,9 @@ impl Dag {
                 )));
             }
             if a == b {
-                return Err(CoreError::Cycle { cycle: vec![a as usize] });
+                return Err(CoreError::Cycle {
+                    cycle: vec![a as usize],
+                });
             }
             e.push((a, b));
         }
@@ -58,7 +63,13 @@ impl Dag {
         e.dedup();
         let (succ_off, succ) = csr(n, e.iter().map(|&(a, b)| (a as usize, b)));
         let (pred_off, pred) = csr(n, e.iter().map(|&(a, b)| (b as usize, a)));
-        let dag = Dag { n, pred_off, pred, succ_off, succ };
+        let dag = Dag {
+            n,
+            pred_off,
+            pred,
+            succ_off,
+            succ,
+        };
         dag.check_acyclic()?;
         Ok(dag)
     }
@@ -86,8 +97,10 @@ impl Dag {
     /// Kahn's algorithm, smallest index first; `Err(Cycle)` with one cycle if there is one.
     pub fn topo_order(&self) -> CoreResult<Vec<usize>> {
         let mut indeg: Vec<usize> = (0..self.n).map(|v| self.preds(v).len()).collect();
-        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<usize>> =
-            (0..self.n).filter(|&v| indeg[v] == 0).map(std::cmp::Reverse).collect();
+        let mut heap: std::collections::BinaryHeap<std::cmp::Reverse<usize>> = (0..self.n)
+            .filter(|&v| indeg[v] == 0)
+            .map(std::cmp::Reverse)
+            .collect();
         let mut order = Vec::with_capacity(self.n);
         while let Some(std::cmp::Reverse(v)) = heap.pop() {
             order.push(v);

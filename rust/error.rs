@@ -29,7 +29,10 @@ impl fmt::Display for CoreError {
                 write!(f, "the graph has more than {limit} ideals (downsets)")
             }
             CoreError::Internal(msg) => {
-                write!(f, "internal error: {msg}; please report this with the input")
+                write!(
+                    f,
+                    "internal error: {msg}; please report this with the input"
+                )
             }
         }
     }

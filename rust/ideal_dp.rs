@@ -115,7 +115,14 @@ pub fn solve<C: BlockCost>(
             "too many devices: {accelerators} accelerators x {cpus} CPUs"
         )));
     }
-    let shape = Shape { accelerators, cpus, kf, width, prune, upper };
+    let shape = Shape {
+        accelerators,
+        cpus,
+        kf,
+        width,
+        prune,
+        upper,
+    };
     let n_ideals = ideals.len();
     let mut dp = vec![INF; n_ideals * width];
     let mut back: Vec<(u32, u8)> = vec![(0, ACC_SKIP); n_ideals * width];
@@ -142,8 +149,17 @@ pub fn solve<C: BlockCost>(
     }
     let full = ideals.full();
     let objective = dp[full * width + cpus * kf + accelerators];
-    let blocks = if objective.is_finite() { blocks_from(ideals, &back, &shape) } else { Vec::new() };
-    Ok(DpSolution { objective, blocks, ideals: n_ideals, pairs: pairs_total })
+    let blocks = if objective.is_finite() {
+        blocks_from(ideals, &back, &shape)
+    } else {
+        Vec::new()
+    };
+    Ok(DpSolution {
+        objective,
+        blocks,
+        ideals: n_ideals,
+        pairs: pairs_total,
+    })
 }
 
 /// Follow the back-pointers from the full set with every device: the blocks in pipeline order.
@@ -265,7 +281,12 @@ fn row_for<C: BlockCost>(
     let mut brow = vec![(id as u32, ACC_SKIP); width];
     let mut pairs = 0u64;
     let (mut t_acc, mut t_cpu) = (INF, INF);
-    let mut stack = vec![Frame { k: id as u32, r: u32::MAX, next: 0, added: u32::MAX }];
+    let mut stack = vec![Frame {
+        k: id as u32,
+        r: u32::MAX,
+        next: 0,
+        added: u32::MAX,
+    }];
     while let Some(top) = stack.last_mut() {
         let subs = ideals.immediate_subs(top.k as usize);
         while top.next < subs.len() && ideals.rank(subs[top.next].0 as usize) >= top.r {
@@ -296,7 +317,12 @@ fn row_for<C: BlockCost>(
             cost.pop(st, v as usize);
             continue;
         }
-        stack.push(Frame { k: sub, r: ideals.rank(v as usize), next: 0, added: v });
+        stack.push(Frame {
+            k: sub,
+            r: ideals.rank(v as usize),
+            next: 0,
+            added: v,
+        });
     }
     leave_unused(shape, &mut row, &mut brow, id);
     (row, brow, pairs)
@@ -324,7 +350,12 @@ mod tests {
         }
         fn eval(&self, st: &Vec<f64>) -> Costs {
             let s = *st.last().unwrap();
-            Costs { acc: s, cpu: 2.0 * s, acc_lb: s, cpu_lb: 2.0 * s }
+            Costs {
+                acc: s,
+                cpu: 2.0 * s,
+                acc_lb: s,
+                cpu_lb: 2.0 * s,
+            }
         }
     }
 
@@ -349,7 +380,10 @@ mod tests {
             assert!(cpu[0].nodes == vec![0] || cpu[0].nodes == vec![3]);
         }
         // no device at all: infeasible
-        assert_eq!(solve(&ideals, &cost, 0, 0, true, INF).unwrap().objective, INF);
+        assert_eq!(
+            solve(&ideals, &cost, 0, 0, true, INF).unwrap().objective,
+            INF
+        );
         assert!(solve(&ideals, &cost, 1 << 11, 1 << 11, true, INF).is_err());
         assert!(solve(&ideals, &cost, usize::MAX, 1, true, INF).is_err());
     }

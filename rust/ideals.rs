@@ -61,7 +61,11 @@ impl Ideals {
                     if cur[w] & b != 0 {
                         continue;
                     }
-                    if !dag.preds(v).iter().all(|&u| cur[u as usize / 64] >> (u % 64) & 1 == 1) {
+                    if !dag
+                        .preds(v)
+                        .iter()
+                        .all(|&u| cur[u as usize / 64] >> (u % 64) & 1 == 1)
+                    {
                         continue;
                     }
                     scratch.copy_from_slice(cur);
@@ -94,7 +98,15 @@ impl Ideals {
             sub.extend(s);
             sub_off.push(sub.len());
         }
-        Ok(Ideals { n, words, bits, card, rank, sub_off, sub })
+        Ok(Ideals {
+            n,
+            words,
+            bits,
+            card,
+            rank,
+            sub_off,
+            sub,
+        })
     }
 
     /// Number of ideals (including the empty and the full set).
@@ -179,7 +191,11 @@ mod tests {
 
     fn brute_ideals(n: usize, edges: &[(u32, u32)]) -> usize {
         (0u32..1 << n)
-            .filter(|&m| edges.iter().all(|&(a, b)| m >> b & 1 == 0 || m >> a & 1 == 1))
+            .filter(|&m| {
+                edges
+                    .iter()
+                    .all(|&(a, b)| m >> b & 1 == 0 || m >> a & 1 == 1)
+            })
             .count()
     }
 
@@ -221,7 +237,10 @@ mod tests {
         // a chain of n nodes has exactly n + 1 ideals
         let chain = Dag::from_edges(4, &[(0, 1), (1, 2), (2, 3)]).unwrap();
         assert_eq!(Ideals::enumerate(&chain, 5).unwrap().len(), 5);
-        assert_eq!(Ideals::enumerate(&chain, 4).unwrap_err(), CoreError::TooManyIdeals { limit: 4 });
+        assert_eq!(
+            Ideals::enumerate(&chain, 4).unwrap_err(),
+            CoreError::TooManyIdeals { limit: 4 }
+        );
         let empty = Dag::from_edges(0, &[]).unwrap();
         assert_eq!(Ideals::enumerate(&empty, 1).unwrap().len(), 1);
         assert!(Ideals::enumerate(&empty, 0).is_err());

@@ -18,7 +18,10 @@ pub fn is_finite_nonneg(x: f64) -> bool {
 /// `xs` has `n` entries, each finite and non-negative; otherwise an error naming `name[i]`.
 pub fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
     if xs.len() != n {
-        return Err(CoreError::InvalidInput(format!("{name}: expected {n} values, got {}", xs.len())));
+        return Err(CoreError::InvalidInput(format!(
+            "{name}: expected {n} values, got {}",
+            xs.len()
+        )));
     }
     if let Some(i) = xs.iter().position(|&x| !is_finite_nonneg(x)) {
         return Err(CoreError::InvalidInput(format!(

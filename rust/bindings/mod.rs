@@ -26,7 +26,8 @@ pub(crate) fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u3
         .as_slice()?
         .iter()
         .map(|&x| {
-            u32::try_from(x).map_err(|_| CoreError::InvalidInput(format!("{what}: index {x} out of range")))
+            u32::try_from(x)
+                .map_err(|_| CoreError::InvalidInput(format!("{what}: index {x} out of range")))
         })
         .collect::<CoreResult<Vec<u32>>>()?;
     Ok(out)
@@ -35,7 +36,9 @@ pub(crate) fn u32s(a: &PyReadonlyArray1<'_, i64>, what: &str) -> PyResult<Vec<u3
 /// Zip two endpoint arrays into an edge list (they must have the same length).
 pub(crate) fn pairs(src: &[u32], dst: &[u32]) -> CoreResult<Vec<(u32, u32)>> {
     if src.len() != dst.len() {
-        return Err(CoreError::InvalidInput("edge arrays differ in length".into()));
+        return Err(CoreError::InvalidInput(
+            "edge arrays differ in length".into(),
+        ));
     }
     Ok(src.iter().copied().zip(dst.iter().copied()).collect())
 }

@@ -57,7 +57,11 @@ impl RawInstance {
             t_prod: owned(t_prod)?,
             t_cons_off: owned(t_cons_off)?,
             t_cons: owned(t_cons)?,
-            memory: Memory { fast: fast_memory, reserved, bandwidth },
+            memory: Memory {
+                fast: fast_memory,
+                reserved,
+                bandwidth,
+            },
         })
     }
 
@@ -66,7 +70,9 @@ impl RawInstance {
         let n = self.work.len();
         let nt = self.t_cost.len();
         if self.t_prod.len() != nt || self.t_cons_off.len() != nt + 1 {
-            return Err(CoreError::InvalidInput("tensor arrays differ in length".into()));
+            return Err(CoreError::InvalidInput(
+                "tensor arrays differ in length".into(),
+            ));
         }
         if self.t_cons_off[0] != 0
             || self.t_cons_off.windows(2).any(|w| w[0] > w[1])
@@ -136,7 +142,9 @@ enum Method {
     Brkga,
     Random,
     /// BRKGA on the (weighted) linear-arrangement cost, then one SliceGraph.
-    Mla { weighted: bool },
+    Mla {
+        weighted: bool,
+    },
 }
 
 impl Method {
@@ -147,7 +155,9 @@ impl Method {
             "random" => Ok(Method::Random),
             "mla" => Ok(Method::Mla { weighted: false }),
             "mla-weighted" => Ok(Method::Mla { weighted: true }),
-            other => Err(CoreError::InvalidArgument(format!("unknown method {other:?}"))),
+            other => Err(CoreError::InvalidArgument(format!(
+                "unknown method {other:?}"
+            ))),
         }
     }
 }
@@ -169,18 +179,24 @@ impl SegCostKind {
             "fenwick" => Ok(SegCostKind::Fenwick),
             "naive" => Ok(SegCostKind::Naive),
             "reference" => Ok(SegCostKind::Reference),
-            other => {
-                Err(CoreError::InvalidArgument(format!("segment_costs: unknown value {other:?}")))
-            }
+            other => Err(CoreError::InvalidArgument(format!(
+                "segment_costs: unknown value {other:?}"
+            ))),
         }
     }
 }
 
 /// An `n x n` segment table fits in memory (no overflow of the cell count).
 fn check_table_size(n: usize) -> CoreResult<()> {
-    match n.checked_add(1).and_then(|s| s.checked_mul(s)).and_then(|c| c.checked_mul(8)) {
+    match n
+        .checked_add(1)
+        .and_then(|s| s.checked_mul(s))
+        .and_then(|c| c.checked_mul(8))
+    {
         Some(_) => Ok(()),
-        None => Err(CoreError::InvalidArgument(format!("a {n} x {n} segment table is too large"))),
+        None => Err(CoreError::InvalidArgument(format!(
+            "a {n} x {n} segment table is too large"
+        ))),
     }
 }
 
@@ -195,7 +211,12 @@ struct Outcome {
 }
 
 /// SliceGraph on one order with the chosen segment costs.
-fn split_order(inst: &Instance, k: usize, order: Vec<usize>, seg: SegCostKind) -> CoreResult<Outcome> {
+fn split_order(
+    inst: &Instance,
+    k: usize,
+    order: Vec<usize>,
+    seg: SegCostKind,
+) -> CoreResult<Outcome> {
     let ctx = OrderCtx::new(inst, order);
     if seg != SegCostKind::Scan {
         check_table_size(ctx.n())?;
@@ -203,7 +224,11 @@ fn split_order(inst: &Instance, k: usize, order: Vec<usize>, seg: SegCostKind) -
     let split = match seg {
         SegCostKind::Scan => slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), k),
         SegCostKind::Fenwick | SegCostKind::Naive => {
-            let table = if seg == SegCostKind::Fenwick { build_fenwick(&ctx) } else { build_naive(&ctx) };
+            let table = if seg == SegCostKind::Fenwick {
+                build_fenwick(&ctx)
+            } else {
+                build_naive(&ctx)
+            };
             slicegraph::solve(&ctx, &mut TableCosts::new(&table), k)
         }
         SegCostKind::Reference => {
@@ -222,11 +247,21 @@ fn split_order(inst: &Instance, k: usize, order: Vec<usize>, seg: SegCostKind) -
 }
 
 /// A search over orders (`method` other than `Order`), then the split of its best order.
-fn search_orders(inst: &Instance, k: usize, method: Method, bp: &BrkgaParams, islands: usize, samples: u64) -> Outcome {
+fn search_orders(
+    inst: &Instance,
+    k: usize,
+    method: Method,
+    bp: &BrkgaParams,
+    islands: usize,
+    samples: u64,
+) -> Outcome {
     let decode = |c: &[f64], cap: f64| search::decode_capped(inst, c, k, cap);
     let (res, extra) = match method {
         Method::Brkga | Method::Order => (search::brkga_islands(inst.n, bp, islands, decode), 0),
-        Method::Random => (search::random_t(inst.n, samples, bp.population, bp.seed, decode), 0),
+        Method::Random => (
+            search::random_t(inst.n, samples, bp.population, bp.seed, decode),
+            0,
+        ),
         Method::Mla { weighted } => {
             let cost = |c: &[f64], _: f64| search::arrangement_cost(inst, c, weighted);
             (search::brkga_islands(inst.n, bp, islands, cost), 1)
@@ -277,13 +312,29 @@ fn mtpp_slice<'py>(
     segment_costs: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
     let raw = RawInstance::read(
-        &work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, fast_memory, reserved, bandwidth,
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        fast_memory,
+        reserved,
+        bandwidth,
     )?;
     let order = order.map(|o| owned(&o)).transpose()?;
     let prio = priorities.map(|p| owned(&p)).transpose()?;
     let method = Method::parse(method)?;
     let seg = SegCostKind::parse(segment_costs)?;
-    let bp = BrkgaParams { population, generations, elite, mutant, rho, max_decodes, seed };
+    let bp = BrkgaParams {
+        population,
+        generations,
+        elite,
+        mutant,
+        rho,
+        max_decodes,
+        seed,
+    };
     if !(0.0..1.0).contains(&elite)
         || !(0.0..1.0).contains(&mutant)
         || elite + mutant > 1.0
@@ -332,7 +383,15 @@ fn mtpp_exact<'py>(
     upper_bound: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let raw = RawInstance::read(
-        &work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, fast_memory, reserved, bandwidth,
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        fast_memory,
+        reserved,
+        bandwidth,
     )?;
     let upper = upper_bound.unwrap_or(f64::INFINITY);
     if upper.is_nan() {
@@ -367,7 +426,15 @@ fn mtpp_segment_io<'py>(
     builder: &str,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let raw = RawInstance::read(
-        &work, &params, &t_cost, &t_prod, &t_cons_off, &t_cons, f64::INFINITY, 0.0, None,
+        &work,
+        &params,
+        &t_cost,
+        &t_prod,
+        &t_cons_off,
+        &t_cons,
+        f64::INFINITY,
+        0.0,
+        None,
     )?;
     let order = owned(&order)?;
     let naive = match builder {
@@ -382,7 +449,11 @@ fn mtpp_segment_io<'py>(
         let inst = raw.build()?;
         let ctx = OrderCtx::new(&inst, read_order(&inst, Some(order), None)?);
         check_table_size(ctx.n())?;
-        Ok(if naive { build_naive(&ctx).io } else { build_fenwick(&ctx).io })
+        Ok(if naive {
+            build_naive(&ctx).io
+        } else {
+            build_fenwick(&ctx).io
+        })
     })?;
     Ok(io.into_pyarray(py))
 }

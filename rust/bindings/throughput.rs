@@ -17,9 +17,13 @@ fn unit_members(n_units: usize, off: &[u32], flat: &[u32]) -> CoreResult<Vec<Vec
         || off.windows(2).any(|w| w[0] > w[1])
         || off[n_units] as usize > flat.len()
     {
-        return Err(CoreError::InvalidInput("members_off is not a valid CSR offset array".into()));
+        return Err(CoreError::InvalidInput(
+            "members_off is not a valid CSR offset array".into(),
+        ));
     }
-    Ok((0..n_units).map(|u| flat[off[u] as usize..off[u + 1] as usize].to_vec()).collect())
+    Ok((0..n_units)
+        .map(|u| flat[off[u] as usize..off[u + 1] as usize].to_vec())
+        .collect())
 }
 
 /// Exact max-load DP over the ideals of the unit DAG. See `stagecut.throughput`.
@@ -64,18 +68,31 @@ fn max_load_dp<'py>(
         edges: pairs(&u32s(&edge_src, "edge_src")?, &u32s(&edge_dst, "edge_dst")?)?,
     };
     let unit_edges = pairs(&u32s(&unit_src, "unit_src")?, &u32s(&unit_dst, "unit_dst")?)?;
-    let unit_members =
-        unit_members(n_units, &u32s(&members_off, "members_off")?, &u32s(&members, "members")?)?;
+    let unit_members = unit_members(
+        n_units,
+        &u32s(&members_off, "members_off")?,
+        &u32s(&members, "members")?,
+    )?;
     let sol = py.allow_threads(move || {
         let dag = Dag::from_edges(n_units, &unit_edges)?;
         let cost = MaxLoadCost::new(&orig, &unit_members, acc_memory, cpu_memory)?;
         let ideals = Ideals::enumerate(&dag, max_ideals)?;
-        solve(&ideals, &cost, accelerators, cpus, prune, upper_bound.unwrap_or(f64::INFINITY))
+        solve(
+            &ideals,
+            &cost,
+            accelerators,
+            cpus,
+            prune,
+            upper_bound.unwrap_or(f64::INFINITY),
+        )
     })?;
     let out = PyDict::new(py);
     out.set_item("objective", sol.objective)?;
-    let blocks: Vec<(bool, Vec<usize>)> =
-        sol.blocks.into_iter().map(|b| (b.accelerator, b.nodes)).collect();
+    let blocks: Vec<(bool, Vec<usize>)> = sol
+        .blocks
+        .into_iter()
+        .map(|b| (b.accelerator, b.nodes))
+        .collect();
     out.set_item("blocks", blocks)?;
     out.set_item("ideals", sol.ideals)?;
     out.set_item("pairs", sol.pairs)?;

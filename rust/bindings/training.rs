@@ -20,8 +20,16 @@ fn read_edges(n: usize, es: &[i64], ed: &[i64], ec: &[f64]) -> CoreResult<Vec<(u
     let mut edges = Vec::with_capacity(es.len());
     for i in 0..es.len() {
         let (a, b) = (es[i], ed[i]);
-        if a < 0 || b < 0 || a as u64 >= n as u64 || b as u64 >= n as u64 || a > u32::MAX as i64 || b > u32::MAX as i64 {
-            return Err(bad(format!("edge {i} ({a} -> {b}) has an endpoint outside 0..{n}")));
+        if a < 0
+            || b < 0
+            || a as u64 >= n as u64
+            || b as u64 >= n as u64
+            || a > u32::MAX as i64
+            || b > u32::MAX as i64
+        {
+            return Err(bad(format!(
+                "edge {i} ({a} -> {b}) has an endpoint outside 0..{n}"
+            )));
         }
         edges.push((a as u32, b as u32, ec[i]));
     }
@@ -55,9 +63,15 @@ impl TmpcArrays {
     /// Check the lengths, the node indices (`< n`) and degrees, and the sync offsets.
     fn into_tmpcs(self, n: usize) -> CoreResult<Vec<Tmpc>> {
         let m = self.node.len();
-        if [self.t.len(), self.time.len(), self.param.len(), self.a.len(), self.b.len()]
-            .iter()
-            .any(|&l| l != m)
+        if [
+            self.t.len(),
+            self.time.len(),
+            self.param.len(),
+            self.a.len(),
+            self.b.len(),
+        ]
+        .iter()
+        .any(|&l| l != m)
             || self.sfw_off.len() != m + 1
             || self.sbw_off.len() != m + 1
         {
@@ -71,9 +85,10 @@ impl TmpcArrays {
                     "TMPC {i}: bad node {node} or tensor-parallel degree {t}"
                 )));
             }
-            let (Some(sfw), Some(sbw)) =
-                (csr_row(&self.sfw_off, &self.sfw, i), csr_row(&self.sbw_off, &self.sbw, i))
-            else {
+            let (Some(sfw), Some(sbw)) = (
+                csr_row(&self.sfw_off, &self.sfw, i),
+                csr_row(&self.sbw_off, &self.sbw, i),
+            ) else {
                 return Err(bad(format!("TMPC {i}: bad sync offsets")));
             };
             tmpcs.push(Tmpc {
@@ -95,8 +110,12 @@ fn parse_knapsack(knapsack: &str, exact_max_nodes: usize) -> CoreResult<Knapsack
     match knapsack {
         "heuristic" => Ok(Knapsack::Heuristic),
         "generic" => Ok(Knapsack::GenericHeuristic),
-        "exact" => Ok(Knapsack::Exact { max_nodes: exact_max_nodes }),
-        other => Err(CoreError::InvalidArgument(format!("unknown knapsack mode {other:?}"))),
+        "exact" => Ok(Knapsack::Exact {
+            max_nodes: exact_max_nodes,
+        }),
+        other => Err(CoreError::InvalidArgument(format!(
+            "unknown knapsack mode {other:?}"
+        ))),
     }
 }
 
@@ -157,7 +176,12 @@ fn piper_plan<'py>(
     server_size: Option<usize>,
     intra_bandwidth: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let edges = read_edges(n, &owned(&edge_src)?, &owned(&edge_dst)?, &owned(&edge_comm)?)?;
+    let edges = read_edges(
+        n,
+        &owned(&edge_src)?,
+        &owned(&edge_dst)?,
+        &owned(&edge_comm)?,
+    )?;
     let tmpcs = TmpcArrays {
         node: owned(&tm_node)?,
         t: owned(&tm_t)?,

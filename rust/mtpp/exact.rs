@@ -5,8 +5,8 @@
 use super::Instance;
 use crate::dag::Dag;
 use crate::error::CoreResult;
-use crate::ideals::Ideals;
 use crate::ideal_dp::{self, BlockCost, Costs};
+use crate::ideals::Ideals;
 use crate::numeric::INF;
 
 /// MTPP block cost kept incrementally (tensor-once counters, like `MaxLoadCost`).
@@ -145,12 +145,12 @@ pub fn quotient_is_acyclic(inst: &Instance, block_of: &[usize], nblocks: usize) 
 
 #[cfg(test)]
 mod tests {
-    use crate::mtpp::slicegraph::{self, ScanCosts};
+    use super::*;
     use crate::mtpp::kahn::kahn;
     use crate::mtpp::rng::Rng;
+    use crate::mtpp::slicegraph::{self, ScanCosts};
     use crate::mtpp::tests_common::random_instance;
     use crate::mtpp::{Memory, OrderCtx};
-    use super::*;
 
     /// Every assignment of units to at most k blocks with an acyclic quotient.
     fn brute(inst: &Instance, k: usize) -> f64 {
@@ -210,7 +210,10 @@ mod tests {
                         let tight = solve(&inst, k, 1 << 20, prune, want).unwrap();
                         assert_eq!(tight.objective, want, "trial {trial} k {k} upper");
                         let low = solve(&inst, k, 1 << 20, prune, want * 0.7).unwrap();
-                        assert!(low.objective > want * 0.7 || want == 0.0, "trial {trial} k {k} low");
+                        assert!(
+                            low.objective > want * 0.7 || want == 0.0,
+                            "trial {trial} k {k} low"
+                        );
                     }
                 }
                 let sol = solve(&inst, k, 1 << 20, true, INF).unwrap();

@@ -194,10 +194,10 @@ pub fn build_naive(ctx: &OrderCtx<'_>) -> SegTable {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::mtpp::kahn::kahn;
     use crate::mtpp::rng::Rng;
     use crate::mtpp::tests_common::random_instance;
-    use super::*;
 
     #[test]
     fn fenwick_point_and_materialize() {

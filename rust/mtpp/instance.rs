@@ -303,4 +303,3 @@ impl Instance {
         Ok(pos)
     }
 }
-

@@ -45,9 +45,9 @@ pub fn kahn(inst: &Instance, prio: &[f64]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::mtpp::rng::Rng;
     use crate::mtpp::tests_common::random_instance;
-    use super::*;
 
     #[test]
     fn kahn_gives_topological_orders_and_respects_priorities() {

@@ -58,4 +58,3 @@ impl<'a> OrderCtx<'a> {
         (self.pw[r + 1] - self.pw[l]) + self.inst.memory.overflow(self.pp[r + 1] - self.pp[l])
     }
 }
-

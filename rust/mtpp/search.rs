@@ -16,9 +16,9 @@
 
 use rayon::prelude::*;
 
-use super::slicegraph::{self, ScanCosts, Split};
 use super::kahn::kahn;
 use super::rng::{splitmix64, Rng};
+use super::slicegraph::{self, ScanCosts, Split};
 use super::{Instance, OrderCtx};
 use crate::numeric::INF;
 
@@ -276,9 +276,9 @@ pub fn arrangement_cost(inst: &Instance, keys: &[f64], weighted: bool) -> f64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use crate::mtpp::exact;
     use crate::mtpp::tests_common::random_instance;
-    use super::*;
 
     #[test]
     fn heuristics_are_at_least_the_optimum_and_seeded() {
@@ -286,7 +286,9 @@ mod tests {
         for trial in 0..12 {
             let inst = random_instance(&mut rng, 5 + trial, 0.3, trial % 2 == 0);
             let k = 2 + trial % 3;
-            let opt = exact::solve(&inst, k, 1 << 22, true, f64::INFINITY).unwrap().objective;
+            let opt = exact::solve(&inst, k, 1 << 22, true, f64::INFINITY)
+                .unwrap()
+                .objective;
             let params = BrkgaParams {
                 population: 20,
                 generations: 10,

@@ -74,7 +74,9 @@ impl UnitSums {
             for &o in ms {
                 let oi = o as usize;
                 if oi >= n {
-                    return Err(CoreError::InvalidInput(format!("unit {u}: member {o} out of range")));
+                    return Err(CoreError::InvalidInput(format!(
+                        "unit {u}: member {o} out of range"
+                    )));
                 }
                 if owner[oi] != u32::MAX {
                     return Err(CoreError::InvalidInput(format!("node {o} is in two units")));
@@ -104,7 +106,9 @@ fn original_preds(edges: &[(u32, u32)], n: usize) -> CoreResult<(Vec<u32>, Vec<u
     let mut e: Vec<(u32, u32)> = edges.to_vec();
     for &(a, b) in &e {
         if a as usize >= n || b as usize >= n || a == b {
-            return Err(CoreError::InvalidInput(format!("bad original edge ({a}, {b})")));
+            return Err(CoreError::InvalidInput(format!(
+                "bad original edge ({a}, {b})"
+            )));
         }
     }
     e.sort_unstable();
@@ -147,7 +151,9 @@ impl MaxLoadCost {
         check_values("size", &orig.size, n)?;
         check_values("comm", &orig.comm, n)?;
         if orig.acc_ok.len() != n || orig.cpu_ok.len() != n {
-            return Err(CoreError::InvalidInput("acc_ok/cpu_ok: wrong length".into()));
+            return Err(CoreError::InvalidInput(
+                "acc_ok/cpu_ok: wrong length".into(),
+            ));
         }
         if acc_memory.is_nan() || cpu_memory.is_nan() {
             return Err(CoreError::InvalidInput("memory limit is NaN".into()));
@@ -177,7 +183,11 @@ impl MaxLoadCost {
 
     #[inline]
     fn contrib(&self, st: &MaxLoadState, u: usize) -> f64 {
-        let crossing = if st.in_block[u] { st.cnt[u] < self.outdeg[u] } else { st.cnt[u] > 0 };
+        let crossing = if st.in_block[u] {
+            st.cnt[u] < self.outdeg[u]
+        } else {
+            st.cnt[u] > 0
+        };
         if crossing {
             self.comm[u]
         } else {
@@ -195,11 +205,16 @@ impl BlockCost for MaxLoadCost {
 
     fn new_state(&self) -> MaxLoadState {
         let n = self.comm.len();
-        MaxLoadState { in_block: vec![false; n], cnt: vec![0; n], ..Default::default() }
+        MaxLoadState {
+            in_block: vec![false; n],
+            cnt: vec![0; n],
+            ..Default::default()
+        }
     }
 
     fn push(&self, st: &mut MaxLoadState, v: usize) {
-        st.saved.push((st.acc, st.cpu, st.size, st.bad_acc, st.bad_cpu, st.comm));
+        st.saved
+            .push((st.acc, st.cpu, st.size, st.bad_acc, st.bad_cpu, st.comm));
         st.acc += self.unit_acc[v];
         st.cpu += self.unit_cpu[v];
         st.size += self.unit_size[v];
@@ -272,13 +287,7 @@ mod tests {
         let members: Vec<Vec<u32>> = (0..n as u32).map(|v| vec![v]).collect();
         let cost = MaxLoadCost::new(orig, &members, mem, INF).unwrap();
         // all chains of ideals: recursive over (ideal, accs left, cpus left)
-        fn rec(
-            ideals: &Ideals,
-            cost: &MaxLoadCost,
-            id: usize,
-            k: usize,
-            l: usize,
-        ) -> f64 {
+        fn rec(ideals: &Ideals, cost: &MaxLoadCost, id: usize, k: usize, l: usize) -> f64 {
             if id == 0 {
                 return 0.0;
             }
@@ -289,8 +298,9 @@ mod tests {
                     continue;
                 }
                 let mut st = cost.new_state();
-                let block: Vec<usize> =
-                    (0..n).filter(|&v| ideals.contains(id, v) && !ideals.contains(j, v)).collect();
+                let block: Vec<usize> = (0..n)
+                    .filter(|&v| ideals.contains(id, v) && !ideals.contains(j, v))
+                    .collect();
                 for &v in &block {
                     cost.push(&mut st, v);
                 }
@@ -308,7 +318,9 @@ mod tests {
     }
 
     fn lcg(seed: &mut u64) -> f64 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((*seed >> 33) as f64) / (1u64 << 31) as f64
     }
 
@@ -351,10 +363,14 @@ mod tests {
                     assert_eq!(tight.objective, want, "trial {trial} prune {prune} upper");
                     // a bound below the optimum never yields a result at or below it
                     let low = solve(&ideals, &cost, k, l, prune, want * 0.7).unwrap();
-                    assert!(low.objective > want * 0.7 || want == 0.0, "trial {trial} low bound");
+                    assert!(
+                        low.objective > want * 0.7 || want == 0.0,
+                        "trial {trial} low bound"
+                    );
                 }
                 if want.is_finite() {
-                    let mut all: Vec<usize> = sol.blocks.iter().flat_map(|b| b.nodes.clone()).collect();
+                    let mut all: Vec<usize> =
+                        sol.blocks.iter().flat_map(|b| b.nodes.clone()).collect();
                     all.sort();
                     assert_eq!(all, (0..n).collect::<Vec<_>>());
                     let accs = sol.blocks.iter().filter(|b| b.accelerator).count();

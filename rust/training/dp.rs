@@ -46,7 +46,12 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
             start = end;
         }
     }
-    let Run { tables, mut final_dense, pairs, .. } = run;
+    let Run {
+        tables,
+        mut final_dense,
+        pairs,
+        ..
+    } = run;
     if final_dense.is_empty() {
         final_dense = vec![INF; cells];
     }
@@ -151,7 +156,10 @@ impl<'r, 'a> Run<'r, 'a> {
     }
 
     fn recycle(&self, dense: Vec<f64>) {
-        self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(dense);
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dense);
     }
 
     /// The tables of ideals `start..end` (all of one level, whose subs are all done).

@@ -77,7 +77,15 @@ impl<'a> Model<'a> {
     }
 
     /// Stage TPS from its sums: compute time, boundary bytes (edge part, sync part), params.
-    pub(super) fn stage_value(&self, ti: usize, d: usize, time: f64, e_c: f64, e_s: f64, w: f64) -> f64 {
+    pub(super) fn stage_value(
+        &self,
+        ti: usize,
+        d: usize,
+        time: f64,
+        e_c: f64,
+        e_s: f64,
+        w: f64,
+    ) -> f64 {
         let p = self.p;
         let df = d as f64;
         let ar = 4.0 * (df - 1.0) * w / df / p.batch as f64;
@@ -143,7 +151,11 @@ fn check_scalars(p: &Problem) -> CoreResult<usize> {
         return Err(bad("the problem has no nodes".into()));
     }
     if p.n > u32::MAX as usize {
-        return Err(bad(format!("{} nodes: at most {} are supported", p.n, u32::MAX)));
+        return Err(bad(format!(
+            "{} nodes: at most {} are supported",
+            p.n,
+            u32::MAX
+        )));
     }
     if p.devices == 0 {
         return Err(bad("devices must be at least 1".into()));
@@ -152,14 +164,22 @@ fn check_scalars(p: &Problem) -> CoreResult<usize> {
         return Err(bad("batch (mbsInBatch) must be at least 1".into()));
     }
     if !(p.memory.is_finite() && p.memory > 0.0) {
-        return Err(bad(format!("memory must be positive and finite, got {}", p.memory)));
+        return Err(bad(format!(
+            "memory must be positive and finite, got {}",
+            p.memory
+        )));
     }
     if !(p.bandwidth.is_finite() && p.bandwidth > 0.0) {
-        return Err(bad(format!("bandwidth must be positive and finite, got {}", p.bandwidth)));
+        return Err(bad(format!(
+            "bandwidth must be positive and finite, got {}",
+            p.bandwidth
+        )));
     }
     if p.n >= p.max_ideals {
         // n + 1 upsets at least: refuse before allocating anything per node
-        return Err(CoreError::TooManyIdeals { limit: p.max_ideals });
+        return Err(CoreError::TooManyIdeals {
+            limit: p.max_ideals,
+        });
     }
     let smax = p.batch.min(p.devices);
     let cells = p
@@ -233,7 +253,10 @@ fn tmpc_options(p: &Problem, ts: &[u32], edges: &EdgeLists) -> CoreResult<Vec<Ve
     let mut opts = vec![Vec::new(); n * nt];
     for (i, x) in p.tmpcs.iter().enumerate() {
         if x.node >= n {
-            return Err(bad(format!("TMPC {i} refers to node {} outside 0..{n}", x.node)));
+            return Err(bad(format!(
+                "TMPC {i} refers to node {} outside 0..{n}",
+                x.node
+            )));
         }
         if x.t == 0 {
             return Err(bad(format!("node {}: tensor-parallel degree 0", x.node)));
@@ -257,7 +280,11 @@ fn tmpc_options(p: &Problem, ts: &[u32], edges: &EdgeLists) -> CoreResult<Vec<Ve
                 x.node, x.t
             )));
         }
-        if x.sfw.iter().chain(x.sbw.iter()).any(|&s| !is_finite_nonneg(s)) {
+        if x.sfw
+            .iter()
+            .chain(x.sbw.iter())
+            .any(|&s| !is_finite_nonneg(s))
+        {
             return Err(bad(format!(
                 "node {}, t={}: a sync cost is negative or not finite",
                 x.node, x.t

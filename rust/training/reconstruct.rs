@@ -35,7 +35,9 @@ pub(super) fn reconstruct(
             k -= 1;
         }
         let Some((j, st)) = last_stage(m, ids, tables, &mut w, i, k, s, v)? else {
-            return Err(CoreError::Internal("Piper plan reconstruction failed".into()));
+            return Err(CoreError::Internal(
+                "Piper plan reconstruction failed".into(),
+            ));
         };
         k -= st.t as usize * st.d as usize;
         s -= st.d as usize;
@@ -84,7 +86,13 @@ fn last_stage(
                         no_witness = true;
                         return true;
                     };
-                    let stage = StageOut { nodes, t: t as u32, d: d as u32, tmpcs, tps: tv };
+                    let stage = StageOut {
+                        nodes,
+                        t: t as u32,
+                        d: d as u32,
+                        tmpcs,
+                        tps: tv,
+                    };
                     found = Some((j, stage));
                     return true;
                 }
@@ -93,7 +101,9 @@ fn last_stage(
         false
     });
     if no_witness {
-        return Err(CoreError::Internal("no TMPC choice behind a feasible Piper stage".into()));
+        return Err(CoreError::Internal(
+            "no TMPC choice behind a feasible Piper stage".into(),
+        ));
     }
     Ok(found)
 }

@@ -115,7 +115,15 @@ impl Work {
 
     /// The boundary sums `(e_c, e_s)` of the stage at `dep - 1` after adding `u`: each edge of
     /// `u` to a stage node stops crossing, each other edge starts (fast path).
-    fn boundary_after(&self, m: &Model<'_>, dep: usize, ti: usize, u: usize, e_c: f64, e_s: f64) -> (f64, f64) {
+    fn boundary_after(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        u: usize,
+        e_c: f64,
+        e_s: f64,
+    ) -> (f64, f64) {
         let ne = m.p.edges.len();
         let (mut ec, mut es) = (e_c, e_s);
         for &(ei, src) in &m.inc[u] {
@@ -193,7 +201,14 @@ impl Work {
     }
 
     /// Generic path: knapsack items of the stage for (ti, d, y), nodes ascending.
-    fn items(&self, m: &Model<'_>, dep: usize, ti: usize, d: usize, y: usize) -> (Vec<usize>, Items) {
+    fn items(
+        &self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        d: usize,
+        y: usize,
+    ) -> (Vec<usize>, Items) {
         let p = m.p;
         let nodes = self.members(m, dep);
         let yf = y as f64;
@@ -248,7 +263,14 @@ impl Work {
     }
 
     /// Stage TPS for (ti, di, y), memoized per visited pair.
-    pub(super) fn stage_tps(&mut self, m: &Model<'_>, dep: usize, ti: usize, di: usize, y: usize) -> f64 {
+    pub(super) fn stage_tps(
+        &mut self,
+        m: &Model<'_>,
+        dep: usize,
+        ti: usize,
+        di: usize,
+        y: usize,
+    ) -> f64 {
         let cols = m.smax + 1;
         let key = (ti * m.divs.len() + di) * cols + y;
         if self.memo_t[key].0 == self.gen {
@@ -327,7 +349,12 @@ impl Work {
         };
         for b in range.rev() {
             let (v, j) = subs[b];
-            self.stack.push(Step { j, r: ids.rank(v as usize), dep: 1, u: v });
+            self.stack.push(Step {
+                j,
+                r: ids.rank(v as usize),
+                dep: 1,
+                u: v,
+            });
         }
         let nt = m.nt();
         while let Some(Step { j, r, dep, u }) = self.stack.pop() {
@@ -344,7 +371,12 @@ impl Work {
             for &(v, j2) in ids.immediate_subs(j as usize).iter().rev() {
                 let rv = ids.rank(v as usize);
                 if rv < r {
-                    self.stack.push(Step { j: j2, r: rv, dep: dep as u32 + 1, u: v });
+                    self.stack.push(Step {
+                        j: j2,
+                        r: rv,
+                        dep: dep as u32 + 1,
+                        u: v,
+                    });
                 }
             }
         }
