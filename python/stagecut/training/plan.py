@@ -36,6 +36,7 @@ import numpy.typing as npt
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.results import NodeId, Result, Stage
 from stagecut.training.model import RECOMPUTE_ID
+from stagecut.units import format_bytes
 
 __all__ = ["PiperStage", "TrainingPlan", "stage_label"]
 
@@ -277,10 +278,11 @@ class TrainingPlan(Result):
         -------
         str
         """
-        net = "" if self.server_size is None else f", {self.server_size} per server at {self.intra_bandwidth:.6g} B/s"
+        net = "" if self.server_size is None else (
+            f", {self.server_size} devices per server at {format_bytes(self.intra_bandwidth)}/s")
         lines = [super().summary(),
-                 f"settings   K={self.devices}, M={self.memory:.6g} B, B={self.bandwidth:.6g} B/s, "
-                 f"N={self.batch}{' (exact)' if self.exact_batch else ''}{net}"]
+                 f"settings   K={self.devices} devices, M={format_bytes(self.memory)} per device, "
+                 f"B={format_bytes(self.bandwidth)}/s, N={self.batch}{' (exact)' if self.exact_batch else ''}{net}"]
         if self.stages:
             lines.append(f"uses       {self.devices_used} devices, sum of d {self.batch_used}")
         return "\n".join(lines)
