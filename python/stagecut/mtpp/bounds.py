@@ -349,24 +349,11 @@ def _bottleneck_guess(d: MtppData, time_limit: float | None, workers: int | None
 
 
 def mtpp_bound(
-    graph: Graph | MtppProblem,
-    *legacy: Any,
-    level: str = "exact",
-    devices: int | None = None,
-    memory: float | None = None,
-    bandwidth: float | None = None,
-    reserved_memory: float | None = None,
-    kind: str | None = None,
-    colocate: bool | None = None,
-    time_limit: float | None = None,
-    gap: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-    solver: str = "cbc",
-    workers: int | None = None,
-    verbose: bool = False,
-    stages: int | None = None,
-    fast_memory: float | None = None,
+    graph: Graph | MtppProblem, *legacy: Any, level: str = "exact", devices: int | None = None,
+    memory: float | None = None, bandwidth: float | None = None, reserved_memory: float | None = None,
+    kind: str | None = None, colocate: bool | None = None, time_limit: float | None = None, gap: float | None = None,
+    threads: int | None = None, seed: int = 0, solver: str = "cbc", workers: int | None = None, verbose: bool = False,
+    stages: int | None = None, fast_memory: float | None = None,
 ) -> BoundResult:
     """Solve one rung of the ladder and return its proven lower bound.
 

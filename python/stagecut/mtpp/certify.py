@@ -184,26 +184,12 @@ def _verdict(objective: float, ladder: _Ladder) -> tuple[float | None, float | N
 
 
 def certify(
-    graph: Graph | MtppProblem,
-    plan: Any,
-    *,
-    devices: int | None = None,
-    levels: Sequence[str] | str = LEVELS,
-    time_limit: float | None = 600.0,
-    memory: float | None = None,
-    bandwidth: float | None = None,
-    reserved_memory: float | None = None,
-    kind: str | None = None,
-    colocate: bool | None = None,
-    solver: str = "cbc",
-    threads: int | None = None,
-    workers: int | None = None,
-    gap: float | None = None,
-    seed: int = 0,
-    verbose: bool = False,
-    stop_when_proven: bool = True,
-    on_level: Callable[[BoundResult, float], None] | None = None,
-    stages: int | None = None,
+    graph: Graph | MtppProblem, plan: Any, *, devices: int | None = None, levels: Sequence[str] | str = LEVELS,
+    time_limit: float | None = 600.0, memory: float | None = None, bandwidth: float | None = None,
+    reserved_memory: float | None = None, kind: str | None = None, colocate: bool | None = None, solver: str = "cbc",
+    threads: int | None = None, workers: int | None = None, gap: float | None = None, seed: int = 0,
+    verbose: bool = False, stop_when_proven: bool = True,
+    on_level: Callable[[BoundResult, float], None] | None = None, stages: int | None = None,
     fast_memory: float | None = None,
 ) -> Certificate:
     """Certify an MTPP plan: its cost, the ladder of lower bounds and the ratio.
@@ -265,6 +251,15 @@ def certify(
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
     ladder = _Ladder(ev.objective)
+    mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
+    table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
+    return _certificate(problem, ev.stages, ladder, table, seed, t0)
+
+
+def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_limit: float | None, t0: float,
+           stop_when_proven: bool, on_level: Callable[[BoundResult, float], None] | None,
+           mip: dict[str, Any]) -> tuple[BoundResult, ...]:
+    """Run the levels in order within the budget; skipped levels get a row too."""
     table = []
     for lv in todo:
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
@@ -274,13 +269,12 @@ def certify(
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=-math.inf, status="skipped", seconds=0.0, reason="no time left")
         else:
-            r = mtpp_bound(problem, level=lv, time_limit=left, gap=gap, threads=threads, seed=seed, solver=solver,
-                           workers=workers, verbose=verbose)
+            r = mtpp_bound(problem, level=lv, time_limit=left, **mip)
         ladder.record(r)
         table.append(r)
         if on_level is not None:
             on_level(r, ladder.best)
-    return _certificate(problem, ev.stages, ladder, tuple(table), seed, t0)
+    return tuple(table)
 
 
 def _certificate(problem: MtppProblem, stages: tuple[Stage, ...], ladder: _Ladder, table: tuple[BoundResult, ...],

@@ -252,6 +252,11 @@ def forced_groups(problem: MtppProblem) -> list[int]:
     -------
     list of int
 
+    Raises
+    ------
+    AttributeError
+        ``problem`` is not an :class:`MtppProblem` (it is validated when built; nothing else can fail).
+
     Examples
     --------
     >>> from stagecut.graph import Graph, Node
@@ -471,6 +476,11 @@ def lower_bound(problem: MtppProblem) -> float:
     -------
     float
         ``inf`` when no partition can exist (a hard memory limit too small).
+
+    Raises
+    ------
+    AttributeError
+        ``problem`` is not an :class:`MtppProblem` (it is validated when built; nothing else can fail).
 
     Examples
     --------
