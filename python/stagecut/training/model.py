@@ -325,7 +325,7 @@ def apply_settings(
     Returns
     -------
     PiperProblem
-        ``problem`` itself when nothing changes.
+        ``problem`` itself when nothing changes (its caches kept).
 
     Raises
     ------
@@ -358,4 +358,5 @@ def apply_settings(
         intra = changes.get("intra_bandwidth", problem.intra_bandwidth)
         if size is None or intra is None:
             raise InvalidArgumentError("server_size and intra_bandwidth go together (a two-level network)")
+    changes = {k: v for k, v in changes.items() if getattr(problem, k) != v}
     return dataclasses.replace(problem, **changes) if changes else problem
