@@ -2,7 +2,7 @@
 # Python wrappers (stagecut.partition, stagecut.slice_graph, stagecut.plan_training).
 # The result dicts are TypedDicts with the exact keys the bindings set; their names start with
 # an underscore because they exist only here (not at runtime).
-from typing import TypedDict
+from typing import TypedDict, final
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +11,7 @@ __all__ = [
     "__version__",
     "count_ideals",
     "max_load_dp",
+    "MtppInstance",
     "mtpp_slice",
     "mtpp_exact",
     "mtpp_segment_io",
@@ -67,6 +68,20 @@ class _PiperPlanResult(TypedDict):
     num_ideals: int
     pairs_visited: int
 
+@final
+class MtppInstance:
+    """An MTPP instance, validated once: per-unit work and params, per-tensor cost, producer
+    and consumers (CSR), and the memory model (``bandwidth=None``: memory is a hard limit)."""
+
+    def __new__(
+        cls, work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
+        fast_memory: float, reserved: float, bandwidth: float | None,
+    ) -> MtppInstance: ...
+    @property
+    def num_units(self) -> int: ...
+    @property
+    def num_tensors(self) -> int: ...
+
 def count_ideals(n: int, src: _I64, dst: _I64, max_ideals: int) -> int: ...
 def max_load_dp(
     acc_time: _F64, cpu_time: _F64, size: _F64, comm: _F64, acc_ok: _B, cpu_ok: _B,
@@ -75,21 +90,14 @@ def max_load_dp(
     cpu_memory: float, max_ideals: int, prune: bool = True, upper_bound: float | None = None,
 ) -> _MaxLoadResult: ...
 def mtpp_exact(
-    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
-    fast_memory: float, reserved: float, bandwidth: float | None, stages: int,
-    max_ideals: int, prune: bool = True, upper_bound: float | None = None,
+    instance: MtppInstance, stages: int, max_ideals: int, prune: bool = True, upper_bound: float | None = None,
 ) -> _MtppExactResult: ...
-def mtpp_segment_io(
-    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
-    order: _I64, builder: str = "fenwick",
-) -> _F64: ...
+def mtpp_segment_io(instance: MtppInstance, order: _I64, builder: str = "fenwick") -> _F64: ...
 def mtpp_slice(
-    work: _F64, params: _F64, t_cost: _F64, t_prod: _I64, t_cons_off: _I64, t_cons: _I64,
-    fast_memory: float, reserved: float, bandwidth: float | None, stages: int, method: str,
-    seed: int = 0, population: int = 100, generations: int = 100, elite: float = 0.2,
-    mutant: float = 0.1, rho: float = 0.7, max_decodes: int | None = None, samples: int = 1000,
-    islands: int = 1, order: _I64 | None = None, priorities: _F64 | None = None,
-    segment_costs: str = "scan",
+    instance: MtppInstance, stages: int, method: str, seed: int = 0, population: int = 100,
+    generations: int = 100, elite: float = 0.2, mutant: float = 0.1, rho: float = 0.7,
+    max_decodes: int | None = None, samples: int = 1000, islands: int = 1, order: _I64 | None = None,
+    priorities: _F64 | None = None, segment_costs: str = "scan",
 ) -> _MtppSliceResult: ...
 def piper_plan(
     n: int, edge_src: _I64, edge_dst: _I64, edge_comm: _F64, tm_node: _I64, tm_t: _I64,

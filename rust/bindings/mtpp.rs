@@ -1,9 +1,10 @@
-//! Bindings for MTPP / SliceGraph: `_core.mtpp_slice`, `_core.mtpp_exact` and
-//! `_core.mtpp_segment_io`. See `stagecut.mtpp`.
+//! Bindings for MTPP / SliceGraph: the `_core.MtppInstance` class and `_core.mtpp_slice`,
+//! `_core.mtpp_exact` and `_core.mtpp_segment_io`, which take one. See `stagecut.mtpp`.
 //!
-//! Every function takes the instance as flat arrays: per-unit `work`, `params`; per-tensor
+//! An `MtppInstance` is built once from flat arrays: per-unit `work`, `params`; per-tensor
 //! `t_cost`, `t_prod`, and the consumers in CSR form (`t_cons_off`, `t_cons`); plus the memory
 //! model (`fast_memory`, `reserved`, `bandwidth`; `bandwidth=None` makes memory a hard limit).
+//! It is validated once, at construction, and immutable afterwards.
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
@@ -95,6 +96,65 @@ impl RawInstance {
             });
         }
         Instance::new(self.work, self.params, &tensors, self.memory)
+    }
+}
+
+/// A validated MTPP instance (see the module docs), shared by the three functions below.
+#[pyclass(frozen, module = "stagecut._core")]
+pub struct MtppInstance {
+    inst: Instance,
+}
+
+#[pymethods]
+impl MtppInstance {
+    #[new]
+    #[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, fast_memory, reserved, bandwidth))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        work: PyReadonlyArray1<'_, f64>,
+        params: PyReadonlyArray1<'_, f64>,
+        t_cost: PyReadonlyArray1<'_, f64>,
+        t_prod: PyReadonlyArray1<'_, i64>,
+        t_cons_off: PyReadonlyArray1<'_, i64>,
+        t_cons: PyReadonlyArray1<'_, i64>,
+        fast_memory: f64,
+        reserved: f64,
+        bandwidth: Option<f64>,
+    ) -> PyResult<MtppInstance> {
+        let raw = RawInstance::read(
+            &work,
+            &params,
+            &t_cost,
+            &t_prod,
+            &t_cons_off,
+            &t_cons,
+            fast_memory,
+            reserved,
+            bandwidth,
+        )?;
+        let inst = py.allow_threads(move || raw.build())?;
+        Ok(MtppInstance { inst })
+    }
+
+    /// Number of units.
+    #[getter]
+    fn num_units(&self) -> usize {
+        self.inst.n
+    }
+
+    /// Number of tensors with a consumer outside their producing unit.
+    #[getter]
+    fn num_tensors(&self) -> usize {
+        self.inst.num_tensors()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MtppInstance(num_units={}, num_tensors={})",
+            self.inst.n,
+            self.inst.num_tensors()
+        )
     }
 }
 
@@ -280,22 +340,13 @@ fn search_orders(
 
 /// SliceGraph on one order, or a search over orders. See `stagecut.mtpp.slice_graph`.
 #[pyfunction]
-#[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, fast_memory, reserved, bandwidth,
-                    stages, method, seed=0, population=100, generations=100, elite=0.2, mutant=0.1,
-                    rho=0.7, max_decodes=None, samples=1000, islands=1, order=None, priorities=None,
-                    segment_costs="scan"))]
+#[pyo3(signature = (instance, stages, method, seed=0, population=100, generations=100, elite=0.2,
+                    mutant=0.1, rho=0.7, max_decodes=None, samples=1000, islands=1, order=None,
+                    priorities=None, segment_costs="scan"))]
 #[allow(clippy::too_many_arguments)]
 fn mtpp_slice<'py>(
     py: Python<'py>,
-    work: PyReadonlyArray1<'py, f64>,
-    params: PyReadonlyArray1<'py, f64>,
-    t_cost: PyReadonlyArray1<'py, f64>,
-    t_prod: PyReadonlyArray1<'py, i64>,
-    t_cons_off: PyReadonlyArray1<'py, i64>,
-    t_cons: PyReadonlyArray1<'py, i64>,
-    fast_memory: f64,
-    reserved: f64,
-    bandwidth: Option<f64>,
+    instance: &Bound<'py, MtppInstance>,
     stages: usize,
     method: &str,
     seed: u64,
@@ -311,17 +362,7 @@ fn mtpp_slice<'py>(
     priorities: Option<PyReadonlyArray1<'py, f64>>,
     segment_costs: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let raw = RawInstance::read(
-        &work,
-        &params,
-        &t_cost,
-        &t_prod,
-        &t_cons_off,
-        &t_cons,
-        fast_memory,
-        reserved,
-        bandwidth,
-    )?;
+    let inst = &instance.get().inst;
     let order = order.map(|o| owned(&o)).transpose()?;
     let prio = priorities.map(|p| owned(&p)).transpose()?;
     let method = Method::parse(method)?;
@@ -344,11 +385,10 @@ fn mtpp_slice<'py>(
         return Err(CoreError::InvalidArgument(msg.into()).into());
     }
     let out = py.allow_threads(move || -> CoreResult<Outcome> {
-        let inst = raw.build()?;
-        let k = block_count(&inst, stages)?;
+        let k = block_count(inst, stages)?;
         match method {
-            Method::Order => split_order(&inst, k, read_order(&inst, order, prio)?, seg),
-            _ => Ok(search_orders(&inst, k, method, &bp, islands, samples)),
+            Method::Order => split_order(inst, k, read_order(inst, order, prio)?, seg),
+            _ => Ok(search_orders(inst, k, method, &bp, islands, samples)),
         }
     })?;
     let d = PyDict::new(py);
@@ -363,44 +403,23 @@ fn mtpp_slice<'py>(
 
 /// The exact optimum by the ideal DP with the MTPP block cost.
 #[pyfunction]
-#[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, fast_memory, reserved, bandwidth,
-                    stages, max_ideals, prune=true, upper_bound=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (instance, stages, max_ideals, prune=true, upper_bound=None))]
 fn mtpp_exact<'py>(
     py: Python<'py>,
-    work: PyReadonlyArray1<'py, f64>,
-    params: PyReadonlyArray1<'py, f64>,
-    t_cost: PyReadonlyArray1<'py, f64>,
-    t_prod: PyReadonlyArray1<'py, i64>,
-    t_cons_off: PyReadonlyArray1<'py, i64>,
-    t_cons: PyReadonlyArray1<'py, i64>,
-    fast_memory: f64,
-    reserved: f64,
-    bandwidth: Option<f64>,
+    instance: &Bound<'py, MtppInstance>,
     stages: usize,
     max_ideals: usize,
     prune: bool,
     upper_bound: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let raw = RawInstance::read(
-        &work,
-        &params,
-        &t_cost,
-        &t_prod,
-        &t_cons_off,
-        &t_cons,
-        fast_memory,
-        reserved,
-        bandwidth,
-    )?;
+    let inst = &instance.get().inst;
     let upper = upper_bound.unwrap_or(f64::INFINITY);
     if upper.is_nan() {
         return Err(CoreError::InvalidArgument("upper_bound is NaN".into()).into());
     }
     let sol = py.allow_threads(move || {
-        let inst = raw.build()?;
-        let k = block_count(&inst, stages)?;
-        exact::solve(&inst, k, max_ideals, prune, upper)
+        let k = block_count(inst, stages)?;
+        exact::solve(inst, k, max_ideals, prune, upper)
     })?;
     let d = PyDict::new(py);
     d.set_item("objective", sol.objective)?;
@@ -412,30 +431,14 @@ fn mtpp_exact<'py>(
 /// The `n x n` table of tensor costs `io(l, r)` of one order (row-major), by the 2D Fenwick
 /// construction of Lemma 4.1 or the naive builder.
 #[pyfunction]
-#[pyo3(signature = (work, params, t_cost, t_prod, t_cons_off, t_cons, order, builder="fenwick"))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (instance, order, builder="fenwick"))]
 fn mtpp_segment_io<'py>(
     py: Python<'py>,
-    work: PyReadonlyArray1<'py, f64>,
-    params: PyReadonlyArray1<'py, f64>,
-    t_cost: PyReadonlyArray1<'py, f64>,
-    t_prod: PyReadonlyArray1<'py, i64>,
-    t_cons_off: PyReadonlyArray1<'py, i64>,
-    t_cons: PyReadonlyArray1<'py, i64>,
+    instance: &Bound<'py, MtppInstance>,
     order: PyReadonlyArray1<'py, i64>,
     builder: &str,
 ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-    let raw = RawInstance::read(
-        &work,
-        &params,
-        &t_cost,
-        &t_prod,
-        &t_cons_off,
-        &t_cons,
-        f64::INFINITY,
-        0.0,
-        None,
-    )?;
+    let inst = &instance.get().inst;
     let order = owned(&order)?;
     let naive = match builder {
         "fenwick" => false,
@@ -446,8 +449,7 @@ fn mtpp_segment_io<'py>(
         }
     };
     let io = py.allow_threads(move || -> CoreResult<Vec<f64>> {
-        let inst = raw.build()?;
-        let ctx = OrderCtx::new(&inst, read_order(&inst, Some(order), None)?);
+        let ctx = OrderCtx::new(inst, read_order(inst, Some(order), None)?);
         check_table_size(ctx.n())?;
         Ok(if naive {
             build_naive(&ctx).io
@@ -459,6 +461,7 @@ fn mtpp_segment_io<'py>(
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<MtppInstance>()?;
     m.add_function(wrap_pyfunction!(mtpp_slice, m)?)?;
     m.add_function(wrap_pyfunction!(mtpp_exact, m)?)?;
     m.add_function(wrap_pyfunction!(mtpp_segment_io, m)?)?;
