@@ -5,7 +5,10 @@ of ideals, scored by the evaluator)."""
 import itertools
 import json
 import math
+import os
 import pathlib
+
+import pytest
 
 import stagecut as sc
 from stagecut.graph import Node
@@ -95,3 +98,13 @@ def published_rows():
     data = json.loads(path.read_text())
     cols = data["columns"]
     return {name: dict(zip(cols, row)) for name, row in data["rows"].items()}
+
+
+def require_shared(path=SHARED / "published-table1.json"):
+    """Skip when ../shared/workloads (or ``path`` in it) is absent; in CI (``CI=true``) fail."""
+    if not path.exists():
+        msg = f"{path} is absent (the third-party workloads in ../shared/workloads)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg + "; CI must have ../shared beside the project")
+        pytest.skip(msg)
+    return path

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
-from stagecut.graph import check_number
+from stagecut.validate import check_number
 
 __all__ = ["SOLVERS", "import_mip", "new_model", "solve", "MipOutcome", "add"]
 
@@ -43,9 +43,9 @@ def check_options(time_limit: float | None = None, gap: float | None = None, thr
     if solver is None or str(solver).lower() not in SOLVERS:
         raise InvalidArgumentError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if time_limit is not None:
-        check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True)
+        check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
     if gap is not None:
-        check_number(gap, "gap", allow_inf=True)
+        check_number(gap, "gap", allow_inf=True, error=InvalidArgumentError)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise InvalidArgumentError(f"threads must be a positive integer, got {threads!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

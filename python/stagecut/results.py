@@ -91,15 +91,23 @@ def _encode(value: Any) -> Any:
 
 
 def _encode_key(k: Any) -> str:
-    return k if isinstance(k, str) else json.dumps(_encode(k))
+    """A mapping key as a JSON object key: a string stays itself unless it reads as JSON (``"7"``,
+    ``"null"``, ``'"x"'``), which is quoted; any other key is its JSON text (``7`` -> ``"7"``)."""
+    if isinstance(k, str):
+        try:
+            json.loads(k)
+        except ValueError:
+            return k
+    return json.dumps(_encode(k))
 
 
 def _decode_key(k: str) -> Any:
+    """Inverse of :func:`_encode_key`."""
     try:
         v = json.loads(k)
     except ValueError:
         return k
-    return _tuples(v) if not isinstance(v, str) else k
+    return _tuples(v)
 
 
 def _tuples(v: Any) -> Any:

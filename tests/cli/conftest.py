@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from cli_support import GIB, TINY_PIPER
+from .cli_support import GIB, TINY_PIPER
 
 import stagecut as sc
 from stagecut.cli.main import main

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_support import SUMMARY_LABELS, labels
+from .cli_support import SUMMARY_LABELS, labels
 
 import stagecut as sc
 from stagecut.cli import _common

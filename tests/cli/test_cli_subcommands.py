@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from cli_support import GIB, SHARED_KEYS, SUMMARY_LABELS, labels
+from .cli_support import GIB, SHARED_KEYS, SUMMARY_LABELS, labels
 
 import stagecut as sc
 from stagecut.cli import demo as demo_cmd

@@ -6,7 +6,7 @@ import mip  # noqa: F401  (a core dependency)
 import pytest
 
 import stagecut as sc
-from conftest import require_shared
+from helpers import require_shared
 from helpers import SHARED as WORKLOADS
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Node

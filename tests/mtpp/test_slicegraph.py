@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import require_shared
+from helpers import require_shared
 from helpers import SHARED
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
 from stagecut.examples import REGAL_MODELS, regal_graph

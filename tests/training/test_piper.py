@@ -12,10 +12,9 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from piper_cases import bf_table, brute_force, close, problems, value
+from .piper_cases import bf_table, brute_force, close, problems, value
 
-from conftest import require_shared
-from helpers import SHARED
+from helpers import SHARED, require_shared
 from stagecut import training as sp
 from stagecut.errors import CycleError, InvalidArgumentError, InvalidGraphError
 
