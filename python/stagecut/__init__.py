@@ -1,22 +1,33 @@
 """stagecut: split DNN computation graphs across devices, optimally where tractable.
 
+One graph model (:class:`Graph`), one problem object and one evaluator per objective, and one
+result protocol (:class:`Result`) for every solver:
+
+* throughput (pipeline, Tarnawski et al. 2020): :func:`partition`, :func:`partition_ip`, :func:`evaluate`;
+* MTPP / SliceGraph (Archer et al.): :func:`slice_graph`, :func:`certify`, :func:`mtpp_bound`;
+* training plans (Piper, Tarnawski et al. 2021): :func:`plan_training`, :func:`evaluate_training`.
+
 Quick start
 -----------
 >>> import stagecut as sc
 >>> g = sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0])
->>> sc.partition(g, devices=3).objective
-4.0
+>>> plan = sc.partition(g, devices=3)
+>>> plan.objective, plan.status, plan.assignment()
+(4.0, 'optimal', {0: 0, 1: 1, 2: 1, 3: 1, 4: 2})
 """
 
+from importlib import metadata as _metadata
+
 from stagecut.errors import (
+    BackendUnavailableError,
     CycleError,
+    InvalidArgumentError,
     InvalidGraphError,
     SolverError,
     StagecutError,
     StagecutWarning,
     TooManyIdealsError,
 )
-from stagecut.throughput import evaluate, is_contiguous
 from stagecut.examples import random_dag, regal_graph, transformer_like
 from stagecut.formats import (
     read_split,
@@ -29,17 +40,23 @@ from stagecut.formats import (
     write_workload,
 )
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
-from stagecut.throughput import DEFAULT_MAX_IDEALS, partition, partition_ip
-from stagecut.throughput import ThroughputProblem
-from stagecut.results import DeviceLoad, Evaluation, Plan
+from stagecut.mtpp.bounds import LEVELS as BOUND_LEVELS
+from stagecut.mtpp.bounds import BoundResult, mtpp_bound
+from stagecut.mtpp.certify import Certificate, certify
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem
 from stagecut.mtpp.model import block_cost as mtpp_block_cost
 from stagecut.mtpp.model import evaluate as evaluate_mtpp
 from stagecut.mtpp.model import lower_bound as mtpp_lower_bound
 from stagecut.mtpp.slicegraph import SlicePlan, slice_graph
-from stagecut.mtpp.certify import Certificate, certify
-from stagecut.mtpp.bounds import LEVELS as BOUND_LEVELS
-from stagecut.mtpp.bounds import BoundResult, mtpp_bound
+from stagecut.results import STATUSES, DeviceLoad, Evaluation, Plan, Result, Stage
+from stagecut.throughput import (
+    DEFAULT_MAX_IDEALS,
+    ThroughputProblem,
+    evaluate,
+    is_contiguous,
+    partition,
+    partition_ip,
+)
 from stagecut.training import (
     TMPC,
     PiperEdge,
@@ -58,20 +75,26 @@ from stagecut.training import (
     read_piper,
 )
 
-__version__ = "0.1.0"
+__version__: str = _metadata.version("stagecut")
 
 __all__ = [
-    "ACCELERATOR", "CPU", "CycleError", "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Graph",
-    "InvalidGraphError", "Node", "Plan", "SolverError", "ThroughputProblem", "StagecutError", "StagecutWarning", "TooManyIdealsError",
-    "evaluate", "is_contiguous", "partition", "random_dag", "read_split", "read_workload",
+    # errors
+    "BackendUnavailableError", "CycleError", "InvalidArgumentError", "InvalidGraphError", "SolverError",
+    "StagecutError", "StagecutWarning", "TooManyIdealsError",
+    # graph model, readers and writers, synthetic graphs
+    "ACCELERATOR", "CPU", "Graph", "Node", "random_dag", "read_split", "read_workload", "regal_graph",
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",
     "write_split", "write_workload",
-    # SliceGraph (MTPP objective)
-    "MtppEvaluation", "MtppProblem", "SlicePlan", "evaluate_mtpp", "mtpp_block_cost", "mtpp_lower_bound",
-    "regal_graph", "slice_graph",
-    # MIP formulations and certificates
-    "BOUND_LEVELS", "BoundResult", "Certificate", "certify", "mtpp_bound", "partition_ip",
+    # the result protocol
+    "STATUSES", "Result", "Stage",
+    # throughput (pipeline partitioning)
+    "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Plan", "ThroughputProblem", "evaluate", "is_contiguous",
+    "partition", "partition_ip",
+    # SliceGraph (MTPP objective), bounds and certificates
+    "BOUND_LEVELS", "BoundResult", "Certificate", "MtppEvaluation", "MtppProblem", "SlicePlan", "certify",
+    "evaluate_mtpp", "mtpp_block_cost", "mtpp_bound", "mtpp_lower_bound", "slice_graph",
     # Piper training planner
     "TMPC", "PiperEdge", "PiperNode", "PiperProblem", "PiperStage", "TrainingEvaluation", "TrainingPlan",
-    "chain_problem", "evaluate_training", "insert_layer_copies", "piper_from_dict", "plan_baselines", "plan_equi", "plan_training", "read_piper",
+    "chain_problem", "evaluate_training", "insert_layer_copies", "piper_from_dict", "plan_baselines",
+    "plan_equi", "plan_training", "read_piper",
 ]

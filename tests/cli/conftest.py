@@ -3,10 +3,11 @@
 import json
 
 import pytest
-from .cli_support import GIB, TINY_PIPER
 
 import stagecut as sc
 from stagecut.cli.main import main
+
+from .cli_support import GIB, TINY_PIPER
 
 
 class Run:

@@ -5,12 +5,13 @@ import subprocess
 import sys
 
 import pytest
-from .cli_support import SUMMARY_LABELS, labels
 
 import stagecut as sc
 from stagecut.cli import _common
 from stagecut.cli import partition as partition_cmd
 from stagecut.cli.main import build_parser
+
+from .cli_support import SUMMARY_LABELS, labels
 
 SOLVING = ("partition", "evaluate", "slice", "certify", "plan")
 

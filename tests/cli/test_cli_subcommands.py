@@ -3,10 +3,11 @@
 import json
 
 import pytest
-from .cli_support import GIB, SHARED_KEYS, SUMMARY_LABELS, labels
 
 import stagecut as sc
 from stagecut.cli import demo as demo_cmd
+
+from .cli_support import GIB, SHARED_KEYS, SUMMARY_LABELS, labels
 
 
 def _check_block(out, objective_text=None):

@@ -6,8 +6,8 @@ import mip  # noqa: F401  (a core dependency)
 import pytest
 
 import stagecut as sc
-from helpers import require_shared
 from helpers import SHARED as WORKLOADS
+from helpers import require_shared
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import LEVELS, mtpp_bound

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import require_shared
-from helpers import SHARED
+from helpers import SHARED, require_shared
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
 from stagecut.examples import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node

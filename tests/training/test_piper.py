@@ -12,11 +12,12 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from .piper_cases import bf_table, brute_force, close, problems, value
 
 from helpers import SHARED, require_shared
 from stagecut import training as sp
 from stagecut.errors import CycleError, InvalidArgumentError, InvalidGraphError
+
+from .piper_cases import bf_table, brute_force, close, problems, value
 
 GIB = float(1 << 30)
 

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from .piper_cases import close, problems
 
 from stagecut import training as sp
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, SolverError
 from stagecut.results import Result, Stage
+
+from .piper_cases import close, problems
 
 
 def _same_table(a: sp.TrainingPlan, b: sp.TrainingPlan) -> bool:

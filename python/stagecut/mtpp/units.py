@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 from networkx.utils import UnionFind
 
+from stagecut import _core
 from stagecut.mtpp.model import MtppProblem, forced_groups
 
 __all__ = ["Units", "RelaxedLeaf", "CoreArrays", "components"]
@@ -157,7 +158,7 @@ class Units:
         self.arrays = self._arrays(problem)
         self.memory = (float(problem.memory), float(problem.reserved_memory),
                        None if problem.bandwidth is None else float(problem.bandwidth))
-        self._instance: Any = None
+        self._instance: _core.MtppInstance | None = None
 
     def _fold(self, problem: MtppProblem, sets: UnionFind[int], relax: bool, keep: Iterable[int]) -> set[int]:
         """Merge the foldable groups into their neighbours; the groups that moved."""
@@ -206,47 +207,31 @@ class Units:
         return (work, params, np.asarray(t_cost, dtype=np.float64), np.asarray(t_prod, dtype=np.int64),
                 np.asarray(off, dtype=np.int64), np.asarray(cons, dtype=np.int64))
 
-    def core_args(self, memory: bool = True) -> tuple[Any, ...]:
-        """The instance arguments of the core's ``mtpp_*`` functions: one ``_core.MtppInstance``
-        (built on first use, then shared by every call), or, from a core built before that class,
-        the flat arrays followed (``memory``) by the memory model."""
-        from stagecut import _core
-
-        if hasattr(_core, "MtppInstance"):
-            if self._instance is None:
-                self._instance = _core.MtppInstance(*self.arrays, *self.memory)
-            return (self._instance,)
-        return (*self.arrays, *self.memory) if memory else self.arrays
+    @property
+    def instance(self) -> _core.MtppInstance:
+        """The core's ``MtppInstance`` of these units (built and validated once, on first use,
+        then shared by every call)."""
+        if self._instance is None:
+            self._instance = _core.MtppInstance(*self.arrays, *self.memory)
+        return self._instance
 
     # The calls into the core (every ``_core.mtpp_*`` call of the package is one of these three).
     def slice(self, k: int, method: str, **options: Any) -> dict[str, Any]:
         """``_core.mtpp_slice``: SliceGraph on one order or a search over orders (``options``:
         ``seed``, ``population``... see the core's stub)."""
-        core: Any = _native()
-        out: dict[str, Any] = core.mtpp_slice(*self.core_args(), k, method, **options)
-        return out
+        return dict(_core.mtpp_slice(self.instance, k, method, **options))
 
     def exact(self, k: int, max_ideals: int, upper_bound: float | None = None) -> dict[str, Any]:
         """``_core.mtpp_exact``: the ideal DP (``objective``, ``blocks`` of units, ``ideals``)."""
-        core: Any = _native()
-        out: dict[str, Any] = core.mtpp_exact(*self.core_args(), k, max_ideals, upper_bound=upper_bound)
-        return out
+        return dict(_core.mtpp_exact(self.instance, k, max_ideals, upper_bound=upper_bound))
 
     def segment_io(self, order: I64, builder: str) -> F64:
         """``_core.mtpp_segment_io``: the flat ``n x n`` table of segment tensor costs of ``order``."""
-        core: Any = _native()
-        out: F64 = core.mtpp_segment_io(*self.core_args(memory=False), order, builder)
-        return out
+        return _core.mtpp_segment_io(self.instance, order, builder)
 
     def expand(self, units: Iterable[int]) -> list[int]:
         """Original node positions of the units, each unit's members in topological order."""
         return [i for u in units for i in self.members[u]]
-
-
-def _native() -> Any:
-    from stagecut import _core
-
-    return _core
 
 
 def components(units: Units) -> int:
