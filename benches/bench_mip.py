@@ -66,15 +66,15 @@ def ladder(n: int, seeds: int, budget: float, ks, out) -> None:
             g = regal_graph(n, model=model, seed=seed)
             for k in ks:
                 try:
-                    best = slice_graph(g, stages=k, method="dp")
+                    best = slice_graph(g, devices=k, method="dp")
                 except Exception:
-                    best = slice_graph(g, stages=k, method="brkga", seed=0)
+                    best = slice_graph(g, devices=k, method="brkga", seed=0)
                 t0 = time.perf_counter()
-                cert = certify(g, best, stages=k, time_limit=budget, stop_when_proven=False)
+                cert = certify(g, best, devices=k, time_limit=budget, stop_when_proven=False)
                 obj = cert.objective
-                if cert.best_blocks is not None:
-                    obj = min(obj, sc.mtpp.evaluate(sc.mtpp.MtppProblem(g, stages=k), cert.best_blocks).objective)
-                levels = {r.level: dict(bound=r.bound, status=r.status, seconds=r.seconds) for r in cert.table}
+                if cert.best_objective is not None:
+                    obj = min(obj, cert.best_objective)
+                levels = {r.level: dict(bound=r.bound, status=r.status, seconds=r.seconds) for r in cert.levels}
                 row = dict(model=model, seed=seed, n=n, k=k, best=obj, best_method=best.method, levels=levels,
                            seconds=time.perf_counter() - t0)
                 rows.append(row)
