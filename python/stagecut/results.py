@@ -11,7 +11,8 @@ Every solver returns a frozen dataclass derived from :class:`Result` (the pipeli
 ``status``
     One of :data:`STATUSES`: ``"optimal"`` (proven optimal over the set the solver's docs state),
     ``"feasible"`` (a valid answer, optimality not proven), ``"time_limit"`` (stopped by the time
-    limit: the best answer so far, possibly none), ``"infeasible"`` (proven: no answer exists).
+    limit: the best answer so far, possibly none), ``"infeasible"`` (proven: no answer exists),
+    ``"unknown"`` (a heuristic found no answer and nothing proves that none exists).
 ``lower_bound``
     A proven lower bound on the optimum (``None`` when none is known); never above it.
 ``gap``
@@ -64,8 +65,8 @@ __all__ = [
 NodeId = Hashable
 #: The value of a counter in ``stats``.
 Stat = int | float | str | None
-Status = Literal["optimal", "feasible", "time_limit", "infeasible"]
-STATUSES: tuple[Status, ...] = ("optimal", "feasible", "time_limit", "infeasible")
+Status = Literal["optimal", "feasible", "time_limit", "infeasible", "unknown"]
+STATUSES: tuple[Status, ...] = ("optimal", "feasible", "time_limit", "infeasible", "unknown")
 
 R = TypeVar("R", bound="Result")
 
@@ -363,7 +364,8 @@ class Plan(Result):
     ``stages`` are :class:`DeviceLoad` in pipeline order (empty when infeasible);
     ``devices``/``cpus``/``memory`` are the settings it was solved for (``devices``: the number
     of accelerators; ``memory``: per accelerator, in the input's unit); ``contiguous`` says
-    whether every device holds a convex set (``False`` only from the non-contiguous IP).
+    whether the split's quotient graph is acyclic (its devices form a pipeline, a chain of
+    ideals: see :func:`stagecut.is_contiguous`; ``False`` only from the non-contiguous IP).
 
     Examples
     --------
@@ -406,14 +408,23 @@ class Evaluation:
     ``objective`` is the largest device load, in the input's time unit (finite: a split that
     breaks a limit has ``feasible=False`` and its ``issues`` listed). ``stages`` are the
     devices used, accelerators first, each kind by index (the evaluator does not know the
-    pipeline order a solver chose; ``index`` is the position in this tuple).
+    pipeline order a solver chose; ``index`` is the position in this tuple). ``convex``: every
+    block is convex; ``acyclic_quotient``: the blocks can be ordered as a pipeline (a chain of
+    ideals, the set the DPs and the contiguous IP optimise over; implies ``convex``), also
+    available as ``contiguous``.
     """
 
     objective: float
     stages: tuple[DeviceLoad, ...]
     feasible: bool
-    contiguous: bool
+    convex: bool
+    acyclic_quotient: bool
     issues: tuple[str, ...] = ()
+
+    @property
+    def contiguous(self) -> bool:
+        """The split has an acyclic quotient (``acyclic_quotient``)."""
+        return self.acyclic_quotient
 
     def load_of(self) -> dict[tuple[str, int], float]:
         """``{(kind, index of that kind): load}``."""

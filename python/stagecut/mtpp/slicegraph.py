@@ -346,7 +346,7 @@ def _status(problem: MtppProblem, method: str,
     if not stages:
         if method == "dp" or not math.isfinite(lb):
             return "infeasible", math.inf, None, []
-        return "infeasible", lb, None, [
+        return "unknown", lb, None, [
             "no feasible partition found, but infeasibility is not proven: method='dp' decides it"]
     objective = max(s.load for s in stages)
     if not math.isfinite(objective):  # pragma: no cover - the core returns no blocks then
@@ -426,7 +426,8 @@ def slice_graph(
     -------
     SlicePlan
         Re-scored by :func:`stagecut.mtpp.evaluate`; ``objective`` ``None`` and status
-        ``"infeasible"`` when no partition was found (a note says when that is not proven).
+        ``"infeasible"`` when no partition exists (proven), ``"unknown"`` when a heuristic found
+        none and infeasibility is not proven (a note says so).
 
     Raises
     ------
