@@ -5,6 +5,13 @@ accelerators and ``cpus`` CPUs, minimizing the largest device load (the time per
 pipeline, in the input's time unit), with a memory limit per accelerator. See
 :mod:`stagecut.throughput.evaluate` for the cost of one device.
 
+The set both optimise over: *contiguous* splits, those whose quotient graph is acyclic (the
+blocks, in pipeline order, form a chain of ideals; :func:`stagecut.is_contiguous`). A split of
+convex blocks whose quotient has a cycle is not in it (the non-contiguous IP searches every
+split). The exact DP's ``status="optimal"`` means optimal over that set; DPL searches the
+chains of one topological order only (status ``"feasible"``, with a lower bound valid for
+every split, :func:`simple_lower_bound`).
+
 Training graphs (Section 5.3): nodes of one colocation class are contracted into one unit (see
 :mod:`stagecut.colocation`). The exact DP then runs over the ideals (downsets) of the forward
 unit DAG, in the Rust core; DPL runs the same DP after adding the edges of one topological path
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import networkx as nx
@@ -71,35 +78,62 @@ class _ReferenceUnits:
         self.edges: list[tuple[int, int]] = sorted(set(edges) | set(path))
 
 
-def simple_lower_bound(graph: Graph, units: _UnitsLike, devices: int, cpus: int, memory: float) -> float:
-    """max(heaviest unit on its cheapest usable kind, total cheapest work / device count).
+def simple_lower_bound(problem: ThroughputProblem) -> float:
+    """A lower bound on the optimum over every split, computed on the original graph.
+
+    Each colocation class must sit whole on one device; on a device it costs at least its
+    compute time on the cheapest kind it may use there (every node runs on that kind and, on an
+    accelerator, the class fits in memory). So the largest such class cost, and the sum of
+    them shared over every device, are lower bounds on the largest load of any split (contiguous
+    or not). Nothing is folded or merged first: merging could only raise the bound above the
+    optimum.
 
     Parameters
     ----------
-    graph : Graph
-    units : Units
-        Node positions that must share a device.
-    devices, cpus : int
-    memory : float
+    problem : ThroughputProblem
 
     Returns
     -------
     float
-        A lower bound on the optimum (``inf`` when some unit fits on no device).
+        A lower bound, in the input's time unit: ``inf`` exactly when some colocation class fits
+        on no device (then no split exists).
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> from stagecut.graph import Node
+    >>> g = sc.Graph([Node("a", {"accelerator": 6.0, "cpu": 8.0}, memory=1.0),
+    ...               Node("z", {"cpu": 0.0}, memory=4.0, kinds=frozenset({"cpu"}))], [("a", "z")])
+    >>> simple_lower_bound(ThroughputProblem.from_graph(g, devices=1, cpus=1, memory=4.0))
+    6.0
     """
-    best_unit = 0.0
-    total = 0.0
-    for ms in units.members:
-        nodes = [graph.nodes[i] for i in ms]
+    graph = problem.graph
+    classes: dict[object, list[int]] = {}
+    for i, nd in enumerate(graph.nodes):
+        classes.setdefault(("c", nd.colocation) if nd.colocation is not None else ("n", i), []).append(i)
+    costs = []
+    for members in classes.values():
+        nodes = [graph.nodes[i] for i in members]
         options = []
-        if devices and sum(n.memory for n in nodes) <= memory:
-            options.append(math.fsum(n.time(ACCELERATOR) for n in nodes))
-        if cpus:
-            options.append(math.fsum(n.time(CPU) for n in nodes))
-        t = min(options, default=math.inf)
-        best_unit = max(best_unit, t)
-        total += t
-    return max(best_unit, total / (devices + cpus))
+        if problem.devices and all(n.supports(ACCELERATOR) for n in nodes) and \
+                _sum(n.memory for n in nodes) <= problem.memory:
+            options.append(_sum(n.time(ACCELERATOR) for n in nodes))
+        if problem.cpus and all(n.supports(CPU) for n in nodes):
+            options.append(_sum(n.time(CPU) for n in nodes))
+        costs.append(min(options, default=math.inf))
+    heaviest = max(costs)
+    if math.isinf(heaviest):
+        return heaviest
+    share = _sum(c / (problem.devices + problem.cpus) for c in costs)
+    return max(heaviest, share) if math.isfinite(share) else heaviest  # (an overflow proves nothing)
+
+
+def _sum(values: Iterable[float]) -> float:
+    """``math.fsum``, ``inf`` when the sum overflows (instead of an ``OverflowError``)."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
 
 
 def _path(units: _UnitsLike) -> list[tuple[int, int]]:
@@ -206,8 +240,9 @@ def try_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_MAX_IDEALS, 
     Returns
     -------
     Plan or str
-        The plan (status ``"optimal"``, or ``"infeasible"`` with ``objective=None``), or the
-        reason for refusing.
+        The plan (status ``"optimal"``: optimal over the contiguous splits, those with an
+        acyclic quotient; or ``"infeasible"`` with ``objective=None``: no contiguous split
+        fits), or the reason for refusing.
 
     Raises
     ------
@@ -265,9 +300,11 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     Returns
     -------
     Plan
-        Status ``"feasible"`` with :func:`simple_lower_bound` as ``lower_bound``; or
-        ``"infeasible"`` (``objective=None``) when no split along the path fits, which does not
-        prove that no split fits (the notes say so).
+        The best split along the path (a contiguous split: acyclic quotient), status
+        ``"feasible"`` with :func:`simple_lower_bound` as ``lower_bound`` (a bound on every
+        split, computed on the original graph); or ``"infeasible"`` (``objective=None``) when no
+        split along the path fits, which proves that no split fits only when the bound is
+        ``inf`` (the notes say which).
 
     Raises
     ------
@@ -278,13 +315,13 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     units = _ReferenceUnits(problem.graph)
     raw = _run_dp(problem, units, units.edges, units.n_units + 2, prune)
     stats: dict[str, Stat] = {"ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units}
-    lb = simple_lower_bound(problem.graph, units, problem.devices, problem.cpus, problem.memory)
+    lb = simple_lower_bound(problem)
     if not math.isfinite(raw["objective"]):
         proven = math.isinf(lb)
         note = ("no split fits" if proven
                 else "no split along the DPL order fits (not proven infeasible); try method='dp'")
         return no_plan(problem, status="infeasible", method="dpl", stats=stats, notes=[note],
-                       runtime_s=time.perf_counter() - t0)
+                       lower_bound=None if proven else lb, runtime_s=time.perf_counter() - t0)
     assignment, order = _split_of(problem.graph, units, raw["blocks"])
     return plan_from_split(problem, assignment, order, solver="DPL", claimed=raw["objective"], exact=True,
                            status="feasible", lower_bound=lb, method="dpl", stats=stats,

@@ -10,8 +10,20 @@ input's unit (bytes). An accelerator is infeasible when its nodes' memory exceed
 any device is infeasible when it holds a node it cannot run, and a split is infeasible when it
 separates a colocation class or uses more devices than given. The objective is the largest load.
 
-A split is *contiguous* when, in the forward graph with colocation classes contracted, every
-device's forward nodes form a convex set (no path leaves the set and comes back).
+Two properties of a split's shape are reported (:class:`~stagecut.results.Evaluation`):
+
+*convex* (:func:`is_convex`)
+    In the forward graph with colocation classes contracted, every device's forward nodes form
+    a convex set (no path leaves the set and comes back).
+*acyclic quotient*, also called *contiguous* (:func:`is_contiguous`)
+    The devices can be ordered as a pipeline: the graph whose nodes are the devices, with an
+    edge for every forward edge between two devices (and, for a colocation class that has only
+    backward nodes, the mirror image of its backward edges), has no cycle. Equivalently the
+    blocks, taken in pipeline order, form a chain of ideals (downsets): the set the exact DP,
+    DPL and the contiguous IP optimise over (``Plan.contiguous``).
+
+An acyclic quotient implies convex blocks, not conversely: blocks ``{a1, a2}`` and ``{b1, b2}``
+with edges ``a1 -> b1`` and ``b2 -> a2`` are both convex, but each must come before the other.
 """
 
 from __future__ import annotations
@@ -22,11 +34,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TypeVar
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
-from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.graph import ACCELERATOR, CPU, Graph, Node, kahn_order
 from stagecut.results import DeviceLoad, Evaluation
 from stagecut.validate import check_int, check_number
 
-__all__ = ["evaluate", "is_contiguous"]
+__all__ = ["evaluate", "is_contiguous", "is_convex"]
 
 #: a node id type (``int``, ``str``...): a ``dict[int, tuple[str, int]]`` is a valid split
 K = TypeVar("K", bound=Hashable)
@@ -69,7 +81,8 @@ def evaluate(
     Evaluation
         ``objective`` (the largest load, in the input's time unit), one
         :class:`~stagecut.results.DeviceLoad` per device used (accelerators first), whether the
-        split is feasible (and why not, in ``issues``) and contiguous.
+        split is feasible (and why not, in ``issues``), whether its blocks are ``convex`` and
+        whether its quotient is acyclic (``acyclic_quotient``, also ``contiguous``).
 
     Raises
     ------
@@ -100,7 +113,8 @@ def evaluate(
     issues = [f"{s.kind} {s.kind_index}: {x}" for s in stages for x in s.issues]
     issues += _split_issues(graph, dev_of, used, devices, cpus)
     return Evaluation(objective=max(s.load for s in stages), stages=stages, feasible=not issues,
-                      contiguous=is_contiguous(graph, dev_of), issues=tuple(issues))
+                      convex=is_convex(graph, dev_of), acyclic_quotient=is_contiguous(graph, dev_of),
+                      issues=tuple(issues))
 
 
 def _limits(graph: Graph, devices: int | None, cpus: int | None, memory: float | None,
@@ -199,7 +213,13 @@ def _split_issues(graph: Graph, dev_of: list[Device], used: list[Device], device
 
 
 def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, Hashable]) -> bool:
-    """Is every device's forward node set convex once colocation classes are contracted?
+    """Is the split's quotient graph acyclic (can its devices be ordered as a pipeline)?
+
+    The quotient has a node per device and an edge ``d -> e`` for every edge between a forward
+    node on ``d`` and a forward node on ``e`` (and, for a colocation class without forward
+    nodes, for the mirror image of its backward edges). Acyclic means the blocks, in a
+    topological order of the quotient, form a chain of ideals: the splits the exact DP, DPL
+    and the contiguous IP optimise over. Implies :func:`is_convex`.
 
     Parameters
     ----------
@@ -223,16 +243,74 @@ def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, 
     >>> g = sc.Graph.chain([1.0, 1.0, 1.0])
     >>> sc.is_contiguous(g, ["a", "b", "b"]), sc.is_contiguous(g, {0: "a", 1: "b", 2: "a"})
     (True, False)
+    >>> from stagecut.graph import Node
+    >>> two = sc.Graph([Node(v, {"accelerator": 1.0}) for v in ("a1", "a2", "b1", "b2")],
+    ...                [("a1", "b1"), ("b2", "a2")])
+    >>> split = {"a1": 0, "a2": 0, "b1": 1, "b2": 1}  # convex blocks, but 0 -> 1 and 1 -> 0
+    >>> sc.is_contiguous(two, split), is_convex(two, split)
+    (False, True)
     """
+    dev = _device_list(graph, device_of_node)
+    has_forward = {n.colocation for n in graph.nodes if not n.backward and n.colocation is not None}
+    succ: dict[Hashable, set[Hashable]] = {d: set() for d in dev}
+    for u, n in enumerate(graph.nodes):
+        for v in graph.succ[u]:
+            m = graph.nodes[v]
+            if not n.backward and not m.backward:
+                a, b = dev[u], dev[v]
+            elif n.backward and m.backward and not ({n.colocation, m.colocation} <= has_forward):
+                a, b = dev[v], dev[u]  # an all-backward class: its edges mirrored into the forward order
+            else:
+                continue
+            if a != b:
+                succ[a].add(b)
+    return len(kahn_order(list(succ), succ)) == len(succ)
+
+
+def _device_list(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, Hashable]) -> list[Hashable]:
+    """The device of each node position, checked for completeness."""
     if isinstance(device_of_node, Mapping):
         missing = [n.id for n in graph.nodes if n.id not in device_of_node]
         if missing:
             raise InvalidGraphError(f"split leaves node {missing[0]!r} unassigned ({len(missing)} in all)")
-        dev = [device_of_node[n.id] for n in graph.nodes]  # type: ignore[index]
-    else:
-        dev = list(device_of_node)
-        if len(dev) != len(graph):
-            raise InvalidGraphError(f"split gives {len(dev)} devices for {len(graph)} nodes")
+        return [device_of_node[n.id] for n in graph.nodes]  # type: ignore[index]
+    dev = list(device_of_node)
+    if len(dev) != len(graph):
+        raise InvalidGraphError(f"split gives {len(dev)} devices for {len(graph)} nodes")
+    return dev
+
+
+def is_convex(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, Hashable]) -> bool:
+    """Is every device's forward node set convex once colocation classes are contracted?
+
+    Weaker than :func:`is_contiguous` (an acyclic quotient): two convex blocks can still each
+    need to come before the other.
+
+    Parameters
+    ----------
+    graph : Graph
+    device_of_node : sequence or mapping
+        The device of each node: a sequence indexed by node position, or a mapping from node
+        ids (e.g. :meth:`stagecut.Plan.device_of`). Devices are any hashable values.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    InvalidGraphError
+        A node without a device (a mapping that misses it, a sequence of the wrong length).
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([1.0, 1.0, 1.0])
+    >>> from stagecut.throughput.evaluate import is_convex
+    >>> is_convex(g, ["a", "b", "b"]), is_convex(g, {0: "a", 1: "b", 2: "a"})
+    (True, False)
+    """
+    dev = _device_list(graph, device_of_node)
     cls, succ = _forward_classes(graph)
     cdev: dict[int, Hashable] = {c: dev[i] for i, c in cls.items()}
     for d in set(cdev.values()):

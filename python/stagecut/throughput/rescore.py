@@ -57,7 +57,8 @@ def plan_from_split(
         lower_bound = min(lower_bound, ev.objective)
     return Plan(objective=ev.objective, status=status, lower_bound=lower_bound, method=method, seed=seed,
                 runtime_s=runtime_s, stats=dict(stats), stages=stages, notes=(*problem.notes, *notes),
-                devices=problem.devices, cpus=problem.cpus, memory=problem.memory, contiguous=ev.contiguous)
+                devices=problem.devices, cpus=problem.cpus, memory=problem.memory,
+                contiguous=ev.acyclic_quotient)
 
 
 def no_plan(problem: ThroughputProblem, *, status: Status, method: str, stats: Mapping[str, Stat],
