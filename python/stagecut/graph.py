@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from stagecut.errors import CycleError, InvalidGraphError
-from stagecut.validate import check_number
+from stagecut.validate import check_flag, check_number, shown
 
 __all__ = ["Node", "Graph", "ACCELERATOR", "CPU", "NodeId", "check_number", "kahn_order", "cycle_among"]
-_check_number = check_number
 
 #: A node id as given by the input (any hashable; ints and strings round-trip through JSON).
 NodeId = Hashable
@@ -82,6 +81,59 @@ def cycle_among(rest: Sequence[K], pred: _Adjacency[K]) -> list[K]:
     return path[pos[v]:][::-1]
 
 
+def _cost(value: Any, nid: Any, what: str) -> float:
+    """A node's time, memory or comm: a finite non-negative number."""
+    if type(value) is float and 0.0 <= value < math.inf:  # the common case; NaN fails the comparison
+        return value
+    return check_number(value, f"node {shown(nid)}: {what}")
+
+
+_INF = math.inf
+
+
+def _validate_node(n: Node) -> None:
+    """Check and normalise a :class:`Node`'s fields in place (the dataclass is frozen)."""
+    nid = n.id
+    try:
+        hash(nid)
+    except TypeError:
+        raise InvalidGraphError(f"node id {shown(nid)} is not hashable (a {type(nid).__name__}): "
+                                "use a string, a number or a tuple") from None
+    fields = n.__dict__  # frozen: set through the instance dict
+    c = n.compute
+    if type(c) is not dict and not isinstance(c, Mapping):
+        raise InvalidGraphError(f"node {shown(nid)}: compute must be a mapping of device kind to time, "
+                                f"e.g. {{'accelerator': 5.0}}, got {type(c).__name__} {shown(c)}")
+    compute = {}
+    for k, v in c.items():
+        if type(v) is not float or not 0.0 <= v < _INF:
+            v = _cost(v, nid, f"compute[{k!r}]")
+        compute[k if type(k) is str else str(k)] = v
+    fields["compute"] = compute
+    if type(n.memory) is not float or not 0.0 <= n.memory < _INF:
+        fields["memory"] = _cost(n.memory, nid, "memory")
+    if type(n.comm) is not float or not 0.0 <= n.comm < _INF:
+        fields["comm"] = _cost(n.comm, nid, "comm")
+    kinds: Any = n.kinds  # any value a caller passed, whatever the annotation says
+    if kinds is not None:
+        if isinstance(kinds, str) or not isinstance(kinds, Iterable):
+            raise InvalidGraphError(f"node {shown(nid)}: kinds must be a set of device kinds, e.g. "
+                                    f"{{'cpu'}}, got {type(kinds).__name__} {shown(kinds)}")
+        fields["kinds"] = frozenset(str(k) for k in kinds)
+    if n.colocation is not None:
+        try:
+            hash(n.colocation)
+        except TypeError:
+            raise InvalidGraphError(f"node {shown(nid)}: colocation class {shown(n.colocation)} is not hashable "
+                                    f"(a {type(n.colocation).__name__}): use a string, a number or a tuple") from None
+    backward: Any = n.backward
+    if backward is not False and backward is not True:
+        fields["backward"] = check_flag(backward, f"node {shown(nid)}: backward")
+    name: Any = n.name
+    if name is not None and not isinstance(name, str):
+        raise InvalidGraphError(f"node {shown(nid)}: name must be a string, got {type(name).__name__}")
+
+
 @dataclass(frozen=True)
 class Node:
     """One operator or layer.
@@ -104,6 +156,23 @@ class Node:
         True for nodes of the backward pass of a training graph.
     name : str, optional
         A human-readable name.
+
+    Raises
+    ------
+    InvalidGraphError
+        A field of the wrong type or out of range, naming the node and the field: an unhashable
+        ``id`` or ``colocation``, ``compute`` that is not a mapping, a time, ``memory`` or
+        ``comm`` that is not a finite non-negative number (strings and booleans are not
+        numbers), ``kinds`` given as one string, ``backward`` that is not a boolean (or 0/1).
+
+    Examples
+    --------
+    >>> Node(id="fc1", compute={"accelerator": 0.5, "cpu": 4}).compute
+    {'accelerator': 0.5, 'cpu': 4.0}
+    >>> Node(id=1, compute=5.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidGraphError: node 1: compute must be a mapping of device kind to time, ... got float 5.0
     """
 
     id: Hashable
@@ -115,6 +184,14 @@ class Node:
     backward: bool = False
     name: str | None = None
 
+    def __init__(self, id: Hashable, compute: Mapping[str, float], memory: float = 0.0, comm: float = 0.0,
+                 kinds: Iterable[str] | None = None, colocation: Hashable | None = None, backward: bool = False,
+                 name: str | None = None) -> None:
+        # the dataclass's own __init__ sets each field through object.__setattr__: twice as slow
+        self.__dict__.update(id=id, compute=compute, memory=memory, comm=comm, kinds=kinds,
+                             colocation=colocation, backward=backward, name=name)
+        _validate_node(self)
+
     def time(self, kind: str) -> float:
         """Compute time on a device of ``kind`` (``inf`` if the node cannot run there)."""
         if not self.supports(kind):
@@ -125,6 +202,74 @@ class Node:
         """May this node run on a device of ``kind``?"""
         allowed = self.kinds if self.kinds is not None else self.compute.keys()
         return kind in allowed and kind in self.compute
+
+
+def _edge_list(edges: Iterable[tuple[NodeId, NodeId]], index: Mapping[NodeId, int]
+               ) -> tuple[list[tuple[NodeId, NodeId]], list[tuple[int, int]]]:
+    """The edges as (source, target) pairs of known ids and as pairs of positions, duplicates
+    dropped, self-loops refused."""
+    out: list[tuple[NodeId, NodeId]] = []
+    pos: list[tuple[int, int]] = []
+    seen: set[tuple[int, int]] = set()
+    get = index.get
+    for e in edges:
+        try:
+            u, v = e
+            iu, iv = get(u), get(v)
+        except (TypeError, ValueError):
+            _bad_edge(e, index)
+        if iu is None or iv is None:
+            _bad_edge(e, index)
+        if iu == iv:
+            raise CycleError(f"edge ({shown(u)}, {shown(v)}) is a self-loop", [u])
+        key = (iu, iv)
+        if key not in seen:
+            seen.add(key)
+            out.append((u, v))
+            pos.append(key)
+    return out, pos
+
+
+def _bad_edge(e: Any, index: Mapping[NodeId, int]) -> NoReturn:
+    """Raise the error that says what is wrong with edge ``e``."""
+    try:
+        u, v = e
+    except (TypeError, ValueError):
+        raise InvalidGraphError(f"edge {shown(e)} is not a (source, target) pair") from None
+    for end, what in ((u, "source"), (v, "target")):
+        try:
+            hash(end)
+        except TypeError:
+            raise InvalidGraphError(f"edge ({shown(u)}, {shown(v)}): the {what} {shown(end)} is not a "
+                                    f"node id (a {type(end).__name__} is not hashable)") from None
+        if end not in index:
+            raise InvalidGraphError(f"edge ({shown(u)}, {shown(v)}): unknown {what} node {shown(end)}")
+    raise InvalidGraphError(f"edge {shown(e)} is not valid")
+
+
+def _check_totals(nodes: Sequence[Node]) -> None:
+    """Every sum a solver may form must stay a finite float: the total memory, communication and
+    compute time of each kind (and compute plus communication, a stage's load) are checked once
+    here, so that no solver meets an overflow (two memories of 1e308 sum past the largest float)."""
+    comm = _total([n.comm for n in nodes], "comm")
+    _total([n.memory for n in nodes], "memory")
+    kinds = {k for n in nodes for k in n.compute}
+    for kind in sorted(kinds):
+        compute = _total([n.compute[kind] for n in nodes if kind in n.compute], f"compute[{kind!r}]")
+        if not math.isfinite(compute + 2 * comm):
+            raise InvalidGraphError(f"compute[{kind!r}] and comm: the nodes' times add up past the largest "
+                                    "float (1.8e308, an overflow); rescale the input (e.g. to seconds)")
+
+
+def _total(values: list[float], what: str) -> float:
+    try:
+        total = math.fsum(values)
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total):
+        raise InvalidGraphError(f"{what}: the nodes' values add up past the largest float (1.8e308, an "
+                                "overflow); rescale the input (e.g. memory in MB)")
+    return total
 
 
 @dataclass(frozen=True)
@@ -166,54 +311,26 @@ class Graph:
         if not nodes:
             raise InvalidGraphError("the graph is empty: it has no nodes")
         index: dict[NodeId, int] = {}
-        checked: list[Node] = []
-        for pos, n in enumerate(nodes):
+        for pos, n in enumerate(nodes):  # a Node validated itself when it was built
             if not isinstance(n, Node):
                 raise InvalidGraphError(f"nodes[{pos}] is a {type(n).__name__}, not a stagecut.Node")
-            if n.id in index:
-                raise InvalidGraphError(f"duplicate node id {n.id!r}")
-            index[n.id] = pos
-            where = f"node {n.id!r}"
-            compute = {str(k): _check_number(v, f"{where}: compute[{k!r}]") for k, v in n.compute.items()}
-            kinds = None if n.kinds is None else frozenset(str(k) for k in n.kinds)
-            checked.append(
-                Node(
-                    id=n.id,
-                    compute=compute,
-                    memory=_check_number(n.memory, f"{where}: memory"),
-                    comm=_check_number(n.comm, f"{where}: comm"),
-                    kinds=kinds,
-                    colocation=n.colocation,
-                    backward=bool(n.backward),
-                    name=n.name,
-                )
-            )
-        edge_list: list[tuple[NodeId, NodeId]] = []
-        seen: set[tuple[NodeId, NodeId]] = set()
-        for e in edges:
-            try:
-                u, v = e
-            except (TypeError, ValueError):
-                raise InvalidGraphError(f"edge {e!r} is not a (source, target) pair") from None
-            for end, what in ((u, "source"), (v, "target")):
-                if end not in index:
-                    raise InvalidGraphError(f"edge ({u!r}, {v!r}): unknown {what} node {end!r}")
-            if u == v:
-                raise CycleError(f"edge ({u!r}, {v!r}) is a self-loop", [u])
-            if (u, v) not in seen:
-                seen.add((u, v))
-                edge_list.append((u, v))
-        succ: list[list[int]] = [[] for _ in checked]
-        pred: list[list[int]] = [[] for _ in checked]
-        for u, v in edge_list:
-            succ[index[u]].append(index[v])
-            pred[index[v]].append(index[u])
-        object.__setattr__(self, "nodes", tuple(checked))
+            index.setdefault(n.id, pos)
+        if len(index) != len(nodes):
+            dup = next(n.id for pos, n in enumerate(nodes) if index[n.id] != pos)
+            raise InvalidGraphError(f"duplicate node id {shown(dup)}")
+        _check_totals(nodes)
+        edge_list, positions = _edge_list(edges, index)
+        succ: list[list[int]] = [[] for _ in nodes]
+        pred: list[list[int]] = [[] for _ in nodes]
+        for iu, iv in positions:
+            succ[iu].append(iv)
+            pred[iv].append(iu)
+        object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", tuple(edge_list))
         object.__setattr__(self, "defaults", dict(defaults or {}))
         object.__setattr__(self, "index", index)
-        object.__setattr__(self, "succ", tuple(tuple(s) for s in succ))
-        object.__setattr__(self, "pred", tuple(tuple(p) for p in pred))
+        object.__setattr__(self, "succ", tuple(map(tuple, succ)))
+        object.__setattr__(self, "pred", tuple(map(tuple, pred)))
         self._check_acyclic()
 
     # ------------------------------------------------------------------ basics
@@ -242,10 +359,19 @@ class Graph:
         return kahn_order(range(len(self.nodes)), self.succ)
 
     def _check_acyclic(self) -> None:
-        order = self.topological_order()
-        if len(order) == len(self.nodes):
+        indeg = [len(p) for p in self.pred]
+        ready = [i for i, d in enumerate(indeg) if d == 0]
+        seen = 0
+        while ready:  # Kahn's algorithm in any order: O(n + m)
+            i = ready.pop()
+            seen += 1
+            for t in self.succ[i]:
+                indeg[t] -= 1
+                if indeg[t] == 0:
+                    ready.append(t)
+        if seen == len(self.nodes):
             return
-        done = set(order)
+        done = {i for i, d in enumerate(indeg) if d == 0}
         cycle = [self.nodes[i].id for i in cycle_among([i for i in range(len(self.nodes)) if i not in done], self.pred)]
         shown = " -> ".join(repr(c) for c in cycle + cycle[:1])
         raise CycleError(f"the graph has a cycle: {shown}", cycle)
@@ -267,6 +393,8 @@ class Graph:
         >>> g.node(1).compute
         {'accelerator': 2.0, 'cpu': 9.0}
         """
+        if isinstance(costs, (str, bytes)) or not isinstance(costs, Sequence):
+            raise InvalidGraphError(f"costs: expected a sequence of per-layer times, got {type(costs).__name__}")
         n = len(costs)
 
         def per_layer(x: Sequence[float] | float, what: str) -> list[float]:
@@ -319,13 +447,15 @@ class Graph:
         >>> Graph.from_networkx(G).node("b").supports("cpu")
         False
         """
+        if not callable(getattr(G, "is_directed", None)) or not hasattr(G, "edges"):
+            raise InvalidGraphError(f"expected a networkx DiGraph, got {type(G).__name__}")
         if not G.is_directed():
             raise InvalidGraphError("the networkx graph must be directed (a DiGraph)")
         compute = dict(compute or {ACCELERATOR: ACCELERATOR, CPU: CPU})
         if output_bytes is not None and bandwidth is None:
             raise InvalidGraphError("output_bytes needs a bandwidth (bytes per time unit)")
-        if bandwidth is not None and not (bandwidth > 0 and math.isfinite(bandwidth)):
-            raise InvalidGraphError(f"bandwidth must be positive and finite, got {bandwidth!r}")
+        if bandwidth is not None:
+            bandwidth = check_number(bandwidth, "bandwidth", positive=True)
         nodes = []
         for nid, data in G.nodes(data=True):
             times = {k: data[a] for k, a in compute.items() if a in data and data[a] is not None}
@@ -334,7 +464,7 @@ class Graph:
                     f"node {nid!r}: no compute time (looked for attributes {sorted(compute.values())})"
                 )
             if output_bytes is not None and bandwidth is not None:
-                c = _check_number(data.get(output_bytes, 0.0), f"node {nid!r}: {output_bytes}") / bandwidth
+                c = check_number(data.get(output_bytes, 0.0), f"node {shown(nid)}: {output_bytes}") / bandwidth
             else:
                 c = data.get(comm, 0.0)
             allowed = data.get(kinds)
@@ -344,9 +474,9 @@ class Graph:
                     compute=times,
                     memory=data.get(memory, 0.0),
                     comm=c,
-                    kinds=frozenset(allowed) if allowed is not None else None,
+                    kinds=allowed,
                     colocation=data.get(colocation),
-                    backward=bool(data.get(backward, False)),
+                    backward=data.get(backward, False),
                     name=data.get(name),
                 )
             )
