@@ -39,7 +39,7 @@ def test_dp_equals_brute_force_inference(seed, n, k, l, tight):
     assert plan.objective == pytest.approx(want)
     _check_plan(g, plan, k, l, memory)
     dpl = sc.partition(g, devices=k, cpus=l, memory=memory, method="dpl")
-    assert dpl.status in ("feasible", "infeasible")
+    assert dpl.status in ("feasible", "unknown")
     if dpl.objective is not None:
         assert dpl.objective >= plan.objective - 1e-9
         assert dpl.lower_bound <= plan.objective + 1e-9

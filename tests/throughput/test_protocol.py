@@ -67,7 +67,9 @@ def test_evaluation_round_trip():
 def test_infeasible_plan_has_no_objective_and_round_trips(method):
     g = sc.Graph.chain([1.0, 1.0, 1.0], memory=[5.0, 5.0, 5.0])
     plan = sc.partition(g, devices=1, memory=10.0, method=method)
-    assert plan.status == "infeasible" and plan.objective is None and plan.stages == ()
+    # DPL proves nothing when its order finds no split (each node fits alone): "unknown"
+    assert plan.status == ("unknown" if method == "dpl" else "infeasible")
+    assert plan.objective is None and plan.stages == ()
     assert plan.gap is None and not plan.feasible and plan.assignment() == {}
     assert sc.Plan.from_json(plan.to_json()) == plan
     assert sc.Plan.from_json(plan.dumps()) == plan

@@ -302,9 +302,9 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     Plan
         The best split along the path (a contiguous split: acyclic quotient), status
         ``"feasible"`` with :func:`simple_lower_bound` as ``lower_bound`` (a bound on every
-        split, computed on the original graph); or ``"infeasible"`` (``objective=None``) when no
-        split along the path fits, which proves that no split fits only when the bound is
-        ``inf`` (the notes say which).
+        split, computed on the original graph). When no split along the path fits
+        (``objective=None``): status ``"infeasible"`` if the bound proves that no split fits
+        (``inf``: a colocation class fits on no device), else ``"unknown"``.
 
     Raises
     ------
@@ -317,11 +317,12 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     stats: dict[str, Stat] = {"ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units}
     lb = simple_lower_bound(problem)
     if not math.isfinite(raw["objective"]):
-        proven = math.isinf(lb)
-        note = ("no split fits" if proven
-                else "no split along the DPL order fits (not proven infeasible); try method='dp'")
-        return no_plan(problem, status="infeasible", method="dpl", stats=stats, notes=[note],
-                       lower_bound=None if proven else lb, runtime_s=time.perf_counter() - t0)
+        if math.isinf(lb):  # some colocation class fits on no device: proven
+            return no_plan(problem, status="infeasible", method="dpl", stats=stats, notes=["no split fits"],
+                           runtime_s=time.perf_counter() - t0)
+        return no_plan(problem, status="unknown", method="dpl", stats=stats, lower_bound=lb,
+                       notes=["no split along the DPL order fits (not proven infeasible); try method='dp'"],
+                       runtime_s=time.perf_counter() - t0)
     assignment, order = _split_of(problem.graph, units, raw["blocks"])
     return plan_from_split(problem, assignment, order, solver="DPL", claimed=raw["objective"], exact=True,
                            status="feasible", lower_bound=lb, method="dpl", stats=stats,
