@@ -53,9 +53,13 @@ def test_decodes_help_gives_its_true_default():
     _, subs = _subparsers()
     decodes = next(a for a in subs["slice"]._actions if "--decodes" in a.option_strings)
     assert "10,000" in decodes.help and "8,100" in decodes.help
-    pop = next(a for a in subs["slice"]._actions if "--population" in a.option_strings).default
-    gen = next(a for a in subs["slice"]._actions if "--generations" in a.option_strings).default
-    assert pop * gen == 10_000
+    from stagecut.cli import slice as slice_cmd
+
+    # the flags default to None (so that giving one with --method dp is refused); their defaults
+    for flag, value in (("--population", slice_cmd.POPULATION), ("--generations", slice_cmd.GENERATIONS)):
+        action = next(a for a in subs["slice"]._actions if flag in a.option_strings)
+        assert f"default: {value})" in action.help
+    assert slice_cmd.POPULATION * slice_cmd.GENERATIONS == 10_000
 
 
 def test_demo_help_says_what_it_runs(run):

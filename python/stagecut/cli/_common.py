@@ -12,7 +12,9 @@
   loads it back);
 * one error handler (:func:`guarded`): bad input is one line ``stagecut: error: ...`` on stderr
   and exit 2; a bug is exit 1 with "please report" (the traceback with ``--debug``); Ctrl-C is
-  exit 130.
+  exit 130; a closed stdout (``| head``) is a quiet exit 141. Output paths (``-o``,
+  ``--split-out``) are checked before any work, and written atomically (temporary file, then
+  rename: a full disk leaves the old file intact); JSON output never holds ``Infinity``/``NaN``.
 """
 
 from __future__ import annotations
@@ -26,15 +28,18 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+from stagecut import formats
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import Graph
 from stagecut.units import parse_bandwidth, parse_bytes
+from stagecut.validate import MAX_INT, check_id, check_int
 
 __all__ = [
     "EXIT_OK", "EXIT_BUG", "EXIT_USAGE", "EXIT_INTERRUPTED", "GRAPH_HELP", "EXAMPLES",
     "Parser", "load_graph", "add_graph", "add_devices", "add_memory", "add_bandwidth", "add_output",
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
-    "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table", "bad_argument", "doc",
+    "positive_number", "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table",
+    "bad_argument", "doc", "check_outputs", "requires",
 ]
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
@@ -69,9 +74,12 @@ def _int_type(minimum: int) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        if value > MAX_INT:
+            raise argparse.ArgumentTypeError(f"must be an integer below 2**64, got {text[:20]}... "
+                                             f"({len(text)} digits)")
         return value
 
     parse.__name__ = f"integer >= {minimum}"
@@ -83,14 +91,36 @@ nonnegative_int = _int_type(0)
 
 
 def number(text: str) -> float:
-    """A finite non-negative float for argparse (seconds, fractions...)."""
+    """A finite non-negative float for argparse (fractions, gaps...)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
     if not (value >= 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text[:40]!r}")
     return value
+
+
+def positive_number(text: str) -> float:
+    """A finite float > 0 for argparse (a time limit: 0 or less would skip all the work)."""
+    value = number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _already(namespace: argparse.Namespace, dest: str) -> bool:
+    return getattr(namespace, dest, None) is not None
+
+
+class _Once(argparse.Action):
+    """A flag whose value may be given once (it and its old spelling must not both be given)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if _already(namespace, self.dest):
+            parser.error(f"{option_string} is given twice (or together with its old spelling)")
+        setattr(namespace, self.dest, values)
 
 
 class _Deprecated(argparse.Action):
@@ -106,7 +136,10 @@ class _Deprecated(argparse.Action):
         if self.nargs == 0:
             note(f"{option_string} is no longer needed ({self.new}); it does nothing and goes away "
                  "in the next release")
+            setattr(namespace, self.dest, True)
             return
+        if _already(namespace, self.dest):
+            parser.error(f"{option_string} is the old spelling of {self.new}: give one of them, once")
         note(f"{option_string} is deprecated and goes away in the next release; use {self.new}")
         setattr(namespace, self.dest, self.convert(values) if self.convert else values)
 
@@ -131,7 +164,7 @@ def add_graph(p: argparse.ArgumentParser, help: str | None = None) -> None:
 
 def add_devices(p: argparse.ArgumentParser, meaning: str, default: str, *, old: Sequence[str] = ()) -> None:
     """``-k/--devices`` (an integer >= 1) meaning ``meaning``; ``old`` spellings are hidden aliases."""
-    p.add_argument("-k", "--devices", type=positive_int, default=None, metavar="K",
+    p.add_argument("-k", "--devices", type=positive_int, default=None, metavar="K", action=_Once,
                    help=f"{meaning} (default: {default})")
     for o in old:
         add_deprecated(p, o, "devices", "-k/--devices", type=positive_int)
@@ -141,7 +174,7 @@ def add_memory(p: argparse.ArgumentParser, meaning: str, default: str, *, old: S
                dest: str = "memory", flag: str = "--memory") -> None:
     """``--memory SIZE`` with units (parsed later by :func:`memory_of`, so a bad unit is an
     :class:`~stagecut.errors.InvalidArgumentError` naming the flag)."""
-    p.add_argument(flag, dest=dest, default=None, metavar="SIZE",
+    p.add_argument(flag, dest=dest, default=None, metavar="SIZE", action=_Once,
                    help=f"{meaning}: bytes, or with a unit (16GiB, 512MB, 16e9; 'none' for no limit) "
                         f"(default: {default})")
     for o in old:
@@ -151,7 +184,7 @@ def add_memory(p: argparse.ArgumentParser, meaning: str, default: str, *, old: S
 def add_bandwidth(p: argparse.ArgumentParser, meaning: str, default: str, plain: str, *,
                   dest: str = "bandwidth", flag: str = "--bandwidth") -> None:
     """``--bandwidth RATE`` with units (25GB/s, 25GiB/s); ``plain`` says what a bare number is."""
-    p.add_argument(flag, dest=dest, default=None, metavar="RATE",
+    p.add_argument(flag, dest=dest, default=None, metavar="RATE", action=_Once,
                    help=f"{meaning}: a rate with units (25GB/s, 25GiB/s, 100MB/ms), or a plain number "
                         f"of {plain} (default: {default})")
 
@@ -171,6 +204,8 @@ def memory_of(args: argparse.Namespace, graph: Graph | None = None, *, dest: str
               flag: str = "--memory") -> float | None:
     """The ``--memory`` value in bytes (``inf`` for 'none'), else the file's memory, else ``None``."""
     text = getattr(args, dest, None)
+    if text is not None and getattr(args, "memory_from_file", False):
+        raise bad_argument("--memory-from-file", f"(the file's memory) conflicts with {flag} {text}: give one")
     if text is not None:
         return parse_bytes(text, flag=flag)
     if graph is not None:
@@ -237,38 +272,48 @@ def load_graph(spec: str) -> Graph:
 
 
 def read_json(path: str, what: str) -> Any:
-    """A JSON file's content; a missing file or bad JSON is an ``InvalidGraphError`` naming ``path``."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise InvalidGraphError(f"{path}: no such file ({what})") from None
-    except IsADirectoryError:
-        raise InvalidGraphError(f"{path}: is a directory, not {what}") from None
-    except json.JSONDecodeError as e:
-        raise InvalidGraphError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    """A JSON file's content; a missing file, a directory or bad JSON is an ``InvalidGraphError``
+    naming ``path`` (see :func:`stagecut.formats.read_json`)."""
+    return formats.read_json(path, what)
 
 
-def _node_id(graph: Graph, v: Any) -> Any:
-    """A node id read from JSON: lists back to tuples, string keys back to the graph's ids."""
-    if isinstance(v, list):
-        v = tuple(_node_id(graph, x) for x in v)
-    if v in graph.index:
-        return v
-    by_str = {str(n.id): n.id for n in graph.nodes}
-    return by_str.get(str(v), v)
+class _Ids:
+    """Node ids read from JSON mapped back to the graph's: lists to tuples, and string keys of a
+    JSON object (``"7"``) to the graph's id whose text they are."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.index = graph.index
+        self.by_str: dict[str, Any] | None = None
+
+    def __call__(self, v: Any, where: str) -> Any:
+        v = check_id(v, where)
+        if v in self.index:
+            return v
+        if self.by_str is None:  # built once, on the first miss
+            self.by_str = {str(i): i for i in self.index}
+        return self.by_str.get(str(v), v)
 
 
-def _device(stage: Any, position: int) -> tuple[str, int]:
+def _device(stage: Any, position: int, where: str) -> tuple[str, int]:
     if isinstance(stage, Mapping):
         if "kind" in stage and "kind_index" in stage:
-            return str(stage["kind"]), int(stage["kind_index"])
+            kind = stage["kind"]
+            if not isinstance(kind, str):
+                raise InvalidGraphError(f"{where}.kind: expected a device kind (a string), got {type(kind).__name__}")
+            return kind, check_int(stage["kind_index"], f"{where}.kind_index", error=InvalidGraphError)
         device = stage.get("device")
         if isinstance(device, str) and ":" in device:
             kind, _, idx = device.rpartition(":")
-            if idx.isdigit():
+            if idx.isdigit() and len(idx) < 20:
                 return kind, int(idx)
     return "accelerator", position
+
+
+def _stage_nodes(stage: Any, where: str) -> list[Any]:
+    nodes = stage.get("nodes", []) if isinstance(stage, Mapping) else None
+    if not isinstance(nodes, list):
+        raise InvalidGraphError(f"{where}.nodes: expected a list of node ids")
+    return nodes
 
 
 def read_placement(path: str, graph: Graph) -> dict[Any, tuple[str, int]]:
@@ -279,22 +324,23 @@ def read_placement(path: str, graph: Graph) -> dict[Any, tuple[str, int]]:
     Raises
     ------
     InvalidGraphError
-        Missing file, bad JSON, or none of these shapes.
+        Missing file, bad JSON, none of these shapes, or a malformed entry (named).
     """
     data = read_json(path, "a split or a saved result")
+    ids = _Ids(graph)
     if isinstance(data, Mapping) and isinstance(data.get("stages"), list) and "kind" in data:
-        return {_node_id(graph, v): _device(st, i) for i, st in enumerate(data["stages"])
-                for v in (st.get("nodes", []) if isinstance(st, Mapping) else [])}
+        return {ids(v, f"{path}: stages[{i}].nodes[{j}]"): _device(st, i, f"{path}: stages[{i}]")
+                for i, st in enumerate(data["stages"]) for j, v in enumerate(_stage_nodes(st, f"{path}: stages[{i}]"))}
     if isinstance(data, Mapping) and ("fpgas" in data or "cpus" in data):
-        from stagecut.formats import split_from_dict
-
-        return dict(split_from_dict(data, graph))
+        return dict(formats.split_from_dict(data, graph))
     if isinstance(data, Mapping) and "blocks" in data:
         data = data["blocks"]
     if isinstance(data, list) and all(isinstance(b, list) for b in data):
-        return {_node_id(graph, v): ("accelerator", i) for i, b in enumerate(data) for v in b}
-    if isinstance(data, Mapping) and all(isinstance(s, int) and not isinstance(s, bool) for s in data.values()):
-        return {_node_id(graph, k): ("accelerator", s) for k, s in data.items()}
+        return {ids(v, f"{path}: blocks[{i}][{j}]"): ("accelerator", i) for i, b in enumerate(data)
+                for j, v in enumerate(b)}
+    if isinstance(data, Mapping) and data and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_INT
+                                                  for s in data.values()):
+        return {ids(k, f"{path}: key {k!r}"): ("accelerator", s) for k, s in data.items()}
     raise InvalidGraphError(f"{path}: expected a saved result, a fpgas/cpus split, "
                             "{\"blocks\": [[ids], ...]} or {node: stage}")
 
@@ -313,11 +359,12 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     """
     if data is None:
         data = result.to_json()
+    data = formats.json_safe(data)
     out = getattr(args, "output", None)
     if out:
         write_json(out, data)
     if getattr(args, "json", False):
-        print(json.dumps(data))
+        print(json.dumps(data, allow_nan=False))
         return EXIT_OK
     summary = result.summary()
     lines = [summary] + [f"note       {n}" for n in extra_notes]
@@ -345,10 +392,57 @@ def stage_table(result: Any) -> str:
 
 
 def write_json(path: str, data: Any) -> None:
-    """Write ``data`` as JSON (an ``OSError`` names the path)."""
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+    """Write ``data`` as JSON, atomically (:func:`stagecut.formats.write_json`: a temporary file
+    renamed over ``path``), non-finite floats as ``null``; an ``OSError`` names the path."""
+    formats.write_json(formats.json_safe(data), path)
+
+
+#: output flags checked before a subcommand runs: (namespace attribute, flag)
+OUTPUT_FLAGS = (("output", "-o"), ("split_out", "--split-out"))
+#: input arguments an output must not overwrite
+INPUT_ARGS = ("graph", "split", "result")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse an output path that cannot be written, or that would overwrite an input or the
+    other output, before any work is done (a long solve must not end in "cannot write").
+
+    Raises
+    ------
+    InvalidArgumentError
+        Names the flag and the path.
+    """
+    seen: dict[str, str] = {}
+    inputs = {os.path.realpath(v): name for name in INPUT_ARGS
+              if isinstance(v := getattr(args, name, None), str) and os.path.exists(v)}
+    for attr, flag in OUTPUT_FLAGS:
+        path = getattr(args, attr, None)
+        if not path:
+            continue
+        formats.check_writable(path, flag)
+        real = os.path.realpath(path)
+        if real in inputs:
+            raise bad_argument(flag, f"{path} is the input {inputs[real].upper()}: write the result elsewhere")
+        if real in seen:
+            raise bad_argument(flag, f"{path} is also the {seen[real]} file: give two different files")
+        seen[real] = flag
+
+
+def requires(args: argparse.Namespace, condition: bool, needs: str, flags: Sequence[tuple[str, str]]) -> None:
+    """Refuse flags that only mean something under ``needs`` (e.g. ``--method ip``) when
+    ``condition`` does not hold: each of ``flags`` is (namespace attribute, flag), given when the
+    attribute is not ``None``/``False``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``FLAG: goes with NEEDS`` for the first flag given.
+    """
+    if condition:
+        return
+    for attr, flag in flags:
+        if getattr(args, attr, None) not in (None, False):
+            raise bad_argument(flag, f"goes with {needs}")
 
 
 # ----------------------------------------------------------------------------------- errors
@@ -358,6 +452,10 @@ def _one_line(e: BaseException) -> str:
         text = f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     if isinstance(e, KeyError):  # str(KeyError) is the quoted key
         text = f"missing {text}"
+    if isinstance(e, RecursionError):
+        text = "the input is nested too deeply to read (Python's recursion limit)"
+    if isinstance(e, MemoryError):
+        text = f"out of memory{': ' + text if text else ''}"
     first = text.splitlines()[0] if text else type(e).__name__
     return first
 
@@ -369,17 +467,23 @@ def _is_bug(e: BaseException) -> bool:
 def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Wrap a subcommand: the one error handler of the command line.
 
-    ``StagecutError``, ``ValueError``, ``OSError`` -> ``stagecut: error: <first line>`` on stderr,
-    exit 2 (an internal ``SolverError`` saying "please report" is a bug: exit 1); any other
-    exception is a bug: one line with "please report", the traceback only with ``--debug``,
-    exit 1; ``KeyboardInterrupt`` -> one line, exit 130.
+    Output paths are checked first (:func:`check_outputs`). ``StagecutError``, ``ValueError``,
+    ``OSError``, a warning turned into an error (``-W error``), ``RecursionError`` (input nested
+    too deeply), ``MemoryError`` (a request too large) -> ``stagecut: error: <first line>`` on
+    stderr, exit 2 (an internal ``SolverError`` saying "please report" is a bug: exit 1); any
+    other exception is a bug: one line with "please report", the traceback only with
+    ``--debug``, exit 1; ``KeyboardInterrupt`` -> one line, exit 130; a closed stdout -> exit
+    141, quietly.
     """
 
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
         debug = bool(getattr(args, "debug", False) or os.environ.get("STAGECUT_DEBUG"))
         try:
-            return int(run(args) or 0)
+            check_outputs(args)
+            code = int(run(args) or 0)
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+            return code
         except KeyboardInterrupt:
             print("stagecut: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -387,7 +491,9 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return EXIT_SIGPIPE
-        except (StagecutError, ValueError, OSError) as e:
+        except (StagecutError, ValueError, OSError, Warning, RecursionError, MemoryError) as e:
+            # a Warning is raised under -W error; RecursionError is input nested too deeply;
+            # MemoryError is a request too large for this machine: each is the input's, not a bug
             if debug:
                 traceback.print_exc()
             if _is_bug(e):

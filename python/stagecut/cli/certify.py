@@ -63,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
                         "bottleneck (MIP), bottleneck-guess (MIPs over guessed bottlenecks), exact (the "
                         f"full MIP) (default: {','.join(LEVELS)})")
-    p.add_argument("--time-limit", type=_common.number, default=600.0, metavar="S",
+    p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a level gets what is left (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"$ stagecut partition {spec}\n")
     ns = argparse.Namespace(graph=spec, devices=None, cpus=None, memory=None, method="auto",
-                            max_ideals=DEFAULT_MAX_IDEALS, non_contiguous=False, time_limit=None, solver="cbc",
+                            max_ideals=DEFAULT_MAX_IDEALS, non_contiguous=False, time_limit=None, solver=None,
                             json=args.json, output=None, split_out=None, debug=getattr(args, "debug", False))
     return int(partition_cmd.run.__wrapped__(ns))  # type: ignore[attr-defined]
 

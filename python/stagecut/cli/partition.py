@@ -40,13 +40,18 @@ def write_split(path: str, result: Any) -> None:
     _common.write_json(path, data)
 
 
+#: flags that only the integer program reads
+IP_ONLY = (("non_contiguous", "--non-contiguous"), ("time_limit", "--time-limit"), ("solver", "--solver"))
+
+
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
+    _common.requires(args, args.method == "ip", "--method ip", IP_ONLY)
     graph = _common.load_graph(args.graph)
     memory = _common.memory_of(args, graph)
     plan = partition(graph, devices=args.devices, cpus=args.cpus, memory=memory, method=args.method,
                      max_ideals=args.max_ideals, contiguous=not args.non_contiguous,
-                     time_limit=args.time_limit, solver=args.solver)
+                     time_limit=args.time_limit, solver=args.solver or "cbc")
     if args.split_out:
         write_split(args.split_out, plan)
     return _common.report(plan, args, extra_notes=cpu_note(graph, args.cpus, plan))
@@ -71,9 +76,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help=f"most ideals the exact DP may enumerate (default: {DEFAULT_MAX_IDEALS:,})")
     p.add_argument("--non-contiguous", action="store_true",
                    help="ip only: allow splits whose stages are not contiguous (default: contiguous)")
-    p.add_argument("--time-limit", type=_common.number, default=None, metavar="S",
+    p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="ip only: seconds; on expiry the best split so far and the bound (default: none)")
-    p.add_argument("--solver", default="cbc", choices=("cbc", "highs"),
+    p.add_argument("--solver", default=None, choices=("cbc", "highs"),
                    help="ip only: MIP solver; highs needs the [highs] extra (default: cbc)")
     _common.add_output(p)
     p.add_argument("--split-out", metavar="FILE", default=None,

@@ -58,12 +58,28 @@ def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
     }
 
 
+#: defaults of the search flags (the flags default to None: given or not is checked)
+POPULATION, GENERATIONS, ISLANDS, MAX_IDEALS = 100, 100, 1, 1_000_000
+#: the search methods (they read --decodes, --population, --generations and --islands)
+SEARCH = ("brkga", "random", "mla", "mla-weighted")
+SEARCH_ONLY = (("decodes", "--decodes"), ("population", "--population"), ("generations", "--generations"),
+               ("islands", "--islands"))
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
+    _common.requires(args, args.method == "dp", "--method dp", (("max_ideals", "--max-ideals"),))
+    _common.requires(args, args.method in SEARCH, f"--method {', '.join(SEARCH)}", SEARCH_ONLY)
     graph = _common.load_graph(args.graph)
     plan = slice_graph(graph, devices=args.devices, method=args.method, seed=args.seed,
-                       population=args.population, generations=args.generations, decodes=args.decodes,
-                       islands=args.islands, max_ideals=args.max_ideals, colocate=not args.ignore_colocation,
+                       population=_given(args.population, POPULATION),
+                       generations=_given(args.generations, GENERATIONS), decodes=args.decodes,
+                       islands=_given(args.islands, ISLANDS), max_ideals=_given(args.max_ideals, MAX_IDEALS),
+                       colocate=not args.ignore_colocation,
                        **mtpp_memory(args, graph))
     if args.split_out:
         write_split(args.split_out, plan)
@@ -87,14 +103,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "(default: --population x --generations = 10,000; brkga and mla also stop after "
                         "--generations generations, which is 100 + 100 x 80 = 8,100 decodes with the defaults: "
                         "the first population, then the 80%% non-elite of each generation)")
-    p.add_argument("--population", type=_common.positive_int, default=100, metavar="P",
+    p.add_argument("--population", type=_common.positive_int, default=None, metavar="P",
                    help="BRKGA population size (default: 100)")
-    p.add_argument("--generations", type=_common.positive_int, default=100, metavar="G",
+    p.add_argument("--generations", type=_common.positive_int, default=None, metavar="G",
                    help="BRKGA generations when --decodes is not given (default: 100)")
-    p.add_argument("--islands", type=_common.positive_int, default=1, metavar="I",
+    p.add_argument("--islands", type=_common.positive_int, default=None, metavar="I",
                    help="independent BRKGA populations sharing the budget; the best wins (default: 1)")
     add_mtpp_memory(p, reserved=("--reserved",))
-    p.add_argument("--max-ideals", type=_common.positive_int, default=1_000_000, metavar="N",
+    p.add_argument("--max-ideals", type=_common.positive_int, default=None, metavar="N",
                    help="dp only: most ideals the exact DP may enumerate (default: 1,000,000)")
     _common.add_output(p)
     p.add_argument("--split-out", metavar="FILE", default=None,

@@ -15,30 +15,53 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stagecut.errors import InvalidGraphError
+from stagecut.formats import read_json
 from stagecut.results import NodeId
 from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
-from stagecut.validate import check_int
+from stagecut.validate import check_int, shown
 
 __all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies"]
 
 
 def _req(obj: Any, key: str, where: str) -> Any:
-    if not isinstance(obj, Mapping) or key not in obj:
+    if not isinstance(obj, Mapping):
+        raise InvalidGraphError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    if key not in obj:
         raise InvalidGraphError(f"{where}: missing field {key!r}")
     return obj[key]
 
 
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidGraphError(f"{where}: expected a JSON list, got {type(value).__name__}")
+    return value
+
+
+def _int_key(k: Any, where: str, what: str) -> int:
+    """An integer written as an object key (``"12"``) or as a number (ids are integers in this
+    format: the sync maps are keyed by them); floats, booleans and other strings are refused."""
+    if isinstance(k, str):
+        text = k.strip()
+        if text.lstrip("-").isdigit() and len(text) <= 20:
+            return check_int(int(text), f"{where}: {what}", minimum=-(2**63), error=InvalidGraphError)
+    elif isinstance(k, int) and not isinstance(k, bool):
+        return check_int(k, f"{where}: {what}", minimum=-(2**63), error=InvalidGraphError)
+    raise InvalidGraphError(f"{where}: {what} {shown(k)} is not an integer")
+
+
 def _node_key(k: Any, where: str) -> int:
-    try:
-        return int(k)
-    except (TypeError, ValueError):
-        raise InvalidGraphError(f"{where}: key {k!r} is not a node id") from None
+    return _int_key(k, where, "key (a node id)")
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidGraphError(f"{where} must be a string, got {type(value).__name__} {shown(value)}")
+    return value
 
 
 def _sync(c: Mapping[str, Any], key: str, where: str) -> dict[NodeId, float]:
@@ -50,7 +73,7 @@ def _sync(c: Mapping[str, Any], key: str, where: str) -> dict[NodeId, float]:
 
 def _tmpc_from_dict(c: Mapping[str, Any], where: str) -> TMPC:
     return TMPC(
-        id=str(_req(c, "id", where)),
+        id=_str(_req(c, "id", where), f"{where}: id"),
         time=_req(c, "timePerSample", where),
         params=_req(c, "parameterSize", where),
         mem_a=_req(c, "memoryUsageA", where),
@@ -61,20 +84,16 @@ def _tmpc_from_dict(c: Mapping[str, Any], where: str) -> TMPC:
 
 
 def _node_from_dict(nd: Mapping[str, Any], i: int) -> PiperNode:
-    nid = _req(nd, "id", f"nodes[{i}]")
+    nid = _int_key(_req(nd, "id", f"nodes[{i}]"), f"nodes[{i}]", "id")
     tm = _req(nd, "TMPCs", f"node {nid!r}")
     if not isinstance(tm, Mapping):
         raise InvalidGraphError(f"node {nid!r}: TMPCs must be an object keyed by t")
     tmpcs: dict[int, tuple[TMPC, ...]] = {}
     for tk, lst in tm.items():
-        try:
-            t = int(tk)
-        except (TypeError, ValueError):
-            raise InvalidGraphError(f"node {nid!r}: TMPC key {tk!r} is not a device count") from None
-        if not isinstance(lst, Sequence):
-            raise InvalidGraphError(f"node {nid!r}, t={t}: TMPCs must be a list")
+        t = _int_key(tk, f"node {nid!r}", "TMPC key (a device count)")
+        lst = _list(lst, f"node {nid!r}, t={t}: TMPCs")
         tmpcs[t] = tuple(_tmpc_from_dict(c, f"node {nid!r}, t={t}, TMPC #{j}") for j, c in enumerate(lst))
-    return PiperNode(id=nid, tmpcs=tmpcs, name=str(nd.get("name", "")))
+    return PiperNode(id=nid, tmpcs=tmpcs, name=_str(nd.get("name", ""), f"node {nid!r}: name"))
 
 
 def piper_from_dict(data: Mapping[str, Any]) -> PiperProblem:
@@ -112,11 +131,12 @@ def piper_from_dict(data: Mapping[str, Any]) -> PiperProblem:
     """
     if not isinstance(data, Mapping):
         raise InvalidGraphError("a Piper input must be a JSON object")
-    nodes = tuple(_node_from_dict(nd, i) for i, nd in enumerate(_req(data, "nodes", "input")))
+    nodes = tuple(_node_from_dict(nd, i) for i, nd in enumerate(_list(_req(data, "nodes", "input"), "nodes")))
     edges = []
-    for i, e in enumerate(_req(data, "edges", "input")):
+    for i, e in enumerate(_list(_req(data, "edges", "input"), "edges")):
         where = f"edges[{i}]"
-        edges.append(PiperEdge(_req(e, "sourceId", where), _req(e, "destId", where),
+        edges.append(PiperEdge(_int_key(_req(e, "sourceId", where), where, "sourceId"),
+                               _int_key(_req(e, "destId", where), where, "destId"),
                                _req(e, "communicationCost", where)))
     return PiperProblem(nodes=nodes, edges=tuple(edges), devices=_req(data, "maxDevices", "input"),
                         memory=_req(data, "maxMemoryPerDevice", "input"), bandwidth=_req(data, "bandwidth", "input"),
@@ -139,9 +159,9 @@ def read_piper(path: str | os.PathLike[str] | Mapping[str, Any]) -> PiperProblem
     Raises
     ------
     InvalidGraphError
-        The file is not valid JSON or the input is malformed.
+        No such file, not valid JSON, or a malformed input (names the field).
     OSError
-        The file cannot be read.
+        The file exists but cannot be read.
 
     Examples
     --------
@@ -152,12 +172,7 @@ def read_piper(path: str | os.PathLike[str] | Mapping[str, Any]) -> PiperProblem
     """
     if isinstance(path, Mapping):
         return piper_from_dict(path)
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise InvalidGraphError(f"{path}: not valid JSON ({e})") from None
-    return piper_from_dict(data)
+    return piper_from_dict(read_json(path, "a Piper input"))
 
 
 def chain_problem(times: Sequence[float], *, devices: int, memory: float, bandwidth: float, batch: int,
