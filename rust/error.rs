@@ -18,12 +18,24 @@ pub enum CoreError {
     TooManyIdeals { limit: usize },
     /// A broken internal invariant: a bug in stagecut, not the caller's fault (`SolverError`).
     Internal(String),
+    /// The request would allocate more than the memory budget (see [`crate::memory`]); the
+    /// message says how much, and what to change (`MemoryLimitError`).
+    MemoryLimit(String),
+    /// Stopped by the caller (Ctrl-C in Python: `KeyboardInterrupt`).
+    Interrupted,
+    /// The time limit passed before there was an answer to return (the Python wrappers turn it
+    /// into a result with status `"time_limit"`).
+    DeadlineReached,
 }
 
 impl fmt::Display for CoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CoreError::InvalidInput(msg) | CoreError::InvalidArgument(msg) => write!(f, "{msg}"),
+            CoreError::InvalidInput(msg)
+            | CoreError::InvalidArgument(msg)
+            | CoreError::MemoryLimit(msg) => write!(f, "{msg}"),
+            CoreError::Interrupted => write!(f, "interrupted"),
+            CoreError::DeadlineReached => write!(f, "the time limit was reached"),
             CoreError::Cycle { cycle } => write!(f, "graph has a cycle through nodes {cycle:?}"),
             CoreError::TooManyIdeals { limit } => {
                 write!(f, "the graph has more than {limit} ideals (downsets)")

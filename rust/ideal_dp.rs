@@ -14,11 +14,17 @@
 //! Pruning: a block's *lower bound* (e.g. its compute time) never decreases as the block
 //! grows, so once the bound reaches the worst current value of `I`'s row, no larger block can
 //! improve it and that branch of the descent is cut. The answer is unaffected.
+//!
+//! Device counts are capped at the number of nodes (blocks are non-empty, so more devices
+//! cannot be used); the tables are estimated against the [`crate::memory`] budget before they
+//! are allocated, and the descent polls a [`Cancel`] token.
 
 use rayon::prelude::*;
 
-use crate::error::{CoreError, CoreResult};
+use crate::cancel::{Cancel, Stop};
+use crate::error::CoreResult;
 use crate::ideals::Ideals;
+use crate::memory;
 use crate::numeric::INF;
 
 /// Costs of the current block on each device kind, with monotone lower bounds.
@@ -108,13 +114,25 @@ pub fn solve<C: BlockCost>(
     prune: bool,
     upper: f64,
 ) -> CoreResult<DpSolution> {
-    let kf = accelerators.saturating_add(1);
-    let width = cpus.saturating_add(1).saturating_mul(kf);
-    if width > 1 << 20 {
-        return Err(CoreError::InvalidInput(format!(
-            "too many devices: {accelerators} accelerators x {cpus} CPUs"
-        )));
-    }
+    solve_with(ideals, cost, accelerators, cpus, prune, upper, &Cancel::never())
+}
+
+/// [`solve`], stopping with `Interrupted` / `DeadlineReached` when `cancel` says so.
+pub fn solve_with<C: BlockCost>(
+    ideals: &Ideals,
+    cost: &C,
+    accelerators: usize,
+    cpus: usize,
+    prune: bool,
+    upper: f64,
+    cancel: &Cancel,
+) -> CoreResult<DpSolution> {
+    // at most one non-empty block per device: more devices than nodes are never used
+    let accelerators = accelerators.min(ideals.num_nodes());
+    let cpus = cpus.min(ideals.num_nodes());
+    let kf = accelerators + 1;
+    let width = (cpus + 1) * kf;
+    check_memory(ideals, width)?;
     let shape = Shape {
         accelerators,
         cpus,
@@ -133,13 +151,14 @@ pub fn solve<C: BlockCost>(
     for level in ideals.levels().into_iter().skip(1) {
         let start = level.start;
         let dp_ref = &dp;
+        cancel.check()?;
         let rows: Vec<Row> = level
             .into_par_iter()
             .map_init(
                 || cost.new_state(),
-                |st, id| row_for(ideals, cost, st, dp_ref, id, &shape),
+                |st, id| row_for(ideals, cost, st, dp_ref, id, &shape, cancel),
             )
-            .collect();
+            .collect::<Result<_, Stop>>()?;
         for (i, (row, brow, pairs)) in rows.into_iter().enumerate() {
             let id = start + i;
             dp[id * width..(id + 1) * width].copy_from_slice(&row);
@@ -160,6 +179,18 @@ pub fn solve<C: BlockCost>(
         ideals: n_ideals,
         pairs: pairs_total,
     })
+}
+
+/// Refuse (`MemoryLimit`) tables that would not fit: per ideal and cell, a value and a
+/// back-pointer (16 bytes), plus the rows of the largest level while it is computed.
+fn check_memory(ideals: &Ideals, width: usize) -> CoreResult<()> {
+    let widest = ideals.levels().iter().map(|l| l.len()).max().unwrap_or(1);
+    let bytes = memory::product(&[ideals.len() + widest, width, 16]);
+    let what = format!(
+        "the DP table ({} ideals x {width} device combinations)",
+        ideals.len()
+    );
+    memory::check(bytes, &what, "use fewer devices or lower max_ideals")
 }
 
 /// Follow the back-pointers from the full set with every device: the blocks in pipeline order.
@@ -275,12 +306,14 @@ fn row_for<C: BlockCost>(
     dp: &[f64],
     id: usize,
     shape: &Shape,
-) -> Row {
+    cancel: &Cancel,
+) -> Result<Row, Stop> {
     let width = shape.width;
     let mut row = vec![INF; width];
     let mut brow = vec![(id as u32, ACC_SKIP); width];
     let mut pairs = 0u64;
     let (mut t_acc, mut t_cpu) = (INF, INF);
+    let mut tick = cancel.ticker(256);
     let mut stack = vec![Frame {
         k: id as u32,
         r: u32::MAX,
@@ -302,6 +335,15 @@ fn row_for<C: BlockCost>(
         }
         let (v, sub) = subs[top.next];
         top.next += 1;
+        if let Err(stop) = tick.tick() {
+            // leave the state as it was: undo the pushes of the frames still open
+            for f in stack.iter().rev() {
+                if f.added != u32::MAX {
+                    cost.pop(st, f.added as usize);
+                }
+            }
+            return Err(stop);
+        }
         cost.push(st, v as usize);
         pairs += 1;
         let cs = cost.eval(st);
@@ -325,7 +367,7 @@ fn row_for<C: BlockCost>(
         });
     }
     leave_unused(shape, &mut row, &mut brow, id);
-    (row, brow, pairs)
+    Ok((row, brow, pairs))
 }
 
 #[cfg(test)]
@@ -384,7 +426,29 @@ mod tests {
             solve(&ideals, &cost, 0, 0, true, INF).unwrap().objective,
             INF
         );
-        assert!(solve(&ideals, &cost, 1 << 11, 1 << 11, true, INF).is_err());
-        assert!(solve(&ideals, &cost, usize::MAX, 1, true, INF).is_err());
+        // device counts past the node count are capped (never an allocation per device)
+        let four = solve(&ideals, &cost, 4, 0, true, INF).unwrap().objective;
+        assert_eq!(four, 4.0);
+        let huge = solve(&ideals, &cost, usize::MAX, usize::MAX, true, INF).unwrap();
+        assert_eq!(huge.objective, four);
+        assert_eq!(huge.blocks.len(), 4);
+    }
+
+    #[test]
+    fn a_stopped_dp_reports_why() {
+        let n = 12;
+        let dag = Dag::from_edges(n, &[]).unwrap(); // 4096 ideals
+        let ideals = Ideals::enumerate(&dag, 1 << 20).unwrap();
+        let cost = Additive(vec![1.0; n]);
+        let c = Cancel::never();
+        c.interrupt();
+        let err = solve_with(&ideals, &cost, 3, 0, false, INF, &c).unwrap_err();
+        assert_eq!(err, crate::error::CoreError::Interrupted);
+        let d = Cancel::with_limit(Some(std::time::Duration::ZERO));
+        let err = solve_with(&ideals, &cost, 3, 0, false, INF, &d).unwrap_err();
+        assert_eq!(err, crate::error::CoreError::DeadlineReached);
+        // and ideal enumeration stops too
+        let err = Ideals::enumerate_with(&dag, 1 << 20, &c).unwrap_err();
+        assert_eq!(err, crate::error::CoreError::Interrupted);
     }
 }

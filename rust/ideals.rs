@@ -13,8 +13,10 @@
 
 use std::collections::HashMap;
 
+use crate::cancel::Cancel;
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
+use crate::memory;
 
 #[derive(Debug, Clone)]
 pub struct Ideals {
@@ -34,6 +36,13 @@ impl Ideals {
     /// `max_ideals` are found, or at once when the DAG has `max_ideals` nodes or more (so the
     /// cost of a refusal is bounded by the limit).
     pub fn enumerate(dag: &Dag, max_ideals: usize) -> CoreResult<Ideals> {
+        Ideals::enumerate_with(dag, max_ideals, &Cancel::never())
+    }
+
+    /// [`Ideals::enumerate`], polling `cancel`, and refused (`MemoryLimit`) once the ideals
+    /// found so far pass the memory budget (each is a bitset of `n` bits, about twice over
+    /// while its level is indexed).
+    pub fn enumerate_with(dag: &Dag, max_ideals: usize, cancel: &Cancel) -> CoreResult<Ideals> {
         let n = dag.len();
         // a DAG on n nodes has at least n + 1 ideals (the prefixes of a topological order)
         if n >= max_ideals {
@@ -52,9 +61,13 @@ impl Ideals {
         let mut level_start = 0usize;
         let mut level_end = 1usize;
         let mut scratch = vec![0u64; words];
+        let per_ideal = (words * 16 + 64) as f64;
+        let room = memory::budget()? / per_ideal;
+        let mut tick = cancel.ticker((1 << 16) / (n as u32).saturating_add(1));
         while level_start < level_end {
             let mut index: HashMap<Box<[u64]>, u32> = HashMap::new();
             for id in level_start..level_end {
+                tick.tick()?;
                 for v in 0..n {
                     let (w, b) = (v / 64, 1u64 << (v % 64));
                     let cur = &bits[id * words..(id + 1) * words];
@@ -76,6 +89,9 @@ impl Ideals {
                             let x = card.len();
                             if x >= max_ideals {
                                 return Err(CoreError::TooManyIdeals { limit: max_ideals });
+                            }
+                            if x as f64 >= room {
+                                return Err(too_big(n, x, per_ideal));
                             }
                             index.insert(scratch.clone().into_boxed_slice(), x as u32);
                             bits.extend_from_slice(&scratch);
@@ -183,6 +199,14 @@ impl Ideals {
             }
         }
     }
+}
+
+/// The refusal of an enumeration that passed the memory budget at `count` ideals.
+fn too_big(n: usize, count: usize, per_ideal: f64) -> CoreError {
+    let what = format!("enumerating the ideals of this {n}-node graph ({count} found so far)");
+    let hint = "lower max_ideals, or use a method that does not enumerate ideals";
+    let limit = memory::budget().unwrap_or(memory::DEFAULT_BUDGET);
+    memory::refusal(count as f64 * per_ideal, limit, &what, hint)
 }
 
 #[cfg(test)]

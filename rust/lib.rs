@@ -13,20 +13,28 @@
 //! [`ideal_dp`] (the DP over ideals with an abstract block cost), [`error`] (the error type)
 //! and [`numeric`] (`INF`, `EPS`, input checks).
 //!
+//! Reliability: long loops poll a [`cancel::Cancel`] token (Ctrl-C from Python, time limits);
+//! allocations that scale with the input are checked against the [`memory`] budget first; the
+//! parallel work runs on the crate's own thread pool ([`pool`]), rebuilt in a forked child.
+//!
 //! The algorithm modules are plain Rust (testable with `cargo test`); the PyO3 glue lives in
 //! `bindings/` (one file per objective, plus the error mapping) and is compiled only with the
 //! `python` feature (maturin turns it on).
 
+pub mod cancel;
 pub mod dag;
 pub mod error;
 pub mod ideal_dp;
 pub mod ideals;
+pub mod memory;
 pub mod mtpp;
 pub mod numeric;
+pub mod pool;
 pub mod throughput;
 pub mod training;
 
 #[cfg(feature = "python")]
 mod bindings;
 
+pub use cancel::{Cancel, Stop};
 pub use error::CoreError;

@@ -7,8 +7,11 @@ from typing import TypedDict, final
 import numpy as np
 import numpy.typing as npt
 
+from stagecut.errors import StagecutError
+
 __all__ = [
     "__version__",
+    "DeadlineReached",
     "count_ideals",
     "max_load_dp",
     "MtppInstance",
@@ -19,6 +22,9 @@ __all__ = [
 ]
 
 __version__: str
+
+class DeadlineReached(StagecutError):
+    """The time limit passed before the call had an answer (the wrappers report status 'time_limit')."""
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
@@ -44,6 +50,8 @@ class _MtppSliceResult(TypedDict):
     """Best objective after each generation (or batch)."""
     rounds: int
     """Threshold rounds of the SliceGraph DP on the final order."""
+    time_limit_reached: bool
+    """The search stopped at ``time_limit``: its best so far (objective inf, no blocks: none)."""
 
 class _MtppExactResult(TypedDict):
     objective: float
@@ -82,27 +90,29 @@ class MtppInstance:
     @property
     def num_tensors(self) -> int: ...
 
-def count_ideals(n: int, src: _I64, dst: _I64, max_ideals: int) -> int: ...
+def count_ideals(n: int, src: _I64, dst: _I64, max_ideals: int, time_limit: float | None = None) -> int: ...
 def max_load_dp(
     acc_time: _F64, cpu_time: _F64, size: _F64, comm: _F64, acc_ok: _B, cpu_ok: _B,
     edge_src: _I64, edge_dst: _I64, n_units: int, unit_src: _I64, unit_dst: _I64,
     members_off: _I64, members: _I64, accelerators: int, cpus: int, acc_memory: float,
     cpu_memory: float, max_ideals: int, prune: bool = True, upper_bound: float | None = None,
+    time_limit: float | None = None,
 ) -> _MaxLoadResult: ...
 def mtpp_exact(
     instance: MtppInstance, stages: int, max_ideals: int, prune: bool = True, upper_bound: float | None = None,
+    time_limit: float | None = None,
 ) -> _MtppExactResult: ...
 def mtpp_segment_io(instance: MtppInstance, order: _I64, builder: str = "fenwick") -> _F64: ...
 def mtpp_slice(
     instance: MtppInstance, stages: int, method: str, seed: int = 0, population: int = 100,
     generations: int = 100, elite: float = 0.2, mutant: float = 0.1, rho: float = 0.7,
     max_decodes: int | None = None, samples: int = 1000, islands: int = 1, order: _I64 | None = None,
-    priorities: _F64 | None = None, segment_costs: str = "scan",
+    priorities: _F64 | None = None, segment_costs: str = "scan", time_limit: float | None = None,
 ) -> _MtppSliceResult: ...
 def piper_plan(
     n: int, edge_src: _I64, edge_dst: _I64, edge_comm: _F64, tm_node: _I64, tm_t: _I64,
     tm_time: _F64, tm_param: _F64, tm_a: _F64, tm_b: _F64, sfw_off: _I64, sfw: _F64,
     sbw_off: _I64, sbw: _F64, devices: int, memory: float, bandwidth: float, batch: int,
     exact_batch: bool, allow_dp: bool, knapsack: str, exact_max_nodes: int, max_ideals: int,
-    server_size: int | None = None, intra_bandwidth: float | None = None,
+    server_size: int | None = None, intra_bandwidth: float | None = None, time_limit: float | None = None,
 ) -> _PiperPlanResult: ...

@@ -12,6 +12,8 @@ The rest are about solving:
 
 * :class:`TooManyIdealsError`: an exact DP refused a request that would not fit (the message
   says why the ideals explode and what to use instead);
+* :class:`MemoryLimitError`: a request would allocate more than the memory budget (the message
+  says how much, and what to change); also a :class:`MemoryError`;
 * :class:`SolverError`: a solver failed; an *internal* error (a bug: a solver disagreeing with
   the evaluator, an impossible state) says "please report";
 * :class:`BackendUnavailableError`: an optional solver backend (HiGHS, ...) is not installed;
@@ -28,6 +30,7 @@ __all__ = [
     "InvalidArgumentError",
     "CycleError",
     "TooManyIdealsError",
+    "MemoryLimitError",
     "SolverError",
     "BackendUnavailableError",
     "StagecutWarning",
@@ -60,6 +63,15 @@ class TooManyIdealsError(StagecutError):
 
     Raise the limit, or use ``method="dpl"`` (the linearized DP, at most n + 1 ideals) or
     ``method="auto"``, which falls back to it.
+    """
+
+
+class MemoryLimitError(StagecutError, MemoryError):
+    """A request would need more memory than the budget, so it was refused before allocating.
+
+    The message says how much it needs and what to change (fewer devices, a smaller population,
+    ``segment_costs="scan"``...). The budget is 2 GiB, or the ``STAGECUT_MEMORY_BUDGET``
+    environment variable (bytes, or with a unit: ``"16GiB"``).
     """
 
 

@@ -2,6 +2,8 @@
 //! (`throughput.rs`, `mtpp.rs`, `training.rs`), each exposing `register(m)`, plus the error
 //! mapping (`errors.rs`). Inputs are copied into owned Rust vectors and validated, then the
 //! GIL is released; every core error becomes a `stagecut.errors` exception through `?`.
+//! Long calls go through [`run::run`]: on the crate's thread pool, interruptible by Ctrl-C,
+//! with an optional time limit.
 
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
@@ -12,8 +14,11 @@ use crate::ideals::Ideals;
 
 mod errors;
 mod mtpp;
+mod run;
 mod throughput;
 mod training;
+
+pub(crate) use run::run;
 
 /// Copy a numpy array into an owned vector (the input must be contiguous).
 pub(crate) fn owned<T: numpy::Element + Copy>(a: &PyReadonlyArray1<'_, T>) -> PyResult<Vec<T>> {
@@ -45,28 +50,30 @@ pub(crate) fn pairs(src: &[u32], dst: &[u32]) -> CoreResult<Vec<(u32, u32)>> {
 
 /// Number of ideals of a DAG, or `TooManyIdealsError` past `max_ideals`.
 #[pyfunction]
+#[pyo3(signature = (n, src, dst, max_ideals, time_limit=None))]
 fn count_ideals(
     py: Python<'_>,
     n: usize,
     src: PyReadonlyArray1<'_, i64>,
     dst: PyReadonlyArray1<'_, i64>,
     max_ideals: usize,
+    time_limit: Option<f64>,
 ) -> PyResult<usize> {
     // n + 1 ideals at least: refuse before allocating anything for n nodes
     if n >= max_ideals {
         return Err(CoreError::TooManyIdeals { limit: max_ideals }.into());
     }
     let edges = pairs(&u32s(&src, "src")?, &u32s(&dst, "dst")?)?;
-    let count = py.allow_threads(move || {
+    run(py, time_limit, move |cancel| {
         let dag = Dag::from_edges(n, &edges)?;
-        Ideals::enumerate(&dag, max_ideals).map(|i| i.len())
-    })?;
-    Ok(count)
+        Ideals::enumerate_with(&dag, max_ideals, cancel).map(|i| i.len())
+    })
 }
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DeadlineReached", m.py().get_type::<errors::DeadlineReached>())?;
     m.add_function(wrap_pyfunction!(count_ideals, m)?)?;
     throughput::register(m)?;
     mtpp::register(m)?;

@@ -5,18 +5,27 @@
 //! `t_cost`, `t_prod`, and the consumers in CSR form (`t_cons_off`, `t_cons`); plus the memory
 //! model (`fast_memory`, `reserved`, `bandwidth`; `bandwidth=None` makes memory a hard limit).
 //! It is validated once, at construction, and immutable afterwards.
+//!
+//! The three functions run through [`run`] (interruptible, with an optional `time_limit`), and
+//! refuse requests whose memory (populations, segment tables, DP rows) passes the budget.
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::owned;
+use super::{owned, run};
+use crate::cancel::{Cancel, Stop};
 use crate::error::{CoreError, CoreResult};
+use crate::memory;
 use crate::mtpp::fenwick::{build_fenwick, build_naive};
 use crate::mtpp::kahn::kahn;
 use crate::mtpp::search::{self, BrkgaParams};
 use crate::mtpp::slicegraph::{self, ScanCosts, Split, TableCosts};
-use crate::mtpp::{exact, Instance, Memory, OrderCtx, Tensor};
+use crate::ideal_dp;
+use crate::ideals::Ideals;
+use crate::mtpp::exact::MtppBlockCost;
+use crate::mtpp::{Instance, Memory, OrderCtx, Tensor};
+use crate::pool;
 
 /// The instance arrays as read from Python, before validation.
 struct RawInstance {
@@ -246,18 +255,34 @@ impl SegCostKind {
     }
 }
 
-/// An `n x n` segment table fits in memory (no overflow of the cell count).
-fn check_table_size(n: usize) -> CoreResult<()> {
-    match n
-        .checked_add(1)
-        .and_then(|s| s.checked_mul(s))
-        .and_then(|c| c.checked_mul(8))
-    {
-        Some(_) => Ok(()),
-        None => Err(CoreError::InvalidArgument(format!(
-            "a {n} x {n} segment table is too large"
-        ))),
-    }
+/// Refuse an `n x n` segment table (built with a Fenwick tree of the same size when `fenwick`)
+/// that would pass the memory budget.
+fn check_table_size(n: usize, fenwick: bool) -> CoreResult<()> {
+    let tables = if fenwick { 2 } else { 1 };
+    memory::check(
+        memory::product(&[n + 1, n + 1, 8 * tables]),
+        &format!("the {n} x {n} segment table"),
+        "use segment_costs='scan' (no table)",
+    )
+}
+
+/// Refuse a search whose population or decoders would pass the memory budget: BRKGA keeps
+/// about three populations of `n` keys; random-T a batch of seeds; every decode in flight a
+/// SliceGraph table of `(n + 1) x (k + 1)` values.
+fn check_search_memory(n: usize, k: usize, method: Method, population: usize) -> CoreResult<()> {
+    let threads = pool::get()?.current_num_threads();
+    let in_flight = match method {
+        Method::Order => 1,
+        _ => population.clamp(1, threads),
+    };
+    let decoders = memory::product(&[in_flight, n + 1, k + 1, 8]);
+    let (keys, what) = match method {
+        Method::Random => (memory::product(&[population, 16]), "random-T batches"),
+        Method::Order => (0.0, "SliceGraph"),
+        _ => (memory::product(&[3, population, n, 8]), "the BRKGA population"),
+    };
+    let what = format!("{what} ({population} x {n} units, {k} stages)");
+    memory::check(keys + decoders, &what, "lower population or devices")
 }
 
 /// What `mtpp_slice` returns.
@@ -268,6 +293,8 @@ struct Outcome {
     decodes: u64,
     history: Vec<f64>,
     rounds: u32,
+    /// The search stopped at its time limit (the rest is its best so far).
+    timed_out: bool,
 }
 
 /// SliceGraph on one order with the chosen segment costs.
@@ -276,26 +303,29 @@ fn split_order(
     k: usize,
     order: Vec<usize>,
     seg: SegCostKind,
+    cancel: &Cancel,
 ) -> CoreResult<Outcome> {
     let ctx = OrderCtx::new(inst, order);
     if seg != SegCostKind::Scan {
-        check_table_size(ctx.n())?;
+        check_table_size(ctx.n(), seg != SegCostKind::Naive)?;
     }
     let split = match seg {
-        SegCostKind::Scan => slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), k),
+        SegCostKind::Scan => slicegraph::solve_with(&ctx, &mut ScanCosts::new(&ctx), k, cancel),
         SegCostKind::Fenwick | SegCostKind::Naive => {
             let table = if seg == SegCostKind::Fenwick {
                 build_fenwick(&ctx)
             } else {
                 build_naive(&ctx)
             };
-            slicegraph::solve(&ctx, &mut TableCosts::new(&table), k)
+            cancel.check()?;
+            slicegraph::solve_with(&ctx, &mut TableCosts::new(&table), k, cancel)
         }
         SegCostKind::Reference => {
             let table = build_fenwick(&ctx);
-            slicegraph::reference(ctx.n(), k, |l, r| ctx.seg_lb(l, r) + table.io(l, r))
+            let cost = |l, r| ctx.seg_lb(l, r) + table.io(l, r);
+            slicegraph::reference_with(ctx.n(), k, cost, cancel)
         }
-    };
+    }?;
     Ok(Outcome {
         objective: split.objective,
         blocks: split.blocks(&ctx.order),
@@ -303,10 +333,13 @@ fn split_order(
         decodes: 1,
         history: vec![split.objective],
         rounds: split.rounds,
+        timed_out: false,
     })
 }
 
 /// A search over orders (`method` other than `Order`), then the split of its best order.
+/// Stopped by its deadline, the search's best so far (none if nothing was decoded in time);
+/// interrupted, an error.
 fn search_orders(
     inst: &Instance,
     k: usize,
@@ -314,35 +347,59 @@ fn search_orders(
     bp: &BrkgaParams,
     islands: usize,
     samples: u64,
-) -> Outcome {
-    let decode = |c: &[f64], cap: f64| search::decode_capped(inst, c, k, cap);
+    cancel: &Cancel,
+) -> CoreResult<Outcome> {
+    let decode = |c: &[f64], cap: f64| search::decode_capped_with(inst, c, k, cap, cancel);
     let (res, extra) = match method {
-        Method::Brkga | Method::Order => (search::brkga_islands(inst.n, bp, islands, decode), 0),
+        Method::Brkga | Method::Order => (
+            search::brkga_islands(inst.n, bp, islands, decode, cancel),
+            0,
+        ),
         Method::Random => (
-            search::random_t(inst.n, samples, bp.population, bp.seed, decode),
+            search::random_t(inst.n, samples, bp.population, bp.seed, decode, cancel),
             0,
         ),
         Method::Mla { weighted } => {
             let cost = |c: &[f64], _: f64| search::arrangement_cost(inst, c, weighted);
-            (search::brkga_islands(inst.n, bp, islands, cost), 1)
+            (
+                search::brkga_islands(inst.n, bp, islands, cost, cancel),
+                1,
+            )
         }
     };
+    if res.stopped == Some(Stop::Interrupted) {
+        return Err(CoreError::Interrupted);
+    }
+    let timed_out = res.stopped == Some(Stop::Deadline);
+    if timed_out && !res.best.is_finite() {
+        return Ok(Outcome {
+            objective: f64::INFINITY,
+            order: Vec::new(),
+            blocks: Vec::new(),
+            decodes: res.decodes,
+            history: res.history,
+            rounds: 0,
+            timed_out,
+        });
+    }
+    // the best order's split (one more decode, past the deadline if need be: it is the answer)
     let (order, split): (Vec<usize>, Split) = search::decode(inst, &res.best_keys, k);
-    Outcome {
+    Ok(Outcome {
         objective: split.objective,
         blocks: split.blocks(&order),
         order,
         decodes: res.decodes + extra,
         history: res.history,
         rounds: split.rounds,
-    }
+        timed_out,
+    })
 }
 
 /// SliceGraph on one order, or a search over orders. See `stagecut.mtpp.slice_graph`.
 #[pyfunction]
 #[pyo3(signature = (instance, stages, method, seed=0, population=100, generations=100, elite=0.2,
                     mutant=0.1, rho=0.7, max_decodes=None, samples=1000, islands=1, order=None,
-                    priorities=None, segment_costs="scan"))]
+                    priorities=None, segment_costs="scan", time_limit=None))]
 #[allow(clippy::too_many_arguments)]
 fn mtpp_slice<'py>(
     py: Python<'py>,
@@ -361,6 +418,7 @@ fn mtpp_slice<'py>(
     order: Option<PyReadonlyArray1<'py, i64>>,
     priorities: Option<PyReadonlyArray1<'py, f64>>,
     segment_costs: &str,
+    time_limit: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let inst = &instance.get().inst;
     let order = order.map(|o| owned(&o)).transpose()?;
@@ -384,12 +442,11 @@ fn mtpp_slice<'py>(
         let msg = "BRKGA: need 0 < elite, 0 <= mutant, elite + mutant <= 1, 0 <= rho <= 1";
         return Err(CoreError::InvalidArgument(msg.into()).into());
     }
-    let out = py.allow_threads(move || -> CoreResult<Outcome> {
-        let k = block_count(inst, stages)?;
-        match method {
-            Method::Order => split_order(inst, k, read_order(inst, order, prio)?, seg),
-            _ => Ok(search_orders(inst, k, method, &bp, islands, samples)),
-        }
+    let k = block_count(inst, stages)?;
+    check_search_memory(inst.n, k, method, population)?;
+    let out = run(py, time_limit, move |cancel| match method {
+        Method::Order => split_order(inst, k, read_order(inst, order, prio)?, seg, cancel),
+        _ => search_orders(inst, k, method, &bp, islands, samples, cancel),
     })?;
     let d = PyDict::new(py);
     d.set_item("objective", out.objective)?;
@@ -398,12 +455,14 @@ fn mtpp_slice<'py>(
     d.set_item("decodes", out.decodes)?;
     d.set_item("history", out.history)?;
     d.set_item("rounds", out.rounds)?;
+    d.set_item("time_limit_reached", out.timed_out)?;
     Ok(d)
 }
 
-/// The exact optimum by the ideal DP with the MTPP block cost.
+/// The exact optimum by the ideal DP with the MTPP block cost (`DeadlineReached` past
+/// `time_limit` seconds).
 #[pyfunction]
-#[pyo3(signature = (instance, stages, max_ideals, prune=true, upper_bound=None))]
+#[pyo3(signature = (instance, stages, max_ideals, prune=true, upper_bound=None, time_limit=None))]
 fn mtpp_exact<'py>(
     py: Python<'py>,
     instance: &Bound<'py, MtppInstance>,
@@ -411,19 +470,24 @@ fn mtpp_exact<'py>(
     max_ideals: usize,
     prune: bool,
     upper_bound: Option<f64>,
+    time_limit: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let inst = &instance.get().inst;
     let upper = upper_bound.unwrap_or(f64::INFINITY);
     if upper.is_nan() {
         return Err(CoreError::InvalidArgument("upper_bound is NaN".into()).into());
     }
-    let sol = py.allow_threads(move || {
-        let k = block_count(inst, stages)?;
-        exact::solve(inst, k, max_ideals, prune, upper)
+    let k = block_count(inst, stages)?;
+    let sol = run(py, time_limit, move |cancel| {
+        // exact::solve, polling `cancel`
+        let ideals = Ideals::enumerate_with(&inst.dag, max_ideals, cancel)?;
+        let cost = MtppBlockCost::new(inst);
+        ideal_dp::solve_with(&ideals, &cost, k, 0, prune, upper, cancel)
     })?;
+    let blocks: Vec<Vec<usize>> = sol.blocks.into_iter().map(|b| b.nodes).collect();
     let d = PyDict::new(py);
     d.set_item("objective", sol.objective)?;
-    d.set_item("blocks", sol.blocks)?;
+    d.set_item("blocks", blocks)?;
     d.set_item("ideals", sol.ideals)?;
     Ok(d)
 }
@@ -448,9 +512,9 @@ fn mtpp_segment_io<'py>(
             return Err(CoreError::InvalidArgument(msg).into());
         }
     };
-    let io = py.allow_threads(move || -> CoreResult<Vec<f64>> {
+    let io = run(py, None, move |_| -> CoreResult<Vec<f64>> {
         let ctx = OrderCtx::new(inst, read_order(inst, Some(order), None)?);
-        check_table_size(ctx.n())?;
+        check_table_size(ctx.n(), !naive)?;
         Ok(if naive {
             build_naive(&ctx).io
         } else {

@@ -4,10 +4,10 @@ use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::{owned, pairs, u32s};
+use super::{owned, pairs, run, u32s};
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
-use crate::ideal_dp::solve;
+use crate::ideal_dp::solve_with;
 use crate::ideals::Ideals;
 use crate::throughput::{MaxLoadCost, OriginalNodes};
 
@@ -26,11 +26,14 @@ fn unit_members(n_units: usize, off: &[u32], flat: &[u32]) -> CoreResult<Vec<Vec
         .collect())
 }
 
-/// Exact max-load DP over the ideals of the unit DAG. See `stagecut.throughput`.
+/// Exact max-load DP over the ideals of the unit DAG. See `stagecut.throughput`. Device counts
+/// past the number of units are capped (they cannot be used); past `time_limit` seconds the
+/// call raises `DeadlineReached`.
 #[pyfunction]
 #[pyo3(signature = (acc_time, cpu_time, size, comm, acc_ok, cpu_ok, edge_src, edge_dst,
                     n_units, unit_src, unit_dst, members_off, members,
-                    accelerators, cpus, acc_memory, cpu_memory, max_ideals, prune=true, upper_bound=None))]
+                    accelerators, cpus, acc_memory, cpu_memory, max_ideals, prune=true, upper_bound=None,
+                    time_limit=None))]
 #[allow(clippy::too_many_arguments)]
 fn max_load_dp<'py>(
     py: Python<'py>,
@@ -54,6 +57,7 @@ fn max_load_dp<'py>(
     max_ideals: usize,
     prune: bool,
     upper_bound: Option<f64>,
+    time_limit: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if upper_bound.is_some_and(f64::is_nan) {
         return Err(CoreError::InvalidArgument("upper_bound is NaN".into()).into());
@@ -73,17 +77,18 @@ fn max_load_dp<'py>(
         &u32s(&members_off, "members_off")?,
         &u32s(&members, "members")?,
     )?;
-    let sol = py.allow_threads(move || {
+    let sol = run(py, time_limit, move |cancel| {
         let dag = Dag::from_edges(n_units, &unit_edges)?;
         let cost = MaxLoadCost::new(&orig, &unit_members, acc_memory, cpu_memory)?;
-        let ideals = Ideals::enumerate(&dag, max_ideals)?;
-        solve(
+        let ideals = Ideals::enumerate_with(&dag, max_ideals, cancel)?;
+        solve_with(
             &ideals,
             &cost,
             accelerators,
             cpus,
             prune,
             upper_bound.unwrap_or(f64::INFINITY),
+            cancel,
         )
     })?;
     let out = PyDict::new(py);

@@ -4,9 +4,9 @@ use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::owned;
+use super::{owned, run};
 use crate::error::{CoreError, CoreResult};
-use crate::training::{plan, Knapsack, PlanOut, Problem, Tmpc};
+use crate::training::{plan_with, Knapsack, PlanOut, Problem, Tmpc};
 
 fn bad(msg: String) -> CoreError {
     CoreError::InvalidInput(msg)
@@ -141,12 +141,13 @@ fn plan_dict<'py>(py: Python<'py>, res: PlanOut) -> PyResult<Bound<'py, PyDict>>
 }
 
 /// Piper DP. TMPC `i` has sync arrays `sfw[sfw_off[i]..sfw_off[i+1]]` (one per incoming edge of
-/// its node, in edge order) and likewise `sbw`. See `stagecut.training.plan_training`.
+/// its node, in edge order) and likewise `sbw`. See `stagecut.training.plan_training`. Past
+/// `time_limit` seconds the call raises `DeadlineReached`.
 #[pyfunction]
 #[pyo3(signature = (n, edge_src, edge_dst, edge_comm, tm_node, tm_t, tm_time, tm_param, tm_a, tm_b,
                     sfw_off, sfw, sbw_off, sbw, devices, memory, bandwidth, batch,
                     exact_batch, allow_dp, knapsack, exact_max_nodes, max_ideals,
-                    server_size=None, intra_bandwidth=None))]
+                    server_size=None, intra_bandwidth=None, time_limit=None))]
 #[allow(clippy::too_many_arguments)]
 fn piper_plan<'py>(
     py: Python<'py>,
@@ -175,6 +176,7 @@ fn piper_plan<'py>(
     max_ideals: usize,
     server_size: Option<usize>,
     intra_bandwidth: Option<f64>,
+    time_limit: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let edges = read_edges(
         n,
@@ -218,7 +220,7 @@ fn piper_plan<'py>(
         max_ideals,
         server,
     };
-    let res = py.allow_threads(move || plan(&prob))?;
+    let res = run(py, time_limit, move |cancel| plan_with(&prob, cancel))?;
     plan_dict(py, res)
 }
 

@@ -13,6 +13,12 @@
 //! Determinism: every random draw happens on one thread, in a fixed sequence (random-T draws
 //! one seed per sample first); only decoding runs in parallel (rayon), and decoding is a pure
 //! function. So a seed gives the same answer whatever the number of threads.
+//!
+//! Cancellation: the `*_with` searches check a [`Cancel`] token after every generation (or
+//! batch), and the decoders of `decode_capped_with` poll it inside SliceGraph (a decode stopped
+//! midway counts as `INF`, which never enters the elites or the history). A stopped search
+//! returns its best so far with `stopped` set; with a deadline the answer depends on the
+//! timing, otherwise a seed still gives the same answer.
 
 use rayon::prelude::*;
 
@@ -20,6 +26,7 @@ use super::kahn::kahn;
 use super::rng::{splitmix64, Rng};
 use super::slicegraph::{self, ScanCosts, Split};
 use super::{Instance, OrderCtx};
+use crate::cancel::{Cancel, Stop};
 use crate::numeric::INF;
 
 #[derive(Debug, Clone)]
@@ -55,6 +62,8 @@ pub struct SearchResult {
     pub decodes: u64,
     /// Best fitness after the initial population and after each generation (or batch).
     pub history: Vec<f64>,
+    /// Set when the search was cut short by its [`Cancel`] token (the rest is its best so far).
+    pub stopped: Option<Stop>,
 }
 
 fn random_keys(rng: &mut Rng, n: usize) -> Vec<f64> {
@@ -78,6 +87,16 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(
     p: &BrkgaParams,
     fitness: F,
 ) -> SearchResult {
+    brkga_with(n, p, fitness, &Cancel::never())
+}
+
+/// [`brkga`], stopping after the generation during which `cancel` fired.
+pub fn brkga_with<F: Fn(&[f64], f64) -> f64 + Sync>(
+    n: usize,
+    p: &BrkgaParams,
+    fitness: F,
+    cancel: &Cancel,
+) -> SearchResult {
     let pop_size = p.population.max(2);
     let budget = p.max_decodes.unwrap_or(u64::MAX);
     let mut rng = Rng::new(p.seed);
@@ -92,7 +111,7 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(
     let ne = ((p.elite * pop_size as f64).round() as usize).clamp(1, pop_size - 1);
     let nm = ((p.mutant * pop_size as f64).round() as usize).min(pop_size - ne);
     for _ in 0..p.generations {
-        if decodes >= budget || pop.len() < 2 {
+        if decodes >= budget || pop.len() < 2 || cancel.check().is_err() {
             break;
         }
         let ne_now = ne.min(pop.len() - 1);
@@ -136,6 +155,7 @@ pub fn brkga<F: Fn(&[f64], f64) -> f64 + Sync>(
         best: fit[0],
         decodes,
         history,
+        stopped: cancel.stopped(),
     }
 }
 
@@ -148,23 +168,27 @@ pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
     p: &BrkgaParams,
     islands: usize,
     fitness: F,
+    cancel: &Cancel,
 ) -> SearchResult {
     let islands = islands.max(1);
     if islands == 1 {
-        return brkga(n, p, fitness);
+        return brkga_with(n, p, fitness, cancel);
     }
     let mut s = p.seed;
     let mut best: Option<SearchResult> = None;
     let mut history: Vec<f64> = Vec::new();
     let mut decodes = 0;
     for i in 0..islands {
+        if i > 0 && cancel.check().is_err() {
+            break;
+        }
         let mut q = p.clone();
         q.seed = splitmix64(&mut s);
         if let Some(b) = p.max_decodes {
             let share = b / islands as u64 + u64::from((i as u64) < b % islands as u64);
             q.max_decodes = Some(share.max(1));
         }
-        let r = brkga(n, &q, &fitness);
+        let r = brkga_with(n, &q, &fitness, cancel);
         decodes += r.decodes;
         for (g, &h) in r.history.iter().enumerate() {
             if g < history.len() {
@@ -186,45 +210,59 @@ pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
     let mut b = best.expect("at least one island");
     b.decodes = decodes;
     b.history = history;
+    b.stopped = cancel.stopped();
     b
 }
 
 /// The best of `samples` random key vectors, decoded in batches of `batch` (in parallel within
 /// a batch; `fitness(keys, cap)` may return `INF` above `cap`, the best value of the earlier
-/// batches). `history` holds the best value after each batch.
+/// batches). `history` holds the best value after each batch. One seed per sample is drawn in
+/// sequence, a batch at a time (so memory is `O(batch)`); `cancel` is checked between batches.
 pub fn random_t<F: Fn(&[f64], f64) -> f64 + Sync>(
     n: usize,
     samples: u64,
     batch: usize,
     seed: u64,
     fitness: F,
+    cancel: &Cancel,
 ) -> SearchResult {
     let samples = samples.max(1);
-    let batch = batch.max(1);
+    let batch = batch.max(1) as u64;
     let mut s = seed;
-    let seeds: Vec<u64> = (0..samples).map(|_| splitmix64(&mut s)).collect();
     let mut history = Vec::new();
     let mut best = INF;
-    let mut arg = 0;
-    for (b, chunk) in seeds.chunks(batch).enumerate() {
+    let mut best_seed = None;
+    let mut done = 0u64;
+    while done < samples {
+        if done > 0 && cancel.check().is_err() {
+            break;
+        }
+        let size = batch.min(samples - done);
+        let chunk: Vec<u64> = (0..size).map(|_| splitmix64(&mut s)).collect();
         let cap = best;
         let fit: Vec<f64> = chunk
             .par_iter()
             .map(|&sd| fitness(&random_keys(&mut Rng::new(sd), n), cap))
             .collect();
-        for (i, &f) in fit.iter().enumerate() {
+        for (&f, &sd) in fit.iter().zip(&chunk) {
+            // the first sample stands in when no value is finite
+            if best_seed.is_none() || f < best {
+                best_seed = Some(sd);
+            }
             if f < best {
                 best = f;
-                arg = b * batch + i;
             }
         }
+        done += size;
         history.push(best);
     }
+    let first = best_seed.unwrap_or(0);
     SearchResult {
-        best_keys: random_keys(&mut Rng::new(seeds[arg]), n),
+        best_keys: random_keys(&mut Rng::new(first), n),
         best,
-        decodes: samples,
+        decodes: done,
         history,
+        stopped: cancel.stopped(),
     }
 }
 
@@ -242,10 +280,18 @@ pub fn decode_objective(inst: &Instance, keys: &[f64], k: usize) -> f64 {
 
 /// The decoder's objective if it is at most `cap`, else `INF`.
 pub fn decode_capped(inst: &Instance, keys: &[f64], k: usize, cap: f64) -> f64 {
+    decode_capped_with(inst, keys, k, cap, &Cancel::never())
+}
+
+/// [`decode_capped`], or `INF` at once when `cancel` has fired (or fires during the decode).
+pub fn decode_capped_with(inst: &Instance, keys: &[f64], k: usize, cap: f64, cancel: &Cancel) -> f64 {
+    if cancel.stopped().is_some() {
+        return INF;
+    }
     let ctx = OrderCtx::new(inst, kahn(inst, keys));
-    match slicegraph::solve_capped(&ctx, &mut ScanCosts::new(&ctx), k, cap) {
-        Some(s) => s.objective,
-        None => INF,
+    match slicegraph::solve_capped_with(&ctx, &mut ScanCosts::new(&ctx), k, cap, cancel) {
+        Ok(Some(s)) => s.objective,
+        Ok(None) | Err(_) => INF,
     }
 }
 
@@ -300,7 +346,8 @@ mod tests {
             assert_eq!(r.best, decode_objective(&inst, &r.best_keys, k));
             assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
             assert_eq!(r.decodes, 20 + 10 * 16);
-            let r2 = random_t(inst.n, 50, 10, 7, |c, cap| decode_capped(&inst, c, k, cap));
+            let never = Cancel::never();
+            let r2 = random_t(inst.n, 50, 10, 7, |c, cap| decode_capped(&inst, c, k, cap), &never);
             assert!(r2.best >= opt);
             assert_eq!(r2.best, decode_objective(&inst, &r2.best_keys, k));
             // thread count does not change the answer
@@ -332,11 +379,46 @@ mod tests {
             max_decodes: Some(103),
             ..Default::default()
         };
-        let r = brkga_islands(inst.n, &params, 3, |c, cap| decode_capped(&inst, c, 3, cap));
+        let never = Cancel::never();
+        let r = brkga_islands(inst.n, &params, 3, |c, cap| decode_capped(&inst, c, 3, cap), &never);
         assert_eq!(r.decodes, 103);
         assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
         assert_eq!(*r.history.last().unwrap(), r.best);
         assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
+    }
+
+    #[test]
+    fn a_stopped_search_returns_its_best_so_far() {
+        let mut rng = Rng::new(5);
+        let inst = random_instance(&mut rng, 40, 0.2, false);
+        let params = BrkgaParams {
+            population: 20,
+            generations: 1 << 40,
+            ..Default::default()
+        };
+        let limit = std::time::Duration::from_millis(100);
+        for islands in [1, 3] {
+            let c = Cancel::with_limit(Some(limit));
+            let fit = |keys: &[f64], cap: f64| decode_capped_with(&inst, keys, 3, cap, &c);
+            let t0 = std::time::Instant::now();
+            let r = brkga_islands(inst.n, &params, islands, fit, &c);
+            assert!(t0.elapsed() < limit * 20, "{:?}", t0.elapsed());
+            assert_eq!(r.stopped, Some(Stop::Deadline));
+            assert!(r.best.is_finite());
+            assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
+            assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
+        }
+        let c = Cancel::with_limit(Some(limit));
+        let fit = |keys: &[f64], cap: f64| decode_capped_with(&inst, keys, 3, cap, &c);
+        let r = random_t(inst.n, u64::MAX, 16, 1, fit, &c);
+        assert_eq!(r.stopped, Some(Stop::Deadline));
+        assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
+        // interrupted before it starts: nothing decoded
+        let c = Cancel::never();
+        c.interrupt();
+        let fit = |keys: &[f64], cap: f64| decode_capped_with(&inst, keys, 3, cap, &c);
+        let r = brkga_with(inst.n, &params, fit, &c);
+        assert_eq!((r.best, r.stopped), (INF, Some(Stop::Interrupted)));
     }
 
     #[test]

@@ -12,9 +12,13 @@
 //! geometrically until a split of cost `<= T` exists. Every split of cost `<= T` survives the
 //! pruning, so the first success is optimal; `T` is capped by the cost of a feasible greedy
 //! split, so it terminates.
+//!
+//! The `*_with` variants poll a [`Cancel`] token once per column of the DP and return the
+//! [`Stop`] when it fires; the plain ones never stop.
 
 use super::fenwick::SegTable;
 use super::OrderCtx;
+use crate::cancel::{Cancel, Stop};
 use crate::numeric::INF;
 
 /// Tensor costs `io(l, r)` of the segments ending at one `r`, for `l = r, r - 1, ...` in turn.
@@ -183,15 +187,27 @@ fn backtrack(par: &[u32], n: usize, mut j: usize) -> Vec<usize> {
 
 /// Plain `O(n^2 k)` DP over a cost function (test oracle and reference).
 pub fn reference(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> Split {
+    reference_with(n, k, cost, &Cancel::never()).unwrap_or_else(|_| Split::trivial(INF))
+}
+
+/// [`reference`], polling `cancel` once per cell row.
+pub fn reference_with(
+    n: usize,
+    k: usize,
+    cost: impl Fn(usize, usize) -> f64,
+    cancel: &Cancel,
+) -> Result<Split, Stop> {
     if n == 0 {
-        return Split::trivial(0.0);
+        return Ok(Split::trivial(0.0));
     }
+    let mut tick = cancel.ticker(1024 / n.clamp(1, 1024) as u32);
     let w = n + 1;
     let mut best = vec![INF; (k + 1) * w];
     let mut par = vec![0u32; (k + 1) * w];
     best[0] = 0.0;
     for j in 1..=k {
         for i in 1..=n {
+            tick.tick()?;
             for l in 0..i {
                 let b = best[(j - 1) * w + l];
                 if b == INF {
@@ -214,13 +230,13 @@ pub fn reference(n: usize, k: usize, cost: impl Fn(usize, usize) -> f64) -> Spli
         }
     }
     if bv == INF {
-        return Split::trivial(INF);
+        return Ok(Split::trivial(INF));
     }
-    Split {
+    Ok(Split {
         objective: bv,
         starts: backtrack(&par, n, bj),
         rounds: 0,
-    }
+    })
 }
 
 /// Exact cost of segment `[l, r]` through a provider (walks `l` down from `r`).
@@ -255,16 +271,26 @@ fn greedy_split(ctx: &OrderCtx<'_>) -> Option<Vec<(usize, usize)>> {
 
 /// The optimal split of `ctx`'s order into at most `k` segments (see the module docs).
 pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
+    solve_with(ctx, seg, k, &Cancel::never()).unwrap_or_else(|_| Split::trivial(INF))
+}
+
+/// [`solve`], stopping when `cancel` fires.
+pub fn solve_with<S: SegCosts>(
+    ctx: &OrderCtx<'_>,
+    seg: &mut S,
+    k: usize,
+    cancel: &Cancel,
+) -> Result<Split, Stop> {
     let n = ctx.n();
     if n == 0 {
-        return Split::trivial(0.0);
+        return Ok(Split::trivial(0.0));
     }
     if k == 0 {
-        return Split::trivial(INF);
+        return Ok(Split::trivial(INF));
     }
     let greedy = match greedy_split(ctx) {
         Some(g) if g.len() <= k => g,
-        _ => return Split::trivial(INF),
+        _ => return Ok(Split::trivial(INF)),
     };
     let tmax = greedy
         .iter()
@@ -278,18 +304,18 @@ pub fn solve<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize) -> Split {
         rounds += 1;
         let cap = t >= tmax;
         let tt = if cap { tmax } else { t };
-        if let Some(mut s) = banded(ctx, seg, k, tt) {
+        if let Some(mut s) = banded(ctx, seg, k, tt, cancel)? {
             s.rounds = rounds;
-            return s;
+            return Ok(s);
         }
         if cap {
             // cannot happen (the greedy split has cost <= tmax); be safe anyway
             let starts = greedy.iter().map(|&(l, _)| l).collect();
-            return Split {
+            return Ok(Split {
                 objective: tmax,
                 starts,
                 rounds,
-            };
+            });
         }
         t = if t > 0.0 { t * 1.25 } else { tmax / 64.0 };
     }
@@ -303,20 +329,31 @@ pub fn solve_capped<S: SegCosts>(
     k: usize,
     cap: f64,
 ) -> Option<Split> {
+    solve_capped_with(ctx, seg, k, cap, &Cancel::never()).unwrap_or(None)
+}
+
+/// [`solve_capped`], stopping when `cancel` fires.
+pub fn solve_capped_with<S: SegCosts>(
+    ctx: &OrderCtx<'_>,
+    seg: &mut S,
+    k: usize,
+    cap: f64,
+    cancel: &Cancel,
+) -> Result<Option<Split>, Stop> {
     if !cap.is_finite() {
-        let s = solve(ctx, seg, k);
-        return if s.objective <= cap { Some(s) } else { None };
+        let s = solve_with(ctx, seg, k, cancel)?;
+        return Ok(if s.objective <= cap { Some(s) } else { None });
     }
     if ctx.n() == 0 {
-        return Some(Split::trivial(0.0));
+        return Ok(Some(Split::trivial(0.0)));
     }
     if k == 0 {
-        return None;
+        return Ok(None);
     }
-    banded(ctx, seg, k, cap).map(|mut s| {
+    Ok(banded(ctx, seg, k, cap, cancel)?.map(|mut s| {
         s.rounds = 1;
         s
-    })
+    }))
 }
 
 /// What the lower bounds alone say at threshold `t`, per prefix length `i`: `reach[i]`, the
@@ -377,11 +414,21 @@ impl Band {
 /// `best[i][j]` (row per prefix length, `k + 1` wide so the inner loop over `j` is a
 /// contiguous min/max the compiler vectorizes); no parent pointers: the cuts are recovered
 /// afterwards by re-scanning only the columns on the optimal path.
-fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Option<Split> {
+fn banded<S: SegCosts>(
+    ctx: &OrderCtx<'_>,
+    seg: &mut S,
+    k: usize,
+    t: f64,
+    cancel: &Cancel,
+) -> Result<Option<Split>, Stop> {
     let n = ctx.n();
     let w = k + 1;
-    let band = Band::new(ctx, k, t)?;
-    let best = band_table(ctx, seg, &band, t)?;
+    let Some(band) = Band::new(ctx, k, t) else {
+        return Ok(None);
+    };
+    let Some(best) = band_table(ctx, seg, &band, t, cancel)? else {
+        return Ok(None);
+    };
     let mut bj = 0;
     let mut bv = INF;
     for j in 1..=k {
@@ -391,14 +438,13 @@ fn banded<S: SegCosts>(ctx: &OrderCtx<'_>, seg: &mut S, k: usize, t: f64) -> Opt
         }
     }
     if bv > t || bv == INF {
-        return None;
+        return Ok(None);
     }
-    let starts = recover_cuts(ctx, seg, &best, w, bj, t)?;
-    Some(Split {
+    Ok(recover_cuts(ctx, seg, &best, w, bj, t).map(|starts| Split {
         objective: bv,
         starts,
         rounds: 0,
-    })
+    }))
 }
 
 /// The table `best[i * (k + 1) + j]` of one round (entries above `t` stay `INF`); `None` once
@@ -408,7 +454,8 @@ fn band_table<S: SegCosts>(
     seg: &mut S,
     band: &Band,
     t: f64,
-) -> Option<Vec<f64>> {
+    cancel: &Cancel,
+) -> Result<Option<Vec<f64>>, Stop> {
     let n = ctx.n();
     let w = band.k + 1;
     let mut best = vec![INF; (n + 1) * w];
@@ -416,10 +463,12 @@ fn band_table<S: SegCosts>(
     // last prefix length with a finite entry: once no segment ending at r can start at or
     // before it, no later one can either (reach is nondecreasing), so the round fails here
     let mut last_finite = 0usize;
+    let mut tick = cancel.ticker(8);
     for r in 0..n {
         let i = r + 1;
+        tick.tick()?;
         if band.reach[i] > last_finite {
-            return None;
+            return Ok(None);
         }
         let (ja, jb) = band.range(i);
         if ja > jb {
@@ -456,7 +505,7 @@ fn band_table<S: SegCosts>(
             last_finite = i;
         }
     }
-    Some(best)
+    Ok(Some(best))
 }
 
 /// The cut positions of the optimum `best[n][bj]`: for each `(i, j)` on the path, some `l`

@@ -1,6 +1,7 @@
 //! Piper's DP over upsets (Section 4 of the paper): the tables of all upsets, level by level
 //! (by size), each from the candidates of its pairs `(I, J)`, then the optimum of the full set
-//! and its plan.
+//! and its plan. The DP polls a [`Cancel`] token (per chunk of upsets and every few hundred
+//! pairs of a descent), and its dense scratch is checked against the memory budget first.
 
 use std::sync::Mutex;
 
@@ -11,9 +12,11 @@ use super::reconstruct::reconstruct;
 use super::table::{fill_extract, Table};
 use super::work::Work;
 use super::{bad, PlanOut, Problem};
+use crate::cancel::Cancel;
 use crate::dag::Dag;
 use crate::error::CoreResult;
 use crate::ideals::Ideals;
+use crate::memory;
 use crate::numeric::INF;
 
 /// Budget (bytes) for the dense per-task scratch tables held at once.
@@ -21,11 +24,16 @@ const SCRATCH_BUDGET: usize = 768 << 20;
 
 /// Run the DP; returns the plan, the table for the full node set and statistics.
 pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
+    plan_with(p, &Cancel::never())
+}
+
+/// [`plan`], stopping (`Interrupted` / `DeadlineReached`) when `cancel` fires.
+pub fn plan_with(p: &Problem, cancel: &Cancel) -> CoreResult<PlanOut> {
     let m = Model::build(p)?;
     // the DP runs over upsets: ideals of the reversed graph
     let rev: Vec<(u32, u32)> = p.edges.iter().map(|&(a, b, _)| (b, a)).collect();
     let dag = Dag::from_edges(p.n, &rev)?;
-    let ids = Ideals::enumerate(&dag, p.max_ideals)?;
+    let ids = Ideals::enumerate_with(&dag, p.max_ideals, cancel)?;
     let cols = m.smax + 1;
     let cells = p
         .devices
@@ -37,15 +45,18 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
             "the DP table has {cells} cells per node set (devices x batch too large)"
         )));
     }
+    check_memory(&ids, cells)?;
     let mut run = Run::new(&m, &ids, cells);
     for level in ids.levels().into_iter().skip(1) {
         let mut start = level.start;
         while start < level.end {
+            cancel.check()?;
             let end = chunk_end(&ids, start, level.end, cells);
-            run.chunk(start, end);
+            run.chunk(start, end, cancel);
             start = end;
         }
     }
+    cancel.check()?;
     let Run {
         tables,
         mut final_dense,
@@ -68,6 +79,29 @@ pub fn plan(p: &Problem) -> CoreResult<PlanOut> {
         num_ideals: ids.len(),
         pairs_visited: pairs,
     })
+}
+
+/// Refuse (`MemoryLimit`) a DP whose dense tables would not fit: the scratch of one chunk
+/// (see [`chunk_end`]: at least one dense table per immediate sub of one upset, up to
+/// [`SCRATCH_BUDGET`]) and the final table, `cells` values each.
+fn check_memory(ids: &Ideals, cells: usize) -> CoreResult<()> {
+    let table = cells as f64 * 8.0;
+    let widest = (0..ids.len())
+        .map(|i| ids.immediate_subs(i).len())
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let all: usize = (0..ids.len()).map(|i| ids.immediate_subs(i).len()).sum();
+    let scratch = (widest as f64 * table).max((all as f64 * table).min(SCRATCH_BUDGET as f64));
+    let what = format!(
+        "the Piper DP ({} upsets, tables of {cells} cells, up to {widest} at once)",
+        ids.len()
+    );
+    memory::check(
+        scratch + table,
+        &what,
+        "use fewer devices or a smaller batch (the tables have (devices + 1) x (min(batch, devices) + 1) cells)",
+    )
 }
 
 /// The end of the chunk of ideals from `start` whose per-task scratch (one dense table per
@@ -162,9 +196,10 @@ impl<'r, 'a> Run<'r, 'a> {
             .push(dense);
     }
 
-    /// The tables of ideals `start..end` (all of one level, whose subs are all done).
-    fn chunk(&mut self, start: usize, end: usize) {
-        let results = self.candidates(start, end);
+    /// The tables of ideals `start..end` (all of one level, whose subs are all done); when
+    /// `cancel` fires the tables are incomplete (the caller checks it before using them).
+    fn chunk(&mut self, start: usize, end: usize, cancel: &Cancel) {
+        let results = self.candidates(start, end, cancel);
         // reduce per ideal (min is exact, so grouping does not matter)
         let mut per: Vec<Vec<f64>> = Vec::with_capacity(end - start);
         for _ in start..end {
@@ -208,7 +243,7 @@ impl<'r, 'a> Run<'r, 'a> {
 
     /// One task per (ideal, immediate sub): the dense candidates of the pairs below that
     /// branch of the descent, with the number of pairs visited.
-    fn candidates(&self, start: usize, end: usize) -> Vec<(usize, Vec<f64>, u64)> {
+    fn candidates(&self, start: usize, end: usize, cancel: &Cancel) -> Vec<(usize, Vec<f64>, u64)> {
         let (m, ids) = (self.m, self.ids);
         let kmax = m.p.devices;
         let tasks: Vec<(usize, usize)> = (start..end)
@@ -221,12 +256,13 @@ impl<'r, 'a> Run<'r, 'a> {
                 |w, &(i, b)| {
                     let mut dense = self.fresh_dense();
                     w.pairs = 0;
+                    let mut tick = cancel.ticker(64);
                     w.descend(m, ids, i, Some(b), &mut |w, j, dep| {
                         // J needs all K devices already: no room for another stage
                         if (self.kmin[j] as usize) < kmax {
                             combine(m, w, dep, &self.tables[j], &mut dense);
                         }
-                        false
+                        tick.tick().is_err()
                     });
                     (i, dense, w.pairs)
                 },

@@ -39,7 +39,7 @@ mod reconstruct;
 mod table;
 mod work;
 
-pub use dp::plan;
+pub use dp::{plan, plan_with};
 pub use knapsack::{knapsack_exact, knapsack_greedy};
 
 use crate::error::CoreError;
