@@ -31,3 +31,61 @@ pub fn check_values(name: &str, xs: &[f64], n: usize) -> CoreResult<()> {
     }
     Ok(())
 }
+
+/// A running sum with its rounding error kept aside (Neumaier's compensated summation, with
+/// Knuth's TwoSum), for block costs kept incrementally: adding then removing a large term
+/// (`1e16 + 1 - 1e16`) gives back the small one exactly, where a plain `f64` sum loses it.
+/// The value is accurate to about `2^-100` of the largest partial sum. Once the sum overflows
+/// to `inf` it stays `inf` (no NaN from the compensation).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompensatedSum {
+    hi: f64,
+    lo: f64,
+}
+
+impl CompensatedSum {
+    /// Add `x` (a finite number, or `+-inf`).
+    #[inline]
+    pub fn add(&mut self, x: f64) {
+        let s = self.hi + x;
+        if s.is_finite() {
+            let bp = s - self.hi;
+            self.lo += (self.hi - (s - bp)) + (x - bp);
+        } else {
+            self.lo = 0.0;
+        }
+        self.hi = s;
+    }
+
+    /// The sum, rounded once.
+    #[inline]
+    pub fn value(&self) -> f64 {
+        self.hi + self.lo
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compensated_sum_keeps_small_terms_next_to_large_ones() {
+        let mut s = CompensatedSum::default();
+        for x in [1.0, 1e16, -1e16] {
+            s.add(x);
+        }
+        assert_eq!(s.value(), 1.0);
+        let mut plain = 0.0;
+        for x in [1.0, 1e16, -1e16] {
+            plain += x;
+        }
+        assert_eq!(plain, 0.0); // what the plain sum gives
+        let mut t = CompensatedSum::default();
+        for x in [1e300, 1e300, 1e308, 1e308] {
+            t.add(x);
+        }
+        assert_eq!(t.value(), INF);
+        t.add(-1e308);
+        assert_eq!(t.value(), INF);
+    }
+}

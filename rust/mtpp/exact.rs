@@ -7,7 +7,7 @@ use crate::dag::Dag;
 use crate::error::CoreResult;
 use crate::ideal_dp::{self, BlockCost, Costs};
 use crate::ideals::Ideals;
-use crate::numeric::INF;
+use crate::numeric::{CompensatedSum, INF};
 
 /// MTPP block cost kept incrementally (tensor-once counters, like `MaxLoadCost`).
 pub struct MtppBlockCost<'a> {
@@ -15,14 +15,17 @@ pub struct MtppBlockCost<'a> {
     ncons: Vec<u32>,
 }
 
+/// The block being grown. The tensor sum `io` grows and shrinks, so it is compensated
+/// ([`CompensatedSum`]: tensor costs of 1e16 next to 1 keep the 1); work and parameters only
+/// grow (`pop` restores the saved values).
 #[derive(Debug, Clone, Default)]
 pub struct MtppState {
     in_block: Vec<bool>,
     cnt: Vec<u32>,
     work: f64,
     params: f64,
-    io: f64,
-    saved: Vec<(f64, f64, f64)>,
+    io: CompensatedSum,
+    saved: Vec<(f64, f64, CompensatedSum)>,
 }
 
 impl<'a> MtppBlockCost<'a> {
@@ -65,20 +68,19 @@ impl BlockCost for MtppBlockCost<'_> {
         st.params += self.inst.params[v];
         let mut io = st.io;
         for &t in self.inst.produced(v) {
-            let t = t as usize;
-            io -= self.contrib(st, t);
+            io.add(-self.contrib(st, t as usize));
         }
         st.in_block[v] = true;
         for &t in self.inst.produced(v) {
-            io += self.contrib(st, t as usize);
+            io.add(self.contrib(st, t as usize));
         }
         for &t in self.inst.consumed(v) {
             let t = t as usize;
             let before = self.contrib(st, t);
             st.cnt[t] += 1;
-            io += self.contrib(st, t) - before;
+            io.add(self.contrib(st, t) - before); // (exact: one side is 0 or both equal)
         }
-        st.io = io.max(0.0);
+        st.io = io;
     }
 
     fn pop(&self, st: &mut MtppState, v: usize) {
@@ -92,8 +94,10 @@ impl BlockCost for MtppBlockCost<'_> {
 
     fn eval(&self, st: &MtppState) -> Costs {
         let lb = st.work + self.inst.memory.overflow(st.params);
+        let mut cost = st.io;
+        cost.add(lb);
         Costs {
-            acc: lb + st.io,
+            acc: cost.value().max(lb),
             cpu: INF,
             acc_lb: lb,
             cpu_lb: INF,
@@ -240,6 +244,58 @@ mod tests {
                 assert_eq!(s.objective, want, "theorem 4.3 trial {trial} k {k}");
                 // and the simple lower bound holds
                 assert!(inst.lower_bound(k) <= want);
+            }
+        }
+    }
+
+    /// Tensor costs spanning 1e16 and 1 (issue 10): the incremental costs keep the small
+    /// terms, so the DP gets the brute-force optimum, and every block it evaluates costs what
+    /// the reference says.
+    #[test]
+    fn wide_cost_ranges_get_the_brute_force_answer() {
+        use crate::mtpp::Tensor;
+        let chain: Vec<Tensor> = [0.0, 1e16, 1.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &cost)| Tensor {
+                cost,
+                producer: i as u32,
+                consumers: vec![i as u32 + 1],
+            })
+            .collect();
+        let inst = Instance::new(vec![1.0; 4], vec![0.0; 4], &chain, Memory::default()).unwrap();
+        for (k, want) in [(1, 4.0), (2, 3.0), (3, 3.0), (4, 3.0)] {
+            assert_eq!(brute(&inst, k), want);
+            for prune in [false, true] {
+                let sol = solve(&inst, k, 1 << 20, prune, INF).unwrap();
+                assert_eq!(sol.objective, want, "k {k} prune {prune}");
+            }
+        }
+        let mut rng = Rng::new(5);
+        for trial in 0..60 {
+            let mut inst = random_instance(&mut rng, 2 + trial % 6, 0.5, false);
+            for (t, c) in inst.t_cost.iter_mut().enumerate() {
+                if (t + trial) % 3 == 0 {
+                    *c *= 1e16;
+                }
+            }
+            // every block reached by pushing units in a topological order
+            let cost = MtppBlockCost::new(&inst);
+            let order = crate::mtpp::kahn::kahn(&inst, &vec![0.0; inst.n]);
+            let mut st = cost.new_state();
+            let mut in_block = vec![false; inst.n];
+            for &u in order.iter().rev() {
+                cost.push(&mut st, u);
+                in_block[u] = true;
+                assert_eq!(
+                    cost.eval(&st).acc,
+                    inst.block_cost(&in_block),
+                    "trial {trial}"
+                );
+            }
+            for k in 1..=3 {
+                let want = brute(&inst, k);
+                assert_eq!(solve(&inst, k, 1 << 20, true, INF).unwrap().objective, want);
             }
         }
     }

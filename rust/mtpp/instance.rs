@@ -3,7 +3,7 @@
 
 use crate::dag::{csr, Dag};
 use crate::error::{CoreError, CoreResult};
-use crate::numeric::{check_values, is_finite_nonneg, INF};
+use crate::numeric::{check_values, is_finite_nonneg, CompensatedSum, INF};
 
 /// The memory model: `fast` bytes of fast memory, `reserved` of them kept for activations;
 /// parameters over the rest are streamed at `bandwidth` (bytes per time unit), or, with no
@@ -227,23 +227,25 @@ impl Instance {
         &self.cons[self.cons_off[u]..self.cons_off[u + 1]]
     }
 
-    /// Cost of one block, straight from the definition (reference; O(n + tensors)).
+    /// Cost of one block, straight from the definition (reference; O(n + tensors)), summed
+    /// with compensation ([`CompensatedSum`]) so that it is correctly rounded up to the last
+    /// bits whatever the spread of the costs.
     pub fn block_cost(&self, in_block: &[bool]) -> f64 {
-        let mut work = 0.0;
-        let mut params = 0.0;
+        let mut work = CompensatedSum::default();
+        let mut params = CompensatedSum::default();
         for (u, _) in in_block.iter().enumerate().filter(|(_, &b)| b) {
-            work += self.work[u];
-            params += self.params[u];
+            work.add(self.work[u]);
+            params.add(self.params[u]);
         }
-        let mut io = 0.0;
         for t in 0..self.num_tensors() {
             let p = in_block[self.t_prod[t] as usize];
             let cross = self.consumers(t).iter().any(|&c| in_block[c as usize] != p);
             if cross {
-                io += self.t_cost[t];
+                work.add(self.t_cost[t]);
             }
         }
-        work + self.memory.overflow(params) + io
+        work.add(self.memory.overflow(params.value()));
+        work.value()
     }
 
     /// Simple lower bound on the optimum with at most `k` blocks: the largest single-unit

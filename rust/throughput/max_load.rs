@@ -4,7 +4,7 @@
 use crate::dag::csr;
 use crate::error::{CoreError, CoreResult};
 use crate::ideal_dp::{BlockCost, Costs};
-use crate::numeric::{check_values, INF};
+use crate::numeric::{check_values, CompensatedSum, INF};
 
 /// The cost model of Table 1: a block on an accelerator pays its accelerator compute time plus
 /// the communication cost of every producing node with an edge across the block boundary
@@ -123,6 +123,12 @@ fn original_preds(edges: &[(u32, u32)], n: usize) -> CoreResult<(Vec<u32>, Vec<u
 
 /// The block being grown: which original nodes are in it, how many consumers of each original
 /// node are in it, the running sums, and a stack of saved sums for `pop`.
+///
+/// The communication sum both grows and shrinks (a tensor stops crossing once its producer and
+/// consumers are all inside), so it is compensated ([`CompensatedSum`]): with costs spanning
+/// 1e16 and 1, a plain sum would lose the 1 and the DP would pick a split by a wrong cost. The
+/// compute and memory sums only grow (each `pop` restores the saved value), so a plain sum is
+/// accurate to the last bits there.
 #[derive(Debug, Clone, Default)]
 pub struct MaxLoadState {
     in_block: Vec<bool>,
@@ -132,8 +138,8 @@ pub struct MaxLoadState {
     size: f64,
     bad_acc: u32,
     bad_cpu: u32,
-    comm: f64,
-    saved: Vec<(f64, f64, f64, u32, u32, f64)>,
+    comm: CompensatedSum,
+    saved: Vec<(f64, f64, f64, u32, u32, CompensatedSum)>,
 }
 
 impl MaxLoadCost {
@@ -225,7 +231,7 @@ impl BlockCost for MaxLoadCost {
             let o = o as usize;
             let before = self.contrib(st, o);
             st.in_block[o] = true;
-            comm += self.contrib(st, o) - before;
+            comm.add(self.contrib(st, o) - before); // (exact: one side is 0 or both equal)
         }
         for &o in self.unit_members(v) {
             let o = o as usize;
@@ -233,10 +239,10 @@ impl BlockCost for MaxLoadCost {
                 let u = u as usize;
                 let before = self.contrib(st, u);
                 st.cnt[u] += 1;
-                comm += self.contrib(st, u) - before;
+                comm.add(self.contrib(st, u) - before);
             }
         }
-        st.comm = comm.max(0.0);
+        st.comm = comm;
     }
 
     fn pop(&self, st: &mut MaxLoadState, v: usize) {
@@ -256,8 +262,14 @@ impl BlockCost for MaxLoadCost {
     fn eval(&self, st: &MaxLoadState) -> Costs {
         let acc_ok = st.bad_acc == 0 && st.size <= self.acc_memory;
         let cpu_ok = st.bad_cpu == 0 && st.size <= self.cpu_memory;
+        let mut load = st.comm;
+        load.add(st.acc);
         Costs {
-            acc: if acc_ok { st.acc + st.comm } else { INF },
+            acc: if acc_ok {
+                load.value().max(st.acc)
+            } else {
+                INF
+            },
             cpu: if cpu_ok { st.cpu } else { INF },
             acc_lb: if acc_ok { st.acc } else { INF },
             cpu_lb: if cpu_ok { st.cpu } else { INF },
@@ -376,6 +388,89 @@ mod tests {
                     let accs = sol.blocks.iter().filter(|b| b.accelerator).count();
                     assert!(accs <= k && sol.blocks.len() - accs <= l);
                 }
+            }
+        }
+    }
+
+    /// The load of a block from the definition (compensated sums), for the tests below.
+    fn reference_load(orig: &OriginalNodes, in_block: &[bool]) -> f64 {
+        let mut load = CompensatedSum::default();
+        for (u, _) in in_block.iter().enumerate().filter(|(_, &b)| b) {
+            load.add(orig.acc_time[u]);
+        }
+        for u in 0..in_block.len() {
+            let crosses = orig
+                .edges
+                .iter()
+                .any(|&(a, b)| a as usize == u && in_block[b as usize] != in_block[u]);
+            if crosses {
+                load.add(orig.comm[u]);
+            }
+        }
+        load.value()
+    }
+
+    /// Communication costs spanning 1e16 and 1 (issue 10): a 4-node chain with comm
+    /// `[0, 1e16, 1, 0]` gets the right optimum, and every block's incremental cost is the
+    /// reference one on random graphs with such costs.
+    #[test]
+    fn wide_cost_ranges_get_the_right_answer() {
+        let chain = OriginalNodes {
+            acc_time: vec![1.0; 4],
+            cpu_time: vec![1.0; 4],
+            size: vec![0.0; 4],
+            comm: vec![0.0, 1e16, 1.0, 0.0],
+            acc_ok: vec![true; 4],
+            cpu_ok: vec![true; 4],
+            edges: vec![(0, 1), (1, 2), (2, 3)],
+        };
+        let dag = Dag::from_edges(4, &chain.edges).unwrap();
+        let ideals = Ideals::enumerate(&dag, 100).unwrap();
+        let members: Vec<Vec<u32>> = (0..4u32).map(|v| vec![v]).collect();
+        let cost = MaxLoadCost::new(&chain, &members, INF, INF).unwrap();
+        // k = 2: {0} | {1, 2, 3} costs max(1, 3) (the 1e16 tensor stays inside)
+        for (k, want) in [(1, 4.0), (2, 3.0), (3, 3.0), (4, 3.0)] {
+            for prune in [false, true] {
+                let sol = solve(&ideals, &cost, k, 0, prune, INF).unwrap();
+                assert_eq!(sol.objective, want, "k {k} prune {prune}");
+                assert_eq!(brute(4, &chain.edges, &chain, k, 0, INF), want);
+            }
+        }
+        let mut seed = 11u64;
+        for trial in 0..80 {
+            let n = 2 + trial % 6;
+            let mut edges = vec![];
+            for a in 0..n {
+                for b in a + 1..n {
+                    if lcg(&mut seed) < 0.5 {
+                        edges.push((a as u32, b as u32));
+                    }
+                }
+            }
+            let scale = |x: f64| if x > 0.6 { 1e16 } else { 1.0 };
+            let orig = OriginalNodes {
+                acc_time: (0..n).map(|_| (lcg(&mut seed) * 4.0).round()).collect(),
+                cpu_time: vec![0.0; n],
+                size: vec![0.0; n],
+                comm: (0..n)
+                    .map(|_| (lcg(&mut seed) * 3.0).round() * scale(lcg(&mut seed)))
+                    .collect(),
+                acc_ok: vec![true; n],
+                cpu_ok: vec![true; n],
+                edges: edges.clone(),
+            };
+            let members: Vec<Vec<u32>> = (0..n as u32).map(|v| vec![v]).collect();
+            let cost = MaxLoadCost::new(&orig, &members, INF, INF).unwrap();
+            let mut st = cost.new_state();
+            let mut in_block = vec![false; n];
+            for v in (0..n).rev() {
+                cost.push(&mut st, v);
+                in_block[v] = true;
+                assert_eq!(
+                    cost.eval(&st).acc,
+                    reference_load(&orig, &in_block),
+                    "trial {trial}"
+                );
             }
         }
     }

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import SHARED, require_shared
-from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, StagecutWarning, TooManyIdealsError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning, TooManyIdealsError
 from stagecut.examples import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node
 from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, lower_bound
@@ -345,15 +345,15 @@ def test_too_many_ideals_propagates():
     assert slice_graph(g, devices=3, method="dp", max_ideals=500).status == "optimal"  # 31 ideals
 
 
-def test_cancellation_is_a_clear_error_not_a_wrong_answer():
-    # tensor costs of 1e16-3e17 next to work of 1-9: incremental sums lose the small digits;
-    # the evaluator's re-scoring catches it and the error says what to do
+def test_wide_cost_ranges_get_the_exact_answer():
+    # tensor costs of 1e16-3e17 next to work of 1-9: the exact DP's incremental block costs are
+    # compensated sums, so the small digits survive (issue 10: this used to be an error)
     spec = [(0, 9.0, 1e16), (1, 2.0, 3e17), (2, 1.0, 1.0), (3, 2.0, 1e16), (4, 3.0, 3e17), (5, 6.0, 3e17),
             (6, 6.0, 1e16)]
     g = Graph([Node(i, {"accelerator": w}, comm=c) for i, w, c in spec],
               [(0, 4), (1, 2), (1, 3), (2, 6), (4, 5), (4, 6)])
-    with pytest.raises(StagecutError, match="rescale"):
-        slice_graph(g, devices=3, method="dp")
+    plan = slice_graph(g, devices=3, method="dp")
+    assert plan.status == "optimal" and plan.objective == brute_force(MtppProblem(g, devices=3)) == 25.0
 
 
 def test_infeasible_hard_memory():

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
@@ -108,7 +108,7 @@ def evaluate(
     members: dict[Device, list[Node]] = {d: [] for d in used}
     for i, d in enumerate(dev_of):
         members[d].append(graph.nodes[i])
-    stages = tuple(_device_load(pos, d, members[d], comm[d] if d[0] in comm_kinds else 0.0, memory)
+    stages = tuple(_device_load(pos, d, members[d], comm[d] if d[0] in comm_kinds else [], memory)
                    for pos, d in enumerate(used))
     issues = [f"{s.kind} {s.kind_index}: {x}" for s in stages for x in s.issues]
     issues += _split_issues(graph, dev_of, used, devices, cpus)
@@ -162,32 +162,45 @@ def _devices_of(graph: Graph, assignment: Mapping[K, tuple[str, int]]) -> list[D
     return out
 
 
-def _comm_loads(graph: Graph, dev_of: list[Device], used: list[Device]) -> dict[Device, float]:
-    """Tensor-once communication of each device: a producer pays its output once if some consumer
-    is elsewhere; each other device holding a consumer receives it once."""
-    comm = dict.fromkeys(used, 0.0)
+def _comm_loads(graph: Graph, dev_of: list[Device], used: list[Device]) -> dict[Device, list[float]]:
+    """Tensor-once communication terms of each device: a producer pays its output once if some
+    consumer is elsewhere; each other device holding a consumer receives it once."""
+    terms: dict[Device, list[float]] = {d: [] for d in used}
     for u, n in enumerate(graph.nodes):
         targets = {dev_of[v] for v in graph.succ[u]} - {dev_of[u]}
         if targets:
-            comm[dev_of[u]] += n.comm
+            terms[dev_of[u]].append(n.comm)
             for t in targets:
-                comm[t] += n.comm
-    return comm
+                terms[t].append(n.comm)
+    return terms
 
 
-def _device_load(position: int, device: Device, nodes: list[Node], comm: float, memory: float) -> DeviceLoad:
+def _fsum(values: Iterable[float]) -> float:
+    """``math.fsum``; ``inf`` when the sum overflows the float range."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return math.inf
+
+
+def _device_load(position: int, device: Device, nodes: list[Node], comm_terms: list[float],
+                 memory: float) -> DeviceLoad:
+    """One device's load, its parts and its issues; every sum correctly rounded (``math.fsum``),
+    so that costs spanning many orders of magnitude keep their small terms."""
     kind, idx = device
-    compute = math.fsum(n.time(kind) for n in nodes)
-    mem = math.fsum(n.memory for n in nodes)
     issues = []
     bad = [n.id for n in nodes if not n.supports(kind)]
     if bad:
         issues.append(f"node {bad[0]!r} cannot run on a {kind}")
-        compute = math.fsum(n.compute.get(kind, 0.0) for n in nodes if n.supports(kind))
+    times = [n.time(kind) for n in nodes if n.supports(kind)]
+    compute, comm, load = _fsum(times), _fsum(comm_terms), _fsum(times + comm_terms)
+    mem = _fsum(n.memory for n in nodes)
     if kind == ACCELERATOR and mem > memory:
         issues.append(f"memory {mem:g} exceeds the limit {memory:g}")
+    if math.isinf(load):
+        issues.append("the load overflows the floating-point range (costs near 1e308): rescale the inputs")
     return DeviceLoad(index=position, device=f"{kind}:{idx}", kind=kind, kind_index=idx,
-                      nodes=tuple(n.id for n in nodes), load=compute + comm,
+                      nodes=tuple(n.id for n in nodes), load=load,
                       parts={"compute": compute, "comm": comm}, memory=mem, feasible=not issues,
                       issues=tuple(issues))
 
