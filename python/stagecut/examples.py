@@ -9,6 +9,13 @@
   (clipped at 0), and a node's cost is the sum of its input and output tensor sizes plus a
   uniformly random fraction of that sum. Everything is drawn from one seeded generator.
 
+The generators run in time and memory O(n + m) (100,000 nodes in about a second). The random
+graph models are drawn exactly as networkx 3 draws them from a ``random.Random`` seeded by our
+generator, so a seed gives the same graph as in earlier releases (and whether SciPy is installed
+no longer matters for the random geometric model); only Erdos-Renyi and :func:`random_dag` above
+:data:`EXACT_PAIRS` candidate pairs (n > 5,000) draw their edges by geometric skips, the same
+distribution with a different sample per seed.
+
 Examples
 --------
 >>> import stagecut as sc
@@ -27,7 +34,6 @@ from __future__ import annotations
 import math
 import random
 
-import networkx as nx
 import numpy as np
 
 from stagecut.errors import InvalidArgumentError
@@ -123,20 +129,38 @@ def random_dag(
     """A random DAG on ``0..n-1`` (edges ``i -> j``, ``i < j``, each with ``edge_prob``).
 
     ``max_span`` limits ``j - i`` (a narrow DAG with fewer ideals). Costs are small integers
-    when ``integer`` (exact arithmetic in tests).
+    when ``integer`` (exact arithmetic in tests). Time and memory are O(n + m): up to
+    :data:`EXACT_PAIRS` candidate pairs each pair is drawn in turn (the graphs of earlier
+    releases, seed for seed); above, the edges are drawn by geometric skips over the pairs
+    (the same distribution).
 
     Raises
     ------
     InvalidArgumentError
-        ``n`` is not a positive integer or ``edge_prob`` is not in [0, 1].
+        ``n`` is not a positive integer, ``edge_prob`` is not in [0, 1] or ``max_span`` is not
+        a non-negative integer.
+
+    Examples
+    --------
+    >>> g = random_dag(6, edge_prob=0.5, seed=1)
+    >>> len(g), all(u < v for u, v in g.edges)
+    (6, True)
     """
     check_int(n, "n", minimum=1)
     if not 0.0 <= check_number(edge_prob, "edge_prob", error=InvalidArgumentError) <= 1.0:
         raise InvalidArgumentError(f"edge_prob must be in [0, 1], got {edge_prob!r}")
+    span = n - 1 if max_span is None else min(n - 1, check_int(max_span, "max_span"))
     rng = random.Random(seed)
+    bits = rng.getrandbits
 
     def draw(hi: int) -> float:
-        return float(rng.randint(0, hi)) if integer else rng.uniform(0, hi)
+        if not integer:
+            return rng.uniform(0, hi)
+        k = (hi + 1).bit_length()  # rng.randint(0, hi), inlined: the same draws, a third of the time
+        r = bits(k)
+        while r > hi:
+            r = bits(k)
+        return float(r)
 
     nodes: list[Node] = []
     for i in range(n):
@@ -144,29 +168,173 @@ def random_dag(
         if cpu:
             compute[CPU] = draw(30)
         nodes.append(Node(id=i, compute=compute, memory=draw(5), comm=draw(4)))
-    edges = [(i, j) for i in range(n) for j in range(i + 1, n)
-             if (max_span is None or j - i <= max_span) and rng.random() < edge_prob]
-    return Graph(nodes, edges)
+    src, dst = _bernoulli_pairs(n, span, float(edge_prob), rng)
+    return Graph(nodes, zip(src.tolist(), dst.tolist()))
+
+
+#: up to this many candidate pairs, random_dag and regal_graph's Erdos-Renyi model draw one
+#: uniform per pair in order (the graphs of earlier releases); above, geometric skips
+EXACT_PAIRS = 12_500_000  # n = 5000 without a span limit, about 0.1 s
+
+
+def _pairs_before(n: int, span: int) -> np.ndarray:
+    """``start[i]``: how many candidate pairs ``(a, b)``, ``a < b <= a + span``, precede row ``i``."""
+    rows = np.minimum(n - 1 - np.arange(n, dtype=np.int64), span)
+    return np.concatenate(([0], np.cumsum(rows)[:-1])).astype(np.int64)
+
+
+def _bernoulli_pairs(n: int, span: int, p: float, py: random.Random) -> tuple[np.ndarray, np.ndarray]:
+    """Each pair ``i < j <= i + span`` (row by row) independently with probability ``p``: as
+    ``(sources, targets)`` arrays in that order, in O(n + m)."""
+    start = _pairs_before(n, span)
+    total = int(np.minimum(n - 1 - np.arange(n, dtype=np.int64), span).sum()) if n > 1 else 0
+    if total == 0 or p <= 0.0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    hits: list[np.ndarray] = []
+    if total <= EXACT_PAIRS:  # one uniform per pair, from py's own stream (Mersenne Twister twin)
+        twin = _numpy_twin(py)
+        for lo in range(0, total, 1 << 20):
+            u = twin.random_sample(min(1 << 20, total - lo))
+            hits.append(lo + np.flatnonzero(u < p))
+    else:  # gaps between successes are geometric
+        gen = np.random.default_rng(py.getrandbits(64))
+        pos = -1
+        chunk = int(min(total, total * p * 1.1 + 1024, 1 << 22))
+        while pos < total:  # gaps clipped: a tiny p saturates numpy's geometric at 2**63 - 1
+            k = pos + np.cumsum(np.minimum(gen.geometric(p, size=chunk), total + 1))
+            hits.append(k[k < total])
+            pos = int(k[-1])
+    k = np.concatenate(hits)
+    i = np.searchsorted(start, k, side="right") - 1
+    return i, i + 1 + (k - start[i])
+
+
+def _numpy_twin(py: random.Random) -> np.random.RandomState:
+    """A numpy generator in ``py``'s state: its ``random_sample()`` continues ``py.random()``."""
+    _, state, _ = py.getstate()
+    twin = np.random.RandomState()
+    twin.set_state(("MT19937", np.array(state[:-1], dtype=np.uint32), int(state[-1]), 0, 0.0))
+    return twin
 
 
 REGAL_MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "random_geometric")
 
 
-def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: float) -> list[tuple[int, int]]:
+def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: float) -> np.ndarray:
+    """The model's undirected edges as an ``(m, 2)`` array; each model is drawn exactly as
+    networkx 3 draws it from ``random.Random(s)`` (same graph, seed for seed), in O(n + m)."""
     s = int(rng.integers(0, 2**31 - 1))
+    py = random.Random(s)
     if model == "erdos_renyi":
-        G = nx.gnp_random_graph(n, min(1.0, avg_degree / max(n - 1, 1)), seed=s)
-    elif model == "barabasi_albert":
-        G = nx.barabasi_albert_graph(n, max(1, min(n - 1, int(round(avg_degree / 2)))), seed=s)
-    elif model == "watts_strogatz":
+        p = min(1.0, avg_degree / max(n - 1, 1))
+        if p >= 1.0:  # networkx: the complete graph, no draws
+            a, b = np.triu_indices(n, 1)
+            return np.stack([a, b], axis=1)
+        return np.stack(_bernoulli_pairs(n, n - 1, p, py), axis=1)
+    if model == "barabasi_albert":
+        return _barabasi_albert(n, max(1, min(n - 1, int(round(avg_degree / 2)))), py)
+    if model == "watts_strogatz":
         k = max(2, int(round(avg_degree)))
-        G = nx.watts_strogatz_graph(n, min(k, n - 1), 0.3, seed=s)
-    elif model == "random_geometric":
-        r = math.sqrt(avg_degree / (math.pi * max(n - 1, 1)))
-        G = nx.random_geometric_graph(n, r, seed=s)
-    else:
-        raise InvalidArgumentError(f"model: {model!r} is not one of {', '.join(REGAL_MODELS)}")
-    return list(G.edges())
+        return _watts_strogatz(n, min(k, n - 1), 0.3, py)
+    if model == "random_geometric":
+        return _random_geometric(n, math.sqrt(avg_degree / (math.pi * max(n - 1, 1))), py)
+    raise InvalidArgumentError(f"model: {model!r} is not one of {', '.join(REGAL_MODELS)}")
+
+
+def _edges(pairs: list[tuple[int, int]]) -> np.ndarray:
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
+
+
+def _barabasi_albert(n: int, m: int, py: random.Random) -> np.ndarray:
+    """networkx's ``barabasi_albert_graph(n, m)``: a star on m + 1 nodes, then each new node
+    attaches to m distinct nodes drawn in proportion to their degree."""
+    if m >= n:
+        return _edges([])
+    pairs = [(0, i) for i in range(1, m + 1)]
+    repeated = [0] * m + list(range(1, m + 1))  # each node once per edge end
+    bits = py.getrandbits
+    for source in range(m + 1, n):
+        targets: set[int] = set()
+        size = len(repeated)
+        k = size.bit_length()
+        while len(targets) < m:
+            r = bits(k)  # py.choice(repeated), inlined: the same draws
+            while r >= size:
+                r = bits(k)
+            targets.add(repeated[r])
+        pairs.extend((source, t) for t in targets)
+        repeated.extend(targets)  # the set's own order, as networkx
+        repeated.extend([source] * m)
+    return _edges(pairs)
+
+
+def _watts_strogatz(n: int, k: int, p: float, py: random.Random) -> np.ndarray:
+    """networkx's ``watts_strogatz_graph(n, k, p)``: a ring lattice of k nearest neighbours,
+    each edge ``(u, u + j)`` rewired to a random free node with probability p."""
+    adj: list[set[int]] = [set() for _ in range(n)]
+    half = k // 2
+    for j in range(1, half + 1):
+        for u in range(n):
+            v = (u + j) % n
+            adj[u].add(v)
+            adj[v].add(u)
+    rand, bits, k = py.random, py.getrandbits, n.bit_length()
+
+    def choice() -> int:  # py.choice(range(n)), inlined: the same draws
+        r = bits(k)
+        while r >= n:
+            r = bits(k)
+        return r
+
+    for j in range(1, half + 1):
+        for u in range(n):
+            if rand() < p:
+                w = choice()
+                while w == u or w in adj[u]:
+                    w = choice()
+                    if len(adj[u]) >= n - 1:
+                        break  # no free node: skip this rewiring
+                else:
+                    v = (u + j) % n
+                    adj[u].discard(v)
+                    adj[v].discard(u)
+                    adj[u].add(w)
+                    adj[w].add(u)
+    return _edges([(u, v) for u in range(n) for v in adj[u] if u < v])
+
+
+def _random_geometric(n: int, radius: float, py: random.Random) -> np.ndarray:
+    """networkx's ``random_geometric_graph(n, radius)`` without SciPy: points uniform in the
+    unit square (drawn node by node, x then y), an edge when the squared distance is at most
+    ``radius ** 2``; neighbours are found through a grid of cells of side ``radius``."""
+    xy = _numpy_twin(py).random_sample(2 * n).reshape(n, 2)  # py.random() for x, then y, node by node
+    if not radius > 0:
+        return _edges([])
+    r2 = radius**2
+    width = max(radius, 2.0**-30)  # cells at least radius wide: neighbours are in adjacent cells
+    side = int(1.0 / width) + 1
+    cell = np.minimum((xy / width).astype(np.int64), side - 1)
+    key = cell[:, 0] * side + cell[:, 1]
+    order = np.argsort(key, kind="stable")
+    sorted_keys = key[order]
+    found = []
+    for dx, dy in ((0, 0), (0, 1), (1, -1), (1, 0), (1, 1)):
+        cx, cy = cell[:, 0] + dx, cell[:, 1] + dy
+        ok = (cx < side) & (cy >= 0) & (cy < side)
+        target = np.where(ok, cx * side + cy, -1)
+        lo = np.searchsorted(sorted_keys, target, side="left")
+        hi = np.where(ok, np.searchsorted(sorted_keys, target, side="right"), lo)
+        count = hi - lo
+        src = np.repeat(np.arange(n), count)
+        dst = order[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))]
+        if (dx, dy) == (0, 0):
+            keep = src < dst
+            src, dst = src[keep], dst[keep]
+        d = np.abs(xy[src] - xy[dst])
+        near = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] <= r2
+        found.append(np.stack([np.minimum(src[near], dst[near]), np.maximum(src[near], dst[near])], axis=1))
+    return np.concatenate(found) if found else _edges([])
 
 
 def regal_graph(
@@ -214,21 +382,15 @@ def regal_graph(
     n = int(n)
     und = _undirected_edges(model, n, rng, avg_degree)
     perm = rng.permutation(n)  # perm[v] = position of v in the random order
-    edges = sorted({(int(min(perm[a], perm[b])), int(max(perm[a], perm[b]))) for a, b in und if a != b})
+    a, b = perm[und[:, 0]], perm[und[:, 1]]
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    code = np.unique((lo * n + hi)[lo != hi])  # sorted, without duplicates
+    src, dst = code // n, code % n
     size = np.maximum(0.0, rng.normal(tensor_mean, tensor_std, size=n))
     frac = rng.random(n)
-    inputs = np.zeros(n)
-    for a, b in edges:
-        inputs[b] += size[a]
-    nodes = []
-    for v in range(n):
-        base = inputs[v] + size[v]
-        nodes.append(
-            Node(
-                id=v,
-                compute={ACCELERATOR: float(base * (1.0 + frac[v]))},
-                memory=float(size[v]) if params == "tensor" else 0.0,
-                comm=float(size[v]),
-            )
-        )
-    return Graph(nodes, edges)
+    inputs = np.bincount(dst, weights=size[src], minlength=n)  # summed in edge order
+    cost = ((inputs + size) * (1.0 + frac)).tolist()
+    sizes = size.tolist()
+    nodes = [Node(id=v, compute={ACCELERATOR: cost[v]}, memory=sizes[v] if params == "tensor" else 0.0,
+                  comm=sizes[v]) for v in range(n)]
+    return Graph(nodes, zip(src.tolist(), dst.tolist()))

@@ -23,7 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
 
 from stagecut.errors import CycleError, InvalidGraphError
 from stagecut.validate import check_flag, check_number, shown
@@ -188,8 +190,9 @@ class Node:
                  kinds: Iterable[str] | None = None, colocation: Hashable | None = None, backward: bool = False,
                  name: str | None = None) -> None:
         # the dataclass's own __init__ sets each field through object.__setattr__: twice as slow
-        self.__dict__.update(id=id, compute=compute, memory=memory, comm=comm, kinds=kinds,
-                             colocation=colocation, backward=backward, name=name)
+        d = self.__dict__
+        d["id"], d["compute"], d["memory"], d["comm"] = id, compute, memory, comm
+        d["kinds"], d["colocation"], d["backward"], d["name"] = kinds, colocation, backward, name
         _validate_node(self)
 
     def time(self, kind: str) -> float:
@@ -205,33 +208,41 @@ class Node:
 
 
 def _edge_list(edges: Iterable[tuple[NodeId, NodeId]], index: Mapping[NodeId, int]
-               ) -> tuple[list[tuple[NodeId, NodeId]], list[tuple[int, int]]]:
-    """The edges as (source, target) pairs of known ids and as pairs of positions, duplicates
-    dropped, self-loops refused."""
-    out: list[tuple[NodeId, NodeId]] = []
-    pos: list[tuple[int, int]] = []
-    seen: set[tuple[int, int]] = set()
+               ) -> tuple[list[tuple[NodeId, NodeId]], np.ndarray]:
+    """The edges as (source, target) pairs of known ids and as an ``(m, 2)`` array of positions,
+    duplicates dropped (the first kept), self-loops refused. Comprehensions and numpy: a
+    100,000-edge graph takes a fraction of a second."""
+    edges = edges if isinstance(edges, (list, tuple)) else list(edges)
     get = index.get
-    for e in edges:
-        try:
-            u, v = e
-            iu, iv = get(u), get(v)
-        except (TypeError, ValueError):
-            _bad_edge(e, index)
-        if iu is None or iv is None:
-            _bad_edge(e, index)
-        if iu == iv:
-            raise CycleError(f"edge ({shown(u)}, {shown(v)}) is a self-loop", [u])
-        key = (iu, iv)
-        if key not in seen:
-            seen.add(key)
-            out.append((u, v))
-            pos.append(key)
+    try:
+        out = [(u, v) for u, v in edges]
+        pos = np.array([(get(u), get(v)) for u, v in out], dtype=np.int64).reshape(-1, 2)
+    except (TypeError, ValueError):  # not a pair, an unhashable end, an unknown node (None)
+        for e in edges:
+            _check_edge(e, index)
+        raise
+    loops = np.flatnonzero(pos[:, 0] == pos[:, 1])
+    if loops.size:
+        u, v = out[int(loops[0])]
+        raise CycleError(f"edge ({shown(u)}, {shown(v)}) is a self-loop", [u])
+    code = pos[:, 0] * max(len(index), 1) + pos[:, 1]
+    _, first = np.unique(code, return_index=True)
+    if first.size < len(out):  # duplicates: keep each edge's first occurrence, in input order
+        keep = np.sort(first)
+        out = [out[i] for i in keep.tolist()]
+        pos = pos[keep]
     return out, pos
 
 
-def _bad_edge(e: Any, index: Mapping[NodeId, int]) -> NoReturn:
-    """Raise the error that says what is wrong with edge ``e``."""
+def _adjacency(n: int, key: np.ndarray, other: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """``adj[i]``: the ``other`` ends of the edges whose ``key`` end is ``i``, in edge order."""
+    values = other[np.argsort(key, kind="stable")].tolist()
+    ends = np.cumsum(np.bincount(key, minlength=n)).tolist()
+    return tuple([tuple(values[a:b]) for a, b in zip([0, *ends[:-1]], ends)])
+
+
+def _check_edge(e: Any, index: Mapping[NodeId, int]) -> None:
+    """Raise the error that says what is wrong with edge ``e``, if anything."""
     try:
         u, v = e
     except (TypeError, ValueError):
@@ -244,7 +255,6 @@ def _bad_edge(e: Any, index: Mapping[NodeId, int]) -> NoReturn:
                                     f"node id (a {type(end).__name__} is not hashable)") from None
         if end not in index:
             raise InvalidGraphError(f"edge ({shown(u)}, {shown(v)}): unknown {what} node {shown(end)}")
-    raise InvalidGraphError(f"edge {shown(e)} is not valid")
 
 
 def _check_totals(nodes: Sequence[Node]) -> None:
@@ -320,17 +330,12 @@ class Graph:
             raise InvalidGraphError(f"duplicate node id {shown(dup)}")
         _check_totals(nodes)
         edge_list, positions = _edge_list(edges, index)
-        succ: list[list[int]] = [[] for _ in nodes]
-        pred: list[list[int]] = [[] for _ in nodes]
-        for iu, iv in positions:
-            succ[iu].append(iv)
-            pred[iv].append(iu)
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", tuple(edge_list))
         object.__setattr__(self, "defaults", dict(defaults or {}))
         object.__setattr__(self, "index", index)
-        object.__setattr__(self, "succ", tuple(map(tuple, succ)))
-        object.__setattr__(self, "pred", tuple(map(tuple, pred)))
+        object.__setattr__(self, "succ", _adjacency(len(nodes), positions[:, 0], positions[:, 1]))
+        object.__setattr__(self, "pred", _adjacency(len(nodes), positions[:, 1], positions[:, 0]))
         self._check_acyclic()
 
     # ------------------------------------------------------------------ basics
