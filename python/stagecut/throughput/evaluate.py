@@ -36,7 +36,7 @@ from typing import TypeVar
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node, kahn_order
 from stagecut.results import DeviceLoad, Evaluation
-from stagecut.validate import check_int, check_number
+from stagecut.validate import check_graph, check_int, check_number
 
 __all__ = ["evaluate", "is_contiguous", "is_convex"]
 
@@ -101,6 +101,7 @@ def evaluate(
     >>> sc.evaluate(g, {i: ("accelerator", i) for i in range(3)}, devices=2).issues
     ('uses 3 accelerator devices, only 2 available',)
     """
+    check_graph(graph)
     devices, cpus, memory = _limits(graph, devices, cpus, memory, accelerators)
     dev_of = _devices_of(graph, assignment)
     used = sorted(set(dev_of), key=lambda d: (d[0] != ACCELERATOR, d[0], d[1]))

@@ -20,7 +20,7 @@ from typing import Any
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
-from stagecut.validate import check_int, check_number
+from stagecut.validate import check_graph, check_int, check_number
 
 __all__ = ["ThroughputProblem", "resolve_problem", "set_aside_free_nodes"]
 
@@ -81,8 +81,7 @@ class ThroughputProblem:
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.graph, Graph):
-            raise InvalidArgumentError(f"graph must be a stagecut.Graph, got {type(self.graph).__name__}")
+        check_graph(self.graph)
         for name in ("devices", "cpus", "memory"):
             object.__setattr__(self, name, _check(name, getattr(self, name), InvalidArgumentError))
         if self.devices + self.cpus == 0:
@@ -114,8 +113,7 @@ class ThroughputProblem:
         InvalidGraphError
             A bad default carried by the graph (a negative ``maxCPUs``...).
         """
-        if not isinstance(graph, Graph):
-            raise InvalidArgumentError(f"graph must be a stagecut.Graph, got {type(graph).__name__}")
+        check_graph(graph)
         given: dict[str, Any] = {"devices": devices, "cpus": cpus, "memory": memory}
         notes = []
         for name, (key, file_field, fallback) in _FILE_FIELDS.items():
