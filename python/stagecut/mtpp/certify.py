@@ -281,6 +281,8 @@ def _certificate(problem: MtppProblem, stages: tuple[Stage, ...], ladder: _Ladde
                  seed: int, t0: float) -> Certificate:
     objective, lb, status = _verdict(ladder.objective, ladder)
     best = evaluate(problem, ladder.better) if ladder.better is not None else None
+    if best is not None and objective is not None and best.objective >= objective * (1 - 1e-9):
+        best = None  # the MIP's partition is no cheaper once re-scored (round-off in its objective)
     notes = []
     if objective is None:
         notes.append("the plan breaks the hard memory limit (a block costs inf)")
