@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from stagecut.examples import (
-    EXACT_PAIRS,
     REGAL_MODELS,
     _barabasi_albert,
     _bernoulli_pairs,

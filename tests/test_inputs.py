@@ -171,3 +171,43 @@ def test_cli_errors_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "self-loop" in err
     assert main(["partition", str(tmp_path / "missing.json")]) == 2
+
+
+# ------------------------------------------------------------------ one rule per kind of value
+def test_networkx_attributes_follow_the_same_rules():
+    G = nx.DiGraph()
+    G.add_node("a", accelerator=1.0, backward="0")
+    with pytest.raises(sc.InvalidGraphError, match="node 'a': backward: '0' is not a boolean"):
+        sc.Graph.from_networkx(G)
+    G.nodes["a"].update(backward=False, kinds="cpu")
+    with pytest.raises(sc.InvalidGraphError, match="kinds must be a set of device kinds"):
+        sc.Graph.from_networkx(G)
+    with pytest.raises(sc.InvalidGraphError, match="expected a networkx DiGraph, got dict"):
+        sc.Graph.from_networkx({"a": 1})
+
+
+def test_unhashable_edge_ends_and_malformed_edges_are_named():
+    with pytest.raises(sc.InvalidGraphError, match=r"the target \['b'\] is not a node id"):
+        sc.Graph([n("a"), n("b")], [("a", ["b"])])
+    with pytest.raises(sc.InvalidGraphError, match="is not a \\(source, target\\) pair"):
+        sc.Graph([n("a"), n("b")], [("a", "b", "c")])
+    g = sc.Graph([n("a"), n("b")], [("a", "b"), ["a", "b"]])  # duplicates are dropped, lists are pairs
+    assert g.edges == (("a", "b"),)
+
+
+def test_strings_are_not_numbers_anywhere():
+    with pytest.raises(sc.InvalidGraphError, match="'3' is a string, not a number"):
+        n("x", memory="3")
+    with pytest.raises(sc.InvalidGraphError, match="is a string"):
+        sc.Graph.chain(["1.0", 2.0])
+    with pytest.raises(sc.errors.InvalidArgumentError, match="memory"):
+        sc.partition(sc.Graph.chain([1.0]), memory="16GiB")
+
+
+def test_a_split_written_from_tuple_ids_reads_back():
+    # item 11: to_split writes a tuple id as a JSON list; split_from_dict read it as an unhashable list
+    g = sc.Graph([n(("a", 0)), n(("a", 1))], [(("a", 0), ("a", 1))])
+    plan = sc.partition(g, devices=2)
+    split = json.loads(json.dumps(plan.to_split()))
+    assert sc.split_from_dict(split, g) == plan.device_of()
+    assert sc.split_from_dict(split) == plan.device_of()  # without the graph too

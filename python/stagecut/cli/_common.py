@@ -304,7 +304,7 @@ def _device(stage: Any, position: int, where: str) -> tuple[str, int]:
         device = stage.get("device")
         if isinstance(device, str) and ":" in device:
             kind, _, idx = device.rpartition(":")
-            if idx.isdigit() and len(idx) < 20:
+            if idx.isascii() and idx.isdecimal() and len(idx) < 20:
                 return kind, int(idx)
     return "accelerator", position
 

@@ -47,7 +47,7 @@ def _int_key(k: Any, where: str, what: str) -> int:
     format: the sync maps are keyed by them); floats, booleans and other strings are refused."""
     if isinstance(k, str):
         text = k.strip()
-        if text.lstrip("-").isdigit() and len(text) <= 20:
+        if text.lstrip("-").isdecimal() and text.isascii() and len(text) <= 20:
             return check_int(int(text), f"{where}: {what}", minimum=-(2**63), error=InvalidGraphError)
     elif isinstance(k, int) and not isinstance(k, bool):
         return check_int(k, f"{where}: {what}", minimum=-(2**63), error=InvalidGraphError)
