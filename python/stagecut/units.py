@@ -44,6 +44,7 @@ import math
 import re
 
 from stagecut.errors import InvalidArgumentError
+from stagecut.validate import shown
 
 __all__ = ["UNLIMITED", "parse_bytes", "parse_bandwidth", "format_bytes", "BYTE_UNITS", "TIME_UNITS"]
 
@@ -79,10 +80,17 @@ def _unit(text: str, unit: str, flag: str) -> float:
 
 def _check(value: float, text: str, flag: str) -> float:
     if math.isnan(value) or value < 0:
-        raise InvalidArgumentError(f"{flag}: {text!r} must be a non-negative amount")
+        raise InvalidArgumentError(f"{flag}: {shown(text)} must be a non-negative amount")
     if math.isinf(value):
-        raise InvalidArgumentError(f"{flag}: {text!r} is not finite")
+        raise InvalidArgumentError(f"{flag}: {shown(text)} is not finite")
     return value
+
+
+def _float(value: int | float, flag: str) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int of hundreds of digits
+        raise InvalidArgumentError(f"{flag}: {shown(value)} is too large") from None
 
 
 def parse_bytes(text: str | float, *, flag: str = "memory", allow_unlimited: bool = True) -> float:
@@ -95,7 +103,7 @@ def parse_bytes(text: str | float, *, flag: str = "memory", allow_unlimited: boo
         Not a number with a known size unit, negative, or bits (``Gb``); names ``flag``.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _check(float(text), str(text), flag)
+        return _check(_float(text, flag), shown(text), flag)
     if not isinstance(text, str):
         raise InvalidArgumentError(f"{flag}: {text!r} is not a size")
     if text.strip().lower() in _NO_LIMIT:
@@ -121,9 +129,9 @@ def parse_bandwidth(text: str | float, *, flag: str = "bandwidth", time_unit_s: 
         Not a number, a size without a time, an unknown unit, zero or negative; names ``flag``.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value, shown = float(text), str(text)
+        value, given = _float(text, flag), shown(text)
     elif isinstance(text, str):
-        shown = text
+        given = text
         m = _RATE.fullmatch(text)
         if m is not None:
             per = m.group(3).lower()
@@ -141,9 +149,9 @@ def parse_bandwidth(text: str | float, *, flag: str = "bandwidth", time_unit_s: 
             value = float(m.group(1))
     else:
         raise InvalidArgumentError(f"{flag}: {text!r} is not a bandwidth")
-    _check(value, shown, flag)
+    _check(value, given, flag)
     if value == 0:
-        raise InvalidArgumentError(f"{flag}: {shown!r} must be positive")
+        raise InvalidArgumentError(f"{flag}: {given!r} must be positive")
     return value
 
 

@@ -66,3 +66,9 @@ def test_bad_bandwidth_names_the_flag(text, words):
 
 def test_format_bytes():
     assert format_bytes(16 * 2**30) == "16 GiB" and format_bytes(4e9) == "4 GB" and format_bytes(None) == "unlimited"
+
+
+@pytest.mark.parametrize("parse", [parse_bytes, parse_bandwidth])
+def test_an_integer_too_large_for_a_float_is_an_argument_error(parse):
+    with pytest.raises(InvalidArgumentError, match=r"\(401 digits\) is too large"):
+        parse(10**400, flag="--x")
