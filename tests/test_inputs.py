@@ -211,3 +211,13 @@ def test_a_split_written_from_tuple_ids_reads_back():
     split = json.loads(json.dumps(plan.to_split()))
     assert sc.split_from_dict(split, g) == plan.device_of()
     assert sc.split_from_dict(split) == plan.device_of()  # without the graph too
+
+
+def test_a_chain_from_a_numpy_array_and_a_file_with_a_byte_order_mark(tmp_path):
+    import numpy as np
+
+    g = sc.Graph.chain(np.array([1.0, 2.0]), memory=np.float64(1.0))
+    assert g.node(1).compute == {"accelerator": 2.0} and type(g.node(1).memory) is float
+    path = tmp_path / "bom.json"
+    path.write_text(json.dumps(sc.workload_to_dict(g)), encoding="utf-8-sig")
+    assert sc.read_workload(path).edges == g.edges

@@ -121,11 +121,15 @@ def read_json(path: PathLike, what: str = "a JSON file") -> Any:
     InvalidGraphError
         No such file, a directory, not UTF-8 text, not valid JSON, nested too deeply, or an
         integer with too many digits (names ``path`` and ``what`` it should be).
+    InvalidArgumentError
+        ``path`` is not a file name.
     OSError
         The file exists but cannot be read (permissions).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"path: expected a file name, got {type(path).__name__} {shown(path)}")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:  # a byte-order mark, as some editors write, is fine
             return json.load(f)
     except FileNotFoundError:
         raise InvalidGraphError(f"{os.fspath(path)}: no such file ({what})") from None

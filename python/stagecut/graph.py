@@ -398,7 +398,7 @@ class Graph:
         >>> g.node(1).compute
         {'accelerator': 2.0, 'cpu': 9.0}
         """
-        if isinstance(costs, (str, bytes)) or not isinstance(costs, Sequence):
+        if isinstance(costs, (str, bytes, Mapping)) or not hasattr(costs, "__len__"):  # a list, tuple, array
             raise InvalidGraphError(f"costs: expected a sequence of per-layer times, got {type(costs).__name__}")
         n = len(costs)
 
