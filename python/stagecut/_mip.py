@@ -20,10 +20,67 @@ from typing import Any
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
 from stagecut.validate import check_number
 
-__all__ = ["SOLVERS", "import_mip", "new_model", "solve", "MipOutcome", "add"]
+__all__ = ["SOLVERS", "DEFAULT_GAP", "MODEL_TOL", "import_mip", "new_model", "solve", "MipOutcome", "add",
+           "MIN_GAP", "MODEL_UNITS", "data_gap", "reference_scale", "stated_tolerance"]
 
 #: Solver names accepted by ``solver=``.
 SOLVERS = ("cbc", "highs")
+#: The relative optimality gap the MIPs stop at unless told otherwise (see :func:`data_gap`).
+DEFAULT_GAP = 1e-6
+#: The tightest default gap :func:`data_gap` sets.
+MIN_GAP = 1e-9
+#: The models measure times in units of ``reference / MODEL_UNITS`` (:func:`reference_scale`):
+#: the reference value of the data (the cost of a known solution, else the largest time) is
+#: 1000 model units, so that the solvers' absolute tolerances are small next to the answer.
+MODEL_UNITS = 1000.0
+#: The solvers' absolute tolerances, in model units: integrality and feasibility 1e-6, and CBC
+#: proves optimality only up to its cutoff increment, about 1e-5.
+MODEL_TOL = 2e-5
+
+
+def reference_scale(values: Sequence[float], upper: float | None = None) -> float:
+    """The value of one model unit, which a MIP divides its times by: ``upper`` (the cost of a
+    known solution) when it is positive and finite, else the largest finite magnitude of
+    ``values`` (1 when all are 0), over :data:`MODEL_UNITS`.
+
+    >>> reference_scale([7.0, 1e7, 0.0]), reference_scale([7.0, 1e7], upper=20.0), reference_scale([])
+    (10000.0, 0.02, 0.001)
+    """
+    if upper is not None and math.isfinite(upper) and upper > 0:
+        return float(upper) / MODEL_UNITS
+    finite = [abs(float(v)) for v in values if math.isfinite(v)]
+    largest = max(finite, default=0.0)
+    return (largest if largest > 0 else 1.0) / MODEL_UNITS
+
+
+def data_gap(values: Sequence[float], scale: float) -> float:
+    """The relative gap a MIP stops at when not told: :data:`DEFAULT_GAP`, tightened (down to
+    :data:`MIN_GAP`) so that a tenth of the smallest positive time of the data is not lost next
+    to the reference value (``scale * MODEL_UNITS``). A solver that stops within the gap may
+    report its incumbent as its bound; with this gap, no two answers the data can tell apart
+    are that close.
+
+    >>> data_gap([1.0, 2.0, 5.0], 0.005), data_gap([1.0, 3e7], 3e4)
+    (1e-06, 3.3333333333333334e-09)
+    """
+    positive = [abs(float(v)) for v in values if math.isfinite(v) and v > 0]
+    if not positive:
+        return DEFAULT_GAP
+    return min(DEFAULT_GAP, max(MIN_GAP, min(positive) / (10 * scale * MODEL_UNITS)))
+
+
+def stated_tolerance(value: float, scale: float, gap: float | None = None) -> float:
+    """How close a MIP's proven bound must be to the evaluator's value of its answer for the
+    answer to count as optimal (and how far above that value a bound may be before it counts as
+    wrong): the relative gap the MIP stopped at (``None``: :data:`DEFAULT_GAP`) of the value, or
+    the solvers' tolerance :data:`MODEL_TOL` in model units of ``scale`` (:func:`reference_scale`), whichever
+    is larger.
+
+    >>> stated_tolerance(1e7, 1.0), round(stated_tolerance(20.0, 0.02), 12)  # the gap asked (1e-6 of 20)
+    (10.0, 2e-05)
+    """
+    rel = DEFAULT_GAP if gap is None else float(gap)
+    return max(rel * abs(value), MODEL_TOL * scale)
 
 
 def import_mip() -> Any:
@@ -67,12 +124,30 @@ def new_model(name: str, *, solver: str = "cbc", gap: float | None = None, threa
             ) from exc
         raise SolverError(f"cannot start the {solver} solver through python-mip: {exc}") from exc
     m.verbose = 1 if verbose else 0
-    m.max_mip_gap = float(gap) if gap is not None else 1e-6
+    m.max_mip_gap = float(gap) if gap is not None else DEFAULT_GAP
     m.max_mip_gap_abs = 1e-9
+    m.integer_tol = min(1e-6, max(1e-9, m.max_mip_gap))  # (a gap tighter than 1e-6 needs integrality to match)
+    if sname == mip.CBC:
+        _cbc_increment(m)
     m.threads = int(threads) if threads is not None else 1
     if seed is not None:
         m.seed = int(seed)
     return m
+
+
+#: CBC's cutoff increment, in model units: it looks for no solution less than this better than
+#: its incumbent. Its own choice can be a whole unit (when it deems the objective integral),
+#: which would hide answers 1e-4 of the reference value apart.
+CBC_INCREMENT = 1e-7
+
+
+def _cbc_increment(model: Any) -> None:
+    try:
+        from mip.cbc import cbc_set_parameter
+
+        cbc_set_parameter(model.solver, "increment", repr(CBC_INCREMENT))
+    except Exception:  # pragma: no cover - a python-mip without this entry point
+        pass
 
 
 def add(model: Any, constraints: Any) -> None:
@@ -123,7 +198,7 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
             raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
     seconds = time.perf_counter() - t0
     has_sol = model.num_solutions > 0 and model.objective_value is not None
-    obj = float(model.objective_value) if has_sol else None
+    obj = _solution_value(model) if has_sol else None
     try:
         bound = float(model.objective_bound)
     except (TypeError, ValueError):
@@ -149,6 +224,18 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         bound = obj  # the bound is at most the best primal value (round-off)
     return MipOutcome(status=status, objective=obj, bound=bound, seconds=seconds,
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
+
+
+def _solution_value(model: Any) -> float:
+    """The objective at the solution's variable values (CBC's reported objective can sit up to
+    about 1e-5 below it after its preprocessing); the reported value when that cannot be read."""
+    try:
+        value = model.objective.x
+    except Exception:  # pragma: no cover - a solver without the expression's value
+        value = None
+    if value is None or not math.isfinite(float(value)):
+        return float(model.objective_value)
+    return float(value)
 
 
 class _quiet:

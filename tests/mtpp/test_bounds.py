@@ -1,5 +1,7 @@
 """The MTPP MIP lower-bound ladder and certificates, held to the DPs, brute force and the evaluator."""
 
+import dataclasses
+import math
 import random
 
 import mip  # noqa: F401  (a core dependency)
@@ -182,3 +184,44 @@ def test_certify_respects_or_ignores_colocation():
     c_kept = certify(g, kept, devices=2)
     assert c_free.levels[-1].status == "optimal" or c_free.ratio == pytest.approx(1.0)
     assert c_free.lower_bound == pytest.approx(5.0) and c_kept.lower_bound == pytest.approx(8.0)
+
+
+def test_exact_bound_with_values_far_apart():
+    # work [7, 1e7, 1e7] on 3 devices: the optimum is 1e7 ({7}, {1e7}, {1e7}); the exact MIP
+    # used to report 'infeasible' (coefficients 7 and 1e7 in one row); scaled, it is right
+    g = sc.Graph.chain([7.0, 1e7, 1e7])
+    assert slice_graph(g, devices=3, method="dp").objective == 1e7
+    r = mtpp_bound(g, level="exact", devices=3)
+    assert r.status == "optimal" and r.bound == pytest.approx(1e7, rel=1e-9) and r.bound <= 1e7
+    assert mtpp_evaluate(MtppProblem(g, devices=3), r.blocks).objective == r.objective
+    for level in ("bottleneck", "bottleneck-guess"):
+        assert mtpp_bound(g, level=level, devices=3).bound <= 1e7
+
+
+def test_a_mip_bound_above_a_known_partition_is_not_trusted(monkeypatch):
+    from stagecut.mtpp import bounds
+
+    real = bounds.solve
+
+    def inflated(model, **kw):  # a solver whose bound is above the truth (planted)
+        out = real(model, **kw)
+        return dataclasses.replace(out, bound=out.bound * 1.5 + 1.0)
+
+    monkeypatch.setattr(bounds, "solve", inflated)
+    g = sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0)  # optimum 7 on 2 devices, simple bound 4
+    for level in ("exact", "bottleneck", "bottleneck-guess"):
+        r = mtpp_bound(g, level=level, devices=2)
+        assert r.status == "feasible" and r.bound == 4.0 and "numerical trouble" in r.reason, level
+
+
+def test_mip_infeasible_while_a_partition_exists_is_not_trusted(monkeypatch):
+    from stagecut._mip import MipOutcome
+    from stagecut.mtpp import bounds
+
+    def infeasible(model, **kw):
+        return MipOutcome(status="infeasible", objective=None, bound=math.inf, seconds=0.0, solver="cbc",
+                          rows=model.num_rows, cols=model.num_cols)
+
+    monkeypatch.setattr(bounds, "solve", infeasible)
+    r = mtpp_bound(sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0), level="exact", devices=2)
+    assert r.status == "feasible" and r.bound == 4.0 and "numerical trouble" in r.reason

@@ -49,11 +49,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from stagecut._mip import add, check_options, new_model, solve
+from stagecut._mip import add, check_options, data_gap, new_model, reference_scale, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
-from stagecut.mtpp.model import MtppProblem, as_problem, forced_groups
+from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.results import NodeId, Stat
 from stagecut.validate import check_int, check_number
@@ -96,8 +96,8 @@ class BoundResult:
     seconds : float
         Wall-clock time of the level.
     objective : float, optional
-        The best primal value of the MIP (for ``exact``: an MTPP partition, whose blocks are in
-        ``blocks``; for the relaxations not a partition cost).
+        For ``exact``: the evaluator's cost of the MIP's partition (its blocks are in
+        ``blocks``); for the relaxations their best primal value (not a partition cost).
     blocks : tuple of tuples of node ids, optional
         ``exact``'s partition, in pipeline order.
     stats : mapping
@@ -105,7 +105,8 @@ class BoundResult:
     guesses : tuple of GuessBound
         ``bottleneck-guess``: one entry per guessed position.
     reason : str, optional
-        Why the level was skipped.
+        Why the level was skipped, or why the MIP's own bound or status was not trusted
+        (numerical trouble: then ``bound`` is the simple bound and ``status`` ``"feasible"``).
     """
 
     level: str
@@ -133,7 +134,10 @@ class MtppData:
     """Plain arrays of an instance (picklable, for worker processes): per node ``work`` and
     ``params``; per producing node with a tensor cost ``prod`` (its position) and ``comm``;
     the (producer index, consumer position) pairs; the edges; the forced-group ties ``same``
-    (``(group, node)`` pairs); the memory model ``M``, ``R``, ``B``; the simple bound."""
+    (``(group, node)`` pairs); the memory model ``M``, ``R``, ``B``; the simple bound; ``scale``,
+    the value of one model unit (:func:`~stagecut._mip.reference_scale`: the MIPs divide every
+    time by it), and ``upper``, the cost of a known partition (or ``None``); tensor costs above
+    twice ``upper`` are capped there (exact: see :func:`mtpp_data`)."""
 
     n: int
     k: int
@@ -150,10 +154,20 @@ class MtppData:
     R: float
     B: float | None
     simple: float
+    scale: float = 1.0
+    upper: float | None = None
 
 
-def mtpp_data(problem: MtppProblem) -> MtppData:
-    """The plain arrays of ``problem`` (see :class:`MtppData`).
+def mtpp_data(problem: MtppProblem, upper: float | None = None) -> MtppData:
+    """The plain arrays of ``problem`` (see :class:`MtppData`), ``upper`` the cost of a known
+    partition (``None``: none known).
+
+    Times go into the MIPs in model units (:func:`~stagecut._mip.reference_scale`: ``upper`` is
+    1000 units, else the largest time is), so that 1e7 next to 7 stays within the solvers'
+    tolerances. With ``upper``, a tensor cost above ``2 upper`` is capped at ``2 upper``: a
+    partition of cost at most ``upper`` pays none of them, and any other still costs more than
+    ``upper``, so the optimum is unchanged, and the relaxations' constraints only get looser
+    (their bounds stay valid).
 
     >>> d = mtpp_data(MtppProblem(Graph.chain([3.0, 1.0], comm=0.5), devices=2))
     >>> d.work.tolist(), d.prod.tolist(), d.pair_cons.tolist()
@@ -177,13 +191,18 @@ def mtpp_data(problem: MtppProblem) -> MtppData:
     # forced groups (colocation classes, and classes on a cycle): one block for each group
     grp = forced_groups(problem)
     same = np.array([(grp[i], i) for i in range(n) if grp[i] != i], dtype=np.int64).reshape(-1, 2)
+    work = [problem.work(i) for i in range(n)]
+    if upper is not None and not (math.isfinite(upper) and upper > 0):
+        upper = None
+    if upper is not None:
+        comm = [min(c, 2 * upper) for c in comm]
     return MtppData(
-        n=n, k=problem.devices, ids=[nd.id for nd in g.nodes],
-        work=np.array([problem.work(i) for i in range(n)], dtype=float),
+        n=n, k=problem.devices, ids=[nd.id for nd in g.nodes], work=np.array(work, dtype=float),
         params=np.array([nd.memory for nd in g.nodes], dtype=float),
         prod=np.array(prod, dtype=np.int64), comm=np.array(comm), pair_prod=np.array(pair_prod, dtype=np.int64),
         pair_cons=np.array(pair_cons, dtype=np.int64), edges=edges, same=same,
         M=problem.memory, R=problem.reserved_memory, B=problem.bandwidth, simple=_simple(problem),
+        scale=reference_scale(work + comm, upper), upper=upper,
     )
 
 
@@ -206,7 +225,7 @@ def _blocks_model(m: Any, d: MtppData, nblocks: int) -> tuple[Any, Any, Any]:
         x = np.concatenate([z[:, :1], z[:, 1:] - z[:, :-1]], axis=1).view(type(z))
     else:
         x = z
-    cost = d.work @ x
+    cost = (d.work / d.scale) @ x
     if len(d.prod):
         c = m.add_var_tensor((len(d.prod), nblocks), "c", lb=0.0, ub=1.0)
         pp, pc = d.pair_prod, d.pair_cons
@@ -214,7 +233,7 @@ def _blocks_model(m: Any, d: MtppData, nblocks: int) -> tuple[Any, Any, Any]:
         diff = x[pc, :] - x[pu, :]
         add(m, c[pp, :] - diff >= 0)
         add(m, c[pp, :] + diff >= 0)
-        cost = cost + d.comm @ c
+        cost = cost + (d.comm / d.scale) @ c
     params_b = d.params @ x
     return z, cost, params_b
 
@@ -230,9 +249,10 @@ def _memory_terms(m: Any, d: MtppData, params_b: Any, blocks_in: list[Any]) -> A
         for b in range(nb):
             add(m, params_b[b] * (1 / scale) - blocks_in[b] * ((M - R) / scale) <= 0)
         return None
-    o = m.add_var_tensor((nb,), "o", lb=0.0)
+    o = m.add_var_tensor((nb,), "o", lb=0.0)  # in model units: bytes / (B * scale)
+    bs = B * d.scale
     for b in range(nb):
-        add(m, o[b] - params_b[b] * (1 / B) - blocks_in[b] * ((R - M) / B) >= 0)
+        add(m, o[b] - params_b[b] * (1 / bs) - blocks_in[b] * ((R - M) / bs) >= 0)
     return o
 
 
@@ -267,12 +287,17 @@ def _superblocks(m: Any, d: MtppData, level: str, guess: int | None, T: Any) -> 
     return z
 
 
+def _gap(d: MtppData, gap: float | None) -> float:
+    """The relative gap asked, else the data's (:func:`~stagecut._mip.data_gap`)."""
+    return gap if gap is not None else data_gap([*d.work.tolist(), *d.comm.tolist()], d.scale)
+
+
 def _build(d: MtppData, level: str, guess: int | None, solver: str, gap: float | None, threads: int | None,
            seed: int, verbose: bool) -> tuple[Any, Any]:
     import mip
 
-    m = new_model(f"mtpp_{level}", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
-    T = m.add_var("T", lb=float(d.simple) if math.isfinite(d.simple) else 0.0)
+    m = new_model(f"mtpp_{level}", solver=solver, gap=_gap(d, gap), threads=threads, seed=seed, verbose=verbose)
+    T = m.add_var("T", lb=float(d.simple) / d.scale if math.isfinite(d.simple) else 0.0)
     if level == "exact":
         z, cost, params_b = _blocks_model(m, d, d.k)
         o = _memory_terms(m, d, params_b, [1] * d.k)
@@ -312,8 +337,11 @@ def _solve_one(d: MtppData, level: str, guess: int | None, time_limit: float | N
         used = sorted(set(blk.tolist()))
         blocks = tuple(tuple(d.ids[i] for i in range(d.n) if blk[i] == b) for b in used)
     status: BoundStatus = out.status  # type: ignore[assignment]  # the _mip vocabulary
-    return _Solved(bound=out.bound, status=status, objective=out.objective, seconds=time.perf_counter() - t0,
-                   build_s=build, rows=out.rows, cols=out.cols, blocks=blocks, guess=guess)
+    bound = out.bound * d.scale
+    objective = None if out.objective is None else out.objective * d.scale
+    return _Solved(bound=bound, status=status, objective=objective,
+                   seconds=time.perf_counter() - t0, build_s=build, rows=out.rows, cols=out.cols, blocks=blocks,
+                   guess=guess)
 
 
 def _solve_star(a: tuple[Any, ...]) -> _Solved:
@@ -415,13 +443,66 @@ def mtpp_bound(
     if level == "simple":
         return BoundResult(level="simple", bound=simple_bound(problem), status="optimal",
                            seconds=time.perf_counter() - t0)
-    d = mtpp_data(problem)
+    d = mtpp_data(problem, upper=_known_cost(problem))
     if level in ("exact", "bottleneck") or d.k == 1:
         r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose)
-        return BoundResult(level=level, bound=r.bound, status=r.status, seconds=time.perf_counter() - t0,
-                           objective=r.objective, blocks=r.blocks if level == "exact" else None,
+        blocks = r.blocks if level == "exact" else None
+        bound, status, objective, reason = _checked(problem, d, r.bound, r.status, r.objective, blocks, gap)
+        return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0,
+                           objective=objective, blocks=blocks, reason=reason,
                            stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s})
     bound, status, results = _bottleneck_guess(d, time_limit, workers, (solver, gap, threads, seed))
+    bound, status, _, reason = _checked(problem, d, bound, status, None, None, gap)
     guesses = tuple(GuessBound(guess=int(r.guess or 0), bound=r.bound, status=r.status, seconds=r.seconds)
                     for r in results)
-    return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0, guesses=guesses)
+    return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0, guesses=guesses,
+                       reason=reason)
+
+
+def _known_cost(problem: MtppProblem) -> float | None:
+    """The cost of a known partition (``None`` when none is found): the cheaper of one block
+    holding everything and SliceGraph's best cut of one topological order."""
+    from stagecut.mtpp.slicegraph import slice_graph  # (slicegraph does not import this module)
+
+    costs = [block_cost(problem, problem.graph.ids)]
+    plan = slice_graph(problem, method="order")
+    if plan.objective is not None:
+        costs.append(plan.objective)
+    finite = [c for c in costs if math.isfinite(c)]
+    return min(finite) if finite else None
+
+
+def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatus, objective: float | None,
+             blocks: tuple[tuple[NodeId, ...], ...] | None, gap: float | None
+             ) -> tuple[float, BoundStatus, float | None, str | None]:
+    """``(bound, status, objective, reason)`` of a MIP level, held to the partitions known.
+
+    The exact MIP's partition is scored by the evaluator (its ``objective``). A bound above the
+    cost of a known partition by more than :func:`~stagecut._mip.stated_tolerance`, or
+    ``"infeasible"`` while a partition is known, is numerical trouble: the level then gives the
+    simple bound with status ``"feasible"`` and says why in ``reason``. ``"optimal"`` from the
+    exact MIP stands only when its partition's cost is within the tolerance of the bound.
+    """
+    best = math.inf if d.upper is None else d.upper
+    if blocks is not None:
+        objective = evaluate(problem, blocks).objective
+        best = min(best, objective)
+    if status == "infeasible":
+        if math.isfinite(best):
+            return d.simple, "feasible", objective, (
+                "the MIP solver reported that no partition fits, yet one does (numerical trouble): the simple "
+                "bound is given")
+        return bound, status, objective, None
+    if not math.isfinite(best) or not math.isfinite(bound):
+        return bound, status, objective, None
+    tol = stated_tolerance(best, d.scale, _gap(d, gap))
+    if bound > best + tol:
+        return d.simple, "feasible", objective, (
+            f"the MIP's bound {bound:.9g} is above the cost {best:.9g} of a known partition (numerical "
+            "trouble): the simple bound is given")
+    bound = min(bound, best)
+    if blocks is not None and status == "optimal" and objective is not None and objective - bound > tol:
+        return bound, "feasible", objective, (
+            f"the MIP solver reported optimal, but its partition costs {objective:.9g}, more than the tolerance "
+            f"{tol:.3g} above its bound: not proven")
+    return bound, status, objective, None

@@ -6,6 +6,7 @@ model; :class:`IpModel` holds the handles the rest needs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,13 +15,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stagecut._mip import add, import_mip, new_model
+from stagecut._mip import DEFAULT_GAP, add, data_gap, import_mip, new_model, reference_scale
 from stagecut.colocation import ColocationClasses, Units, fold_free_leaves
 from stagecut.errors import internal_error
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId, kahn_order
 from stagecut.throughput.problem import ThroughputProblem
 
-__all__ = ["IpModel", "UnitData", "build_throughput_ip", "start_values", "read_split"]
+__all__ = ["IpModel", "UnitData", "build_throughput_ip", "scale_times", "start_values", "read_split"]
 
 Device = tuple[str, int]
 I64 = npt.NDArray[np.int64]
@@ -48,7 +49,8 @@ class ClassUnits:
 @dataclass
 class UnitData:
     """Per-unit times, memory and kinds allowed; producers whose tensor can cross a unit boundary
-    and their consumers' units (``pair_prod[k]`` is an index into ``prod_unit``)."""
+    and their consumers' units (``pair_prod[k]`` is an index into ``prod_unit``). Times (``tacc``,
+    ``tcpu``, ``prod_comm``) are in units of ``scale`` (see :func:`scale_times`)."""
 
     tacc: F64
     tcpu: F64
@@ -59,6 +61,7 @@ class UnitData:
     prod_comm: F64
     pair_prod: I64
     pair_cons: I64
+    scale: float = 1.0
 
 
 @dataclass
@@ -69,6 +72,8 @@ class IpModel:
     units: Units | ClassUnits
     data: UnitData
     contiguous: bool
+    scale: float = 1.0
+    gap: float = DEFAULT_GAP
     T: Any = None
     z: Any = None
     y: Any = None
@@ -119,6 +124,29 @@ def _unit_data(graph: Graph, units: Units | ClassUnits, memory: float) -> UnitDa
     return UnitData(tacc=tacc, tcpu=tcpu, mem=mem, ok_acc=ok_acc, ok_cpu=ok_cpu,
                     prod_unit=np.array(prod_unit, dtype=np.int64), prod_comm=np.array(prod_comm),
                     pair_prod=np.array(pair_prod, dtype=np.int64), pair_cons=np.array(pair_cons, dtype=np.int64))
+
+
+def scale_times(data: UnitData, upper: float | None) -> UnitData:
+    """The data with times in model units (:func:`~stagecut._mip.reference_scale`: the reference
+    value is 1000 units), so that the model's coefficients are of one order whatever the
+    input's time unit (CBC's tolerances are absolute, about 1e-6).
+
+    With ``upper``, the cost of a known split (so the optimum is at most ``upper``), the
+    reference is ``upper``, a unit whose time on a kind exceeds it may not use that kind, and a
+    communication cost above it is capped at twice it: no split of cost ``<= upper`` changes
+    cost, and every other costs more than ``upper`` still, so the optimum and every proven bound
+    are unchanged (exact), while coefficients far larger than the answer no longer swamp the
+    small ones. Without it, the reference is the largest time.
+    """
+    times = np.concatenate([data.tacc[data.ok_acc], data.tcpu[data.ok_cpu], data.prod_comm])
+    scale = reference_scale(times.tolist(), upper)
+    ok_acc, ok_cpu, comm = data.ok_acc, data.ok_cpu, data.prod_comm
+    if upper is not None and math.isfinite(upper) and upper > 0:
+        cut = upper * (1 + 1e-9)
+        ok_acc, ok_cpu = ok_acc & (data.tacc <= cut), ok_cpu & (data.tcpu <= cut)
+        comm = np.minimum(comm, 2 * upper)
+    return dataclasses.replace(data, tacc=data.tacc / scale, tcpu=data.tcpu / scale, prod_comm=comm / scale,
+                               ok_acc=ok_acc, ok_cpu=ok_cpu, scale=scale)
 
 
 def _fix_zero(var_rows: Any) -> None:
@@ -210,8 +238,10 @@ def _loads(h: IpModel, memory: float) -> None:
 
 def build_throughput_ip(problem: ThroughputProblem, *, contiguous: bool = True, solver: str = "cbc",
                         gap: float | None = None, threads: int | None = None, seed: int = 0,
-                        verbose: bool = False) -> IpModel:
-    """Build the throughput IP of ``problem`` (see :mod:`stagecut.throughput.ip`).
+                        verbose: bool = False, upper: float | None = None) -> IpModel:
+    """Build the throughput IP of ``problem`` (see :mod:`stagecut.throughput.ip`), its times
+    divided by :attr:`IpModel.scale` (``T`` too; see :func:`scale_times`: ``upper`` is the cost
+    of a known split, or ``None``); ``gap=None`` stops at :func:`~stagecut._mip.data_gap`.
 
     Raises
     ------
@@ -224,8 +254,11 @@ def build_throughput_ip(problem: ThroughputProblem, *, contiguous: bool = True, 
     """
     graph, memory = problem.graph, problem.memory
     units = Units(graph, memory) if contiguous else ClassUnits(graph, memory)
+    data = scale_times(_unit_data(graph, units, memory), upper)
+    if gap is None:
+        gap = data_gap(np.concatenate([data.tacc, data.tcpu, data.prod_comm]).tolist(), 1.0)  # (model units)
     m = new_model("throughput_ip", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
-    h = IpModel(model=m, units=units, data=_unit_data(graph, units, memory), contiguous=contiguous,
+    h = IpModel(model=m, units=units, data=data, contiguous=contiguous, scale=data.scale, gap=gap,
                 T=m.add_var("T", lb=0.0))
     if contiguous:
         _contiguous_vars(h, problem.devices, problem.cpus)

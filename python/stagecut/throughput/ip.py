@@ -37,16 +37,19 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
-from stagecut._mip import check_options, solve
-from stagecut.errors import InvalidArgumentError, internal_error
-from stagecut.graph import Graph, NodeId
+from stagecut._mip import MODEL_TOL, MODEL_UNITS, MipOutcome, check_options, solve, stated_tolerance
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, internal_error
+from stagecut.graph import ACCELERATOR, Graph, NodeId, kahn_order
 from stagecut.results import Plan, Stat, Status
 from stagecut.throughput._ip_model import IpModel, build_throughput_ip, read_split, start_values
+from stagecut.throughput.dp import simple_lower_bound, solve_dpl
+from stagecut.throughput.evaluate import evaluate
 from stagecut.throughput.problem import ThroughputProblem, resolve_problem
 from stagecut.throughput.rescore import no_plan, plan_from_split
 from stagecut.validate import check_number
@@ -68,10 +71,38 @@ def _warm_assignment(warm_start: Plan | Mapping[K, tuple[str, int]] | None
         f"warm_start must be a Plan or a node -> (kind, index) mapping, got {type(warm_start).__name__}")
 
 
+def _pipeline_order(graph: Graph, split: Mapping[NodeId, tuple[str, int]]) -> list[tuple[str, int]]:
+    """The devices of a split in an order of its quotient graph (as listed when it has a cycle)."""
+    devs = sorted({split[n.id] for n in graph.nodes}, key=lambda d: (d[0] != ACCELERATOR, d[0], d[1]))
+    succ: dict[tuple[str, int], set[tuple[str, int]]] = {d: set() for d in devs}
+    for u, v in graph.edges:
+        if split[u] != split[v]:
+            succ[split[u]].add(split[v])
+    order = kahn_order(devs, succ)
+    return order if len(order) == len(devs) else devs
+
+
+def _known_split(problem: ThroughputProblem, warm: Mapping[NodeId, tuple[str, int]] | None) -> Plan | None:
+    """A split of ``problem`` to start from and to hold the MIP to: ``warm`` when the evaluator
+    finds it feasible here, else DPL's (``None`` when neither exists)."""
+    if warm is not None:
+        try:
+            ev = evaluate(problem.graph, warm, devices=problem.devices, cpus=problem.cpus, memory=problem.memory)
+        except InvalidGraphError:
+            ev = None
+        if ev is not None and ev.feasible:
+            return plan_from_split(problem, warm, _pipeline_order(problem.graph, warm), solver="warm start",
+                                   claimed=ev.objective, exact=True, status="feasible", lower_bound=None,
+                                   method="ip", stats={})
+    dpl = solve_dpl(problem)
+    return dpl if dpl.objective is not None else None
+
+
 def _stats(out: Any, model: IpModel, build_s: float, warm: bool) -> dict[str, Stat]:
     return {"mip_vars": out.cols, "mip_constraints": out.rows, "units": model.units.n_units,
             "build_s": build_s, "solve_s": out.seconds, "solver": out.solver, "mip_status": out.status,
-            "mip_objective": out.objective, "warm_start": int(warm)}
+            "mip_objective": None if out.objective is None else out.objective * model.scale,
+            "mip_scale": model.scale, "warm_start": int(warm)}
 
 
 def partition_ip(
@@ -98,7 +129,8 @@ def partition_ip(
     devices, cpus, memory
         As in :func:`stagecut.partition` (defaults from the workload; not with a problem).
     contiguous : bool
-        Ordered contiguous blocks (the DP's search space) or any split.
+        Optimise over the contiguous splits (an acyclic quotient: blocks that form a chain of
+        ideals, the DP's set; :func:`stagecut.is_contiguous`) or over every split.
     time_limit : float, optional
         Seconds; on expiry the best split and bound found are returned with status
         ``"time_limit"`` (``objective=None`` when none was found; no exception).
@@ -109,7 +141,8 @@ def partition_ip(
     solver : {"cbc", "highs"}
         HiGHS needs the ``highs`` extra (``pip install 'stagecut[highs]'``).
     warm_start : Plan or mapping node id -> (kind, index), optional
-        A split (e.g. the DP's or DPL's) given to the solver as a MIP start.
+        A split (e.g. the DP's) given to the solver as a MIP start; without one (or when it does
+        not fit this problem), DPL's split is used.
     verbose : bool
         Show the solver's log.
     accelerators : int, optional
@@ -118,10 +151,18 @@ def partition_ip(
     Returns
     -------
     Plan
-        ``method="ip"``; ``objective`` as re-scored by :func:`stagecut.evaluate` (input time
-        unit); ``lower_bound`` the solver's proven dual bound; ``status`` ``"optimal"``,
-        ``"feasible"``, ``"time_limit"`` or ``"infeasible"``; ``stats`` the model size
-        (``mip_vars``, ``mip_constraints``), ``build_s``, ``solve_s`` and the solver's own status.
+        ``method="ip"``; the best split found (the MIP's or the starting split, whichever the
+        evaluator scores lower); ``objective`` as re-scored by :func:`stagecut.evaluate` (input
+        time unit); ``lower_bound`` the solver's proven dual bound (or the simple bound, when
+        the dual bound is above a known split's cost: then the notes say so), never above the
+        objective; ``status`` ``"optimal"`` only when the solver says so and the bound is within
+        :func:`~stagecut._mip.stated_tolerance` of the objective (the relative ``gap``, or 2e-5
+        of the model unit: times are divided by a reference value, the cost of the starting
+        split, so that values far apart in magnitude stay apart, and the model is solved again
+        in units of a much better answer), ``"feasible"``, ``"time_limit"``, or
+        ``"infeasible"`` (the solver proved it and no split is known); ``stats`` the model size
+        (``mip_vars``, ``mip_constraints``), ``build_s``, ``solve_s``, the solver's own status and
+        objective, ``mip_scale`` (one model unit, in the input's time unit) and ``mip_rounds``.
 
     Raises
     ------
@@ -132,35 +173,98 @@ def partition_ip(
     BackendUnavailableError
         ``solver="highs"`` without HiGHS installed.
     SolverError
-        The solver failed; or (internal error) its split disagrees with the evaluator.
+        The solver failed; or (internal error) its split costs more than its value by more
+        than the solvers' round-off.
     """
     problem = resolve_problem(graph, devices, cpus, memory, accelerators, "partition_ip")
     for name, value, positive in (("time_limit (seconds)", time_limit, True), ("gap", gap, False)):
         if value is not None:  # (argument errors, as _mip.check_options should also say)
             check_number(value, name, allow_inf=True, positive=positive, error=InvalidArgumentError)
     check_options(time_limit, gap, threads, seed, solver)
-    warm = _warm_assignment(warm_start)
     t0 = time.perf_counter()
-    model = build_throughput_ip(problem, contiguous=contiguous, solver=solver, gap=gap, threads=threads,
-                                seed=seed, verbose=verbose)
+    known = _known_split(problem, _warm_assignment(warm_start))
+    options: dict[str, Any] = {"contiguous": contiguous, "solver": solver, "gap": gap, "threads": threads,
+                               "seed": seed, "verbose": verbose}
+    for rounds in range(1, _MAX_ROUNDS + 1):
+        left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
+        model, out, stats = _solve_round(problem, known, options, left)
+        plan = _verified(problem, model, out, known, gap, {**stats, "mip_rounds": rounds}, contiguous, time_limit)
+        reference = model.scale * MODEL_UNITS
+        if plan.objective is None or not 0 < plan.objective < 0.5 * reference or plan.status == "time_limit":
+            break
+        known = plan  # far below the reference value: solve again, in units of this answer
+    return dataclasses.replace(plan, seed=seed, runtime_s=time.perf_counter() - t0)
+
+
+#: How many times the MIP may be solved again with its times in units of a better answer.
+_MAX_ROUNDS = 3
+
+
+def _solve_round(problem: ThroughputProblem, known: Plan | None, options: dict[str, Any],
+                 time_limit: float | None) -> tuple[IpModel, MipOutcome, dict[str, Stat]]:
+    """Build the model in units of ``known``'s cost (the largest time without one), start it
+    from ``known``, solve."""
+    t0 = time.perf_counter()
+    model = build_throughput_ip(problem, upper=None if known is None else known.objective, **options)
     build_s = time.perf_counter() - t0
-    start = start_values(problem.graph, model, warm, problem.cpus) if warm else []
+    start = start_values(problem.graph, model, known.device_of(), problem.cpus) if known is not None else []
     out = solve(model.model, time_limit=time_limit, start=start)
-    stats = _stats(out, model, build_s, bool(start))
-    common: dict[str, Any] = {"method": "ip", "stats": stats, "seed": seed}
-    lb = out.bound if math.isfinite(out.bound) else None
-    if out.status == "infeasible":
-        return no_plan(problem, status="infeasible", contiguous=contiguous, notes=["no split fits"],
-                       runtime_s=time.perf_counter() - t0, **common)
+    return model, out, _stats(out, model, build_s, bool(start))
+
+
+def _mip_split(problem: ThroughputProblem, model: IpModel, out: MipOutcome) -> Plan | None:
+    """The MIP's split, scored by the evaluator (``None`` when it has none). The MIP's own value
+    may sit below the evaluator's by the solvers' tolerances (integrality, feasibility), one
+    :data:`~stagecut._mip.MODEL_TOL` of the reference value per unit at most: that is round-off,
+    not an error."""
     if out.objective is None:
+        return None
+    assignment, order = read_split(problem.graph, model)
+    slack = MODEL_TOL * model.scale * (model.units.n_units + 1) + model.gap * abs(out.objective * model.scale)
+    return plan_from_split(problem, assignment, order, solver="IP", claimed=out.objective * model.scale,
+                           exact=False, slack=slack, status="feasible", lower_bound=None, method="ip", stats={})
+
+
+def _verified(problem: ThroughputProblem, model: IpModel, out: MipOutcome, known: Plan | None,
+              gap: float | None, stats: dict[str, Stat], contiguous: bool, time_limit: float | None) -> Plan:
+    """The answer, with a status and bound that the evaluator and the bound agree on.
+
+    The best of the MIP's split and the known split (by the evaluator); the MIP's dual bound
+    unless it is above that split's cost by more than the stated tolerance (then it proves
+    nothing: numerical trouble, and the simple bound stands in); ``"optimal"`` only when the
+    solver says so and the bound is within the tolerance of the evaluator's value;
+    ``"infeasible"`` only when no split is known either.
+    """
+    common: dict[str, Any] = {"method": "ip", "stats": stats, "contiguous": contiguous}
+    notes: list[str] = []
+    if out.status == "infeasible":
+        if known is None:
+            return no_plan(problem, status="infeasible", notes=["no split fits"], **common)
+        notes.append("the MIP solver reported that no split fits, yet the known split fits (numerical trouble)")
+    found = _mip_split(problem, model, out)
+    candidates = [p for p in (found, known) if p is not None and p.objective is not None]
+    if not candidates:
         if time_limit is None:
             raise internal_error(f"the IP solver stopped without a solution or a time limit ({out.status})")
-        return no_plan(problem, status="time_limit", lower_bound=lb, contiguous=contiguous,
-                       notes=[f"no split found within the time limit of {time_limit:g} s"],
-                       runtime_s=time.perf_counter() - t0, **common)
-    assignment, order = read_split(problem.graph, model)
-    status: Status = "feasible"
-    if out.status in ("optimal", "time_limit"):
-        status = "optimal" if out.status == "optimal" else "time_limit"
-    return plan_from_split(problem, assignment, order, solver="IP", claimed=out.objective, exact=False,
-                           status=status, lower_bound=lb, runtime_s=time.perf_counter() - t0, **common)
+        lb = out.bound * model.scale if math.isfinite(out.bound) else None
+        return no_plan(problem, status="time_limit", lower_bound=lb, runtime_s=0.0, **common,
+                       notes=[f"no split found within the time limit of {time_limit:g} s"])
+    best = min(candidates, key=lambda p: p.objective if p.objective is not None else math.inf)
+    assert best.objective is not None
+    if best is not found and found is not None:
+        notes.append("the MIP's split costs more than the known split (DPL's or the warm start), which is returned")
+    tol = stated_tolerance(best.objective, model.scale, model.gap)
+    lb = out.bound * model.scale if out.status != "infeasible" else -math.inf
+    if lb > best.objective + tol:
+        notes.append(f"the MIP's bound {lb:.9g} is above the cost of a known split {best.objective:.9g} "
+                     "(numerical trouble): it proves nothing")
+        lb = -math.inf
+    status: Status = "time_limit" if out.status == "time_limit" else "feasible"
+    if out.status == "optimal" and best.objective - lb <= tol:
+        status = "optimal"
+    elif out.status == "optimal" and math.isfinite(lb):
+        notes.append(f"the MIP solver reported optimal, but its bound {lb:.9g} is further than the tolerance "
+                     f"{tol:.3g} from the split's cost: not proven")
+    lb = min(max(lb, simple_lower_bound(problem)), best.objective)
+    return dataclasses.replace(best, status=status, lower_bound=lb, notes=(*problem.notes, *notes),
+                               method="ip", stats=stats)

@@ -29,13 +29,14 @@ def plan_from_split(
     notes: Sequence[str] = (),
     seed: int | None = None,
     runtime_s: float = 0.0,
+    slack: float = 0.0,
 ) -> Plan:
     """The plan of a solver's split, scored by the evaluator.
 
     ``order`` lists the devices in pipeline order; ``claimed`` is what the solver says the split
     costs: the evaluator must agree (``exact``) or find no more (an IP's objective bounds the
-    true load from above). ``lower_bound`` ``None`` with status ``"optimal"`` means the
-    objective itself. The problem's notes come first.
+    true load from above, up to ``slack``: the solver's round-off). ``lower_bound`` ``None``
+    with status ``"optimal"`` means the objective itself. The problem's notes come first.
 
     Raises
     ------
@@ -43,7 +44,7 @@ def plan_from_split(
         (internal error) the evaluator disagrees with the solver, or finds the split infeasible.
     """
     ev = evaluate(problem.graph, assignment, devices=problem.devices, cpus=problem.cpus, memory=problem.memory)
-    tol = 1e-6 * max(1.0, abs(claimed))
+    tol = max(1e-6 * max(1.0, abs(claimed)), slack)
     if not ev.feasible or ev.objective > claimed + tol or (exact and ev.objective < claimed - tol):
         raise internal_error(f"the {solver}'s split scores {ev.objective} (issues: {list(ev.issues)}) "
                              f"but the {solver} computed {claimed}")
