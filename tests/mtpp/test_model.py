@@ -180,3 +180,12 @@ def test_forced_groups_keep_classes_and_merge_classes_on_cycles():
     assert forced_groups(q) == [0] * 6
     assert lower_bound(q) == 9.0 + (12.0 - 5.0) / 1.0
     assert evaluate(q, [["f0", "f1", "f2", "b0", "b1", "b2"]]).objective == 16.0
+
+
+def test_an_overflowing_cost_is_an_overflow_error_not_infeasible():
+    # (20 - 5) / 1e-308 = 1.5e309: past the largest float; it used to read as 'infeasible'
+    g = Graph.chain([1.0, 1.0], memory=[10.0, 10.0])
+    with pytest.raises(InvalidArgumentError, match="overflow"):
+        MtppProblem(g, devices=2, memory=5.0, bandwidth=1e-308)
+    near = MtppProblem(g, devices=2, memory=5.0, bandwidth=1e-300)  # 1.5e301: fine
+    assert evaluate(near, [[0], [1]]).objective == pytest.approx(1.0 + 5.0 / 1e-300)

@@ -123,3 +123,17 @@ def test_infeasible_from_the_solver_while_a_split_is_known(monkeypatch):
     plan = partition_ip(sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0]), devices=3)
     assert plan.status == "feasible" and plan.objective == 4.0  # DPL's split, not "infeasible"
     assert any("numerical trouble" in n for n in plan.notes)
+
+
+# ------------------------------------------------------------------------------- overflow
+def test_costs_near_the_float_limit_say_overflow_not_infeasible():
+    # two times of 1e308 add up past the largest float: an error that says so, when the graph is
+    # built (every load a solver forms is at most the graph's totals, so none overflows later)
+    with pytest.raises(sc.errors.InvalidGraphError, match="overflow"):
+        sc.Graph.chain([1e308, 1e308])
+    g = sc.Graph.chain([7e307, 7e307, 1.0], comm=[1e307, 0.0, 0.0])  # large, but every sum fits
+    for method in ("dp", "dpl", "auto", "ip"):
+        one = sc.partition(g, devices=1, method=method)
+        assert one.objective == math.fsum([7e307, 7e307, 1.0]) and one.status != "infeasible"
+        two = sc.partition(g, devices=2, method=method)
+        assert two.objective == 8e307, method  # 7e307 + its output 1e307 | 7e307 + 1e307 + 1

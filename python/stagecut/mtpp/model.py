@@ -97,7 +97,8 @@ class MtppProblem:
     ------
     InvalidArgumentError
         ``devices`` not a positive integer, a negative or NaN memory, a bandwidth that is not
-        positive, ``colocate`` not a bool.
+        positive (or so small that a block's cost would overflow past the largest float: the
+        message says "overflow"), ``colocate`` not a bool.
     InvalidGraphError
         ``graph`` is not a :class:`~stagecut.graph.Graph`, a node cannot run on ``kind``, or the
         graph's ``accelerators`` default is missing (with ``devices=None``) or invalid.
@@ -154,6 +155,7 @@ class MtppProblem:
                 raise InvalidGraphError(f"node {n.id!r}: cannot run on a {kind!r} device (no compute[{kind!r}])")
         if not isinstance(colocate, bool):
             raise InvalidArgumentError(f"colocate: {colocate!r} is not True or False")
+        _check_no_overflow(graph, kind, fm, bw, rv)
         for name, value in (("graph", graph), ("devices", k), ("memory", fm), ("bandwidth", bw),
                             ("reserved_memory", rv), ("kind", kind), ("colocate", colocate)):
             object.__setattr__(self, name, value)
@@ -180,6 +182,23 @@ class MtppProblem:
         if self.bandwidth is None:
             return math.inf
         return x / self.bandwidth
+
+
+def _check_no_overflow(graph: Graph, kind: str, memory: float, bandwidth: float | None, reserved: float) -> None:
+    """Every block cost must be a finite float, so that ``inf`` always means a hard memory limit
+    broken (infeasible), never an overflow: the largest possible cost (all the work, every tensor
+    in and out, the overflow of all the parameters) is checked once here."""
+    if bandwidth is None:
+        return
+    params = math.fsum(n.memory for n in graph.nodes)  # (finite: the graph checks its totals)
+    excess = params + reserved - memory
+    overflow = excess / bandwidth if excess > 0 else 0.0
+    work = math.fsum(n.time(kind) for n in graph.nodes)
+    comm = math.fsum(n.comm for n in graph.nodes)
+    if not math.isfinite(overflow) or not math.isfinite(work + 2 * comm + overflow):
+        raise InvalidArgumentError(
+            f"bandwidth={bandwidth:g}: streaming the parameters over the memory takes past the largest float "
+            "(1.8e308, an overflow); rescale the inputs (e.g. memory in MB, bandwidth in MB per time unit)")
 
 
 def _resolve_devices(graph: Graph, devices: Any) -> int:
