@@ -62,6 +62,11 @@ def partition(
 ) -> Plan:
     """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
 
+    *Contiguous* means that the split's quotient graph is acyclic (the stages, in pipeline
+    order, form a chain of ideals; :func:`stagecut.is_contiguous`), which is stronger than every
+    stage being convex. Every method but ``ip`` with ``contiguous=False`` optimises over the
+    contiguous splits, and ``status="optimal"`` means optimal over that set.
+
     Parameters
     ----------
     graph : Graph or ThroughputProblem
