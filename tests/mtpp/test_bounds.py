@@ -14,7 +14,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import LEVELS, mtpp_bound
 from stagecut.mtpp.certify import certify
-from stagecut.mtpp.model import MtppProblem
+from stagecut.mtpp.model import MtppProblem, lower_bound
 from stagecut.mtpp.model import evaluate as mtpp_evaluate
 from stagecut.mtpp.slicegraph import slice_graph
 from stagecut.throughput.ip import partition_ip
@@ -95,7 +95,9 @@ def test_bottleneck_guess_in_workers():
     assert a.status == b.status == "optimal"
     assert a.bound == pytest.approx(b.bound, rel=1e-6)
     assert len(a.guesses) == 3 and a.bound == min(x.bound for x in a.guesses)
-    assert a.bound <= slice_graph(g, devices=3, method="dp").objective + 1e-6
+    # held to values computed another way: the DP's optimum above (1136.2), the closed-form
+    # bound of mtpp.model below (901.0; the MIP gives 1038.2)
+    assert lower_bound(p) + 100 < a.bound <= slice_graph(g, devices=3, method="dp").objective + 1e-6
 
 
 def test_cli_certify(tmp_path, capsys):

@@ -17,7 +17,7 @@ from helpers import SHARED, require_shared
 from stagecut import training as sp
 from stagecut.errors import CycleError, InvalidArgumentError, InvalidGraphError
 
-from .piper_cases import bf_table, brute_force, close, problems, value
+from .piper_cases import bf_table, brute_force, close, problems, seeded_problem, value, without_recompute
 
 GIB = float(1 << 30)
 
@@ -90,14 +90,19 @@ def test_incremental_fast_path_equals_generic_greedy(prob):
 @given(problems(max_opts=2, max_nodes=4))
 def test_ablations_and_equi(prob):
     full = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    tmpc = {nd.id: {(t, c.id): c for t, cs in nd.tmpcs.items() for c in cs} for nd in prob.nodes}
     for kw, check in (
         ({"data_parallel": False}, lambda s: s.d == 1),
         ({"tensor_parallel": False}, lambda s: s.t == 1),
-        ({"recompute": False}, lambda s: True),
+        ({"recompute": False}, lambda s: not any(tmpc[v][s.t, c].is_recompute for v, c in s.tmpcs.items())),
     ):
         p = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99, **kw)
         assert value(p.objective) >= value(full.objective) * (1 - 1e-12)
         assert all(check(s) for s in p.stages)
+    # recompute=False solves the problem without its recomputation TMPCs, no more, no less
+    stripped = sp.plan_training(without_recompute(prob), knapsack="exact", exact_max_nodes=99)
+    no_ar = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99, recompute=False)
+    assert close(no_ar.objective, stripped.objective)
     eq = sp.plan_equi(prob)
     assert value(eq.objective) >= value(full.objective) * (1 - 1e-12)
     if eq.feasible:
@@ -114,6 +119,36 @@ def test_greedy_with_many_tmpcs_is_a_real_plan(prob):
     if greedy.feasible:
         assert greedy.objective >= exact.objective * (1 - 1e-12)
         assert close(sp.evaluate_training(prob, greedy.stages).tps, greedy.dp_objective)
+
+
+# the same checks on fixed problems (random.Random seeds): what they catch does not depend on
+# hypothesis's draws, and they need no ../shared
+@pytest.mark.parametrize("seed", range(30))
+def test_fixed_problems_dp_equals_brute_force(seed):
+    prob = seeded_problem(seed, max_nodes=4, max_opts=3)
+    bf = brute_force(prob)
+    plan = sp.plan_training(prob, knapsack="exact", exact_max_nodes=99)
+    cols = min(prob.batch, prob.devices) + 1
+    want = bf_table(bf, prob.devices, cols, exact=False)
+    for k in range(prob.devices + 1):
+        for s in range(cols):
+            assert close(plan.tps_table[k, s], want[k, s]), (k, s, plan.tps_table[k, s], want[k, s])
+    if plan.feasible:
+        assert close(sp.evaluate_training(prob, plan.stages).tps, plan.objective)
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_fixed_problems_fast_path_equals_generic_greedy(seed):
+    # two TMPCs per node and degree with equal parameters and sync bytes: the incremental path;
+    # its memory test must use the microbatches in flight (y), as the generic greedy does
+    prob = seeded_problem(seed, max_nodes=5, max_opts=2, fast_path=True)
+    fast = sp.plan_training(prob)
+    slow = sp.plan_training(prob, knapsack="generic")
+    assert np.array_equal(np.isinf(fast.tps_table), np.isinf(slow.tps_table))
+    assert np.allclose(fast.tps_table, slow.tps_table, rtol=1e-9, atol=0)
+    if fast.feasible:
+        ev = sp.evaluate_training(prob, fast.stages)
+        assert ev.feasible and close(ev.tps, fast.dp_objective)
 
 
 def test_result_does_not_depend_on_thread_count():
@@ -266,15 +301,24 @@ def test_bad_plans_and_options():
 def test_limits_are_errors(tmp_path):
     from stagecut.errors import TooManyIdealsError
 
-    prob = _problem("gnmt.json")
+    chain = sp.chain_problem([1.0] * 120, devices=2, memory=100.0, bandwidth=1.0, batch=2)  # 121 upsets
     with pytest.raises(TooManyIdealsError):
-        sp.plan_training(prob, devices=2, max_ideals=100)
+        sp.plan_training(chain, max_ideals=100)
+    assert sp.plan_training(chain, max_ideals=200).feasible
     with pytest.raises(InvalidGraphError, match="too large"):
-        sp.plan_training(prob, devices=10**6, batch=10**6)
+        sp.plan_training(chain, devices=10**6, batch=10**6)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(InvalidGraphError, match="JSON"):
         sp.read_piper(bad)
+
+
+def test_limits_on_a_published_graph():
+    from stagecut.errors import TooManyIdealsError
+
+    prob = _problem("gnmt.json")
+    with pytest.raises(TooManyIdealsError):
+        sp.plan_training(prob, devices=2, max_ideals=100)
 
 
 def test_cli(tmp_path):
