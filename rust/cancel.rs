@@ -115,6 +115,16 @@ impl Cancel {
     }
 }
 
+/// Free `x` on a short-lived thread of its own: a computation that stops with millions of small
+/// allocations (ideal sets, per-upset tables) returns at once instead of spending up to a second
+/// in `free`. Dropped in place if no thread can be started.
+pub fn drop_in_background<T: Send + 'static>(x: T) {
+    // on failure, `spawn` drops the closure (and `x`) right here
+    let _ = std::thread::Builder::new()
+        .name("stagecut-free".into())
+        .spawn(move || drop(x));
+}
+
 /// Counts iterations of a hot loop and polls its [`Cancel`] every `2^j` of them.
 #[derive(Debug)]
 pub struct Ticker<'c> {

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use crate::cancel::Cancel;
+use crate::cancel::{self, Cancel};
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
 use crate::memory;
@@ -67,7 +67,11 @@ impl Ideals {
         while level_start < level_end {
             let mut index: HashMap<Box<[u64]>, u32> = HashMap::new();
             for id in level_start..level_end {
-                tick.tick()?;
+                if let Err(stop) = tick.tick() {
+                    // millions of small allocations take a while to free: not on the way out
+                    cancel::drop_in_background((index, subs, bits));
+                    return Err(stop.into());
+                }
                 for v in 0..n {
                     let (w, b) = (v / 64, 1u64 << (v % 64));
                     let cur = &bits[id * words..(id + 1) * words];

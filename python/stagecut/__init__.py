@@ -23,6 +23,7 @@ from stagecut.errors import (
     CycleError,
     InvalidArgumentError,
     InvalidGraphError,
+    MemoryLimitError,
     SolverError,
     StagecutError,
     StagecutWarning,
@@ -80,7 +81,7 @@ __version__: str = _metadata.version("stagecut")
 __all__ = [
     # errors
     "BackendUnavailableError", "CycleError", "InvalidArgumentError", "InvalidGraphError", "SolverError",
-    "StagecutError", "StagecutWarning", "TooManyIdealsError",
+    "MemoryLimitError", "StagecutError", "StagecutWarning", "TooManyIdealsError",
     # graph model, readers and writers, synthetic graphs
     "ACCELERATOR", "CPU", "Graph", "Node", "random_dag", "read_split", "read_workload", "regal_graph",
     "split_from_dict", "split_to_dict", "transformer_like", "workload_from_dict", "workload_to_dict",

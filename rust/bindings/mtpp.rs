@@ -356,7 +356,7 @@ fn search_orders(
             0,
         ),
         Method::Random => (
-            search::random_t(inst.n, samples, bp.population, bp.seed, decode, cancel),
+            search::random_t_with(inst.n, samples, bp.population, bp.seed, decode, cancel),
             0,
         ),
         Method::Mla { weighted } => {

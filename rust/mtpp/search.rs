@@ -217,8 +217,19 @@ pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
 /// The best of `samples` random key vectors, decoded in batches of `batch` (in parallel within
 /// a batch; `fitness(keys, cap)` may return `INF` above `cap`, the best value of the earlier
 /// batches). `history` holds the best value after each batch. One seed per sample is drawn in
-/// sequence, a batch at a time (so memory is `O(batch)`); `cancel` is checked between batches.
+/// sequence, a batch at a time (so memory is `O(batch)`).
 pub fn random_t<F: Fn(&[f64], f64) -> f64 + Sync>(
+    n: usize,
+    samples: u64,
+    batch: usize,
+    seed: u64,
+    fitness: F,
+) -> SearchResult {
+    random_t_with(n, samples, batch, seed, fitness, &Cancel::never())
+}
+
+/// [`random_t`], checking `cancel` between batches.
+pub fn random_t_with<F: Fn(&[f64], f64) -> f64 + Sync>(
     n: usize,
     samples: u64,
     batch: usize,
@@ -346,8 +357,7 @@ mod tests {
             assert_eq!(r.best, decode_objective(&inst, &r.best_keys, k));
             assert!(r.history.windows(2).all(|w| w[1] <= w[0]));
             assert_eq!(r.decodes, 20 + 10 * 16);
-            let never = Cancel::never();
-            let r2 = random_t(inst.n, 50, 10, 7, |c, cap| decode_capped(&inst, c, k, cap), &never);
+            let r2 = random_t(inst.n, 50, 10, 7, |c, cap| decode_capped(&inst, c, k, cap));
             assert!(r2.best >= opt);
             assert_eq!(r2.best, decode_objective(&inst, &r2.best_keys, k));
             // thread count does not change the answer
@@ -410,7 +420,7 @@ mod tests {
         }
         let c = Cancel::with_limit(Some(limit));
         let fit = |keys: &[f64], cap: f64| decode_capped_with(&inst, keys, 3, cap, &c);
-        let r = random_t(inst.n, u64::MAX, 16, 1, fit, &c);
+        let r = random_t_with(inst.n, u64::MAX, 16, 1, fit, &c);
         assert_eq!(r.stopped, Some(Stop::Deadline));
         assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
         // interrupted before it starts: nothing decoded
@@ -419,6 +429,25 @@ mod tests {
         let fit = |keys: &[f64], cap: f64| decode_capped_with(&inst, keys, 3, cap, &c);
         let r = brkga_with(inst.n, &params, fit, &c);
         assert_eq!((r.best, r.stopped), (INF, Some(Stop::Interrupted)));
+    }
+
+    #[test]
+    fn a_stopped_split_reports_why() {
+        let mut rng = Rng::new(3);
+        let inst = random_instance(&mut rng, 30, 0.2, false);
+        let ctx = OrderCtx::new(&inst, kahn(&inst, &vec![0.5; inst.n]));
+        let c = Cancel::never();
+        assert!(slicegraph::solve_with(&ctx, &mut ScanCosts::new(&ctx), 4, &c).is_ok());
+        c.interrupt();
+        let stopped = slicegraph::solve_with(&ctx, &mut ScanCosts::new(&ctx), 4, &c);
+        assert_eq!(stopped, Err(Stop::Interrupted));
+        let capped = slicegraph::solve_capped_with(&ctx, &mut ScanCosts::new(&ctx), 4, 1e9, &c);
+        assert_eq!(capped, Err(Stop::Interrupted));
+        let cost = |l: usize, r: usize| ctx.seg_lb(l, r);
+        assert_eq!(slicegraph::reference_with(30, 4, cost, &c), Err(Stop::Interrupted));
+        assert_eq!(decode_capped_with(&inst, &vec![0.5; inst.n], 4, INF, &c), INF);
+        // the plain versions never stop
+        assert!(slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), 4).objective.is_finite());
     }
 
     #[test]

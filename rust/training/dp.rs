@@ -12,7 +12,7 @@ use super::reconstruct::reconstruct;
 use super::table::{fill_extract, Table};
 use super::work::Work;
 use super::{bad, PlanOut, Problem};
-use crate::cancel::Cancel;
+use crate::cancel::{self, Cancel};
 use crate::dag::Dag;
 use crate::error::CoreResult;
 use crate::ideals::Ideals;
@@ -50,13 +50,13 @@ pub fn plan_with(p: &Problem, cancel: &Cancel) -> CoreResult<PlanOut> {
     for level in ids.levels().into_iter().skip(1) {
         let mut start = level.start;
         while start < level.end {
-            cancel.check()?;
+            run.check(cancel)?;
             let end = chunk_end(&ids, start, level.end, cells);
             run.chunk(start, end, cancel);
             start = end;
         }
     }
-    cancel.check()?;
+    run.check(cancel)?;
     let Run {
         tables,
         mut final_dense,
@@ -175,6 +175,15 @@ impl<'r, 'a> Run<'r, 'a> {
             pairs: 0,
             pool: Mutex::new(Vec::new()),
         }
+    }
+
+    /// `Err` once `cancel` fires; the tables (one allocation per upset) are then freed in the
+    /// background, so the stop is not delayed by them.
+    fn check(&mut self, cancel: &Cancel) -> CoreResult<()> {
+        cancel.check().map_err(|stop| {
+            cancel::drop_in_background(std::mem::take(&mut self.tables));
+            stop.into()
+        })
     }
 
     /// A dense table of `INF`s, from the pool if possible.
@@ -407,6 +416,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_stopped_plan_reports_why() {
+        let p = chain(6, &[1.0, 3.0, 2.0, 5.0, 1.5, 2.0], 4, 100.0);
+        let c = Cancel::never();
+        c.interrupt();
+        assert_eq!(plan_with(&p, &c).unwrap_err(), CoreError::Interrupted);
+        let d = Cancel::with_limit(Some(std::time::Duration::ZERO));
+        assert_eq!(plan_with(&p, &d).unwrap_err(), CoreError::DeadlineReached);
+        // a limit that is not reached changes nothing
+        let far = Cancel::with_limit(Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(plan_with(&p, &far).unwrap().objective, plan(&p).unwrap().objective);
+    }
+
+    #[test]
+    fn tables_past_the_memory_budget_are_refused() {
+        // (14000 + 1)^2 cells: about 1.5 GiB per dense table, two at least
+        let mut p = chain(3, &[1.0, 2.0, 3.0], 14_000, 1e12);
+        p.batch = 14_000;
+        let err = plan(&p).unwrap_err();
+        assert!(matches!(err, CoreError::MemoryLimit(_)), "{err:?}");
+        assert!(err.to_string().contains("fewer devices"), "{err}");
     }
 
     #[test]

@@ -9,6 +9,10 @@ no more than the bound is optimal. When the repair fails, the leaf that found no
 modelled exactly from then on (a tighter relaxation), until the repair succeeds or no leaf is
 left relaxed (the plain ideal DP).
 
+Inside a time limit (a :func:`stagecut._deadline.deadline` scope), a DP cut short gives way to
+the best partition known: the quick BRKGA incumbents that bound each DP, re-scored with the true
+costs (:attr:`ExactOutcome.timed_out`), with the last relaxation's optimum as a lower bound.
+
 Examples
 --------
 >>> from stagecut.graph import Graph
@@ -26,6 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from stagecut._deadline import DeadlineReached
 from stagecut.errors import TooManyIdealsError
 from stagecut.graph import kahn_order
 from stagecut.mtpp.model import MtppProblem, block_cost
@@ -56,14 +61,36 @@ class ExactOutcome:
     ideals: int
     exact_by: str
     relaxation: Relaxation | None = None
+    timed_out: bool = False
+    """Stopped by the time limit: ``objective`` and ``blocks`` are the best partition known (true
+    costs; ``inf`` and none when there is none), not proven optimal."""
 
 
-def _ideal_dp(units: Units, k: int, max_ideals: int) -> tuple[float, list[list[int]], int]:
+class _Incumbent:
+    """The best partition seen so far (node positions), by its true cost."""
+
+    def __init__(self, problem: MtppProblem) -> None:
+        self.problem = problem
+        self.cost = math.inf
+        self.blocks: list[list[int]] = []
+
+    def offer(self, blocks: list[list[int]]) -> None:
+        ids = [nd.id for nd in self.problem.graph.nodes]
+        cost = max((block_cost(self.problem, [ids[i] for i in b]) for b in blocks), default=math.inf)
+        if cost < self.cost:
+            self.cost, self.blocks = cost, blocks
+
+
+def _ideal_dp(units: Units, k: int, max_ideals: int,
+              best: _Incumbent | None = None) -> tuple[float, list[list[int]], int]:
     """The ideal DP on ``units`` (``(optimum, blocks of units, ideals)``), pruned by the cost of
-    a quick BRKGA partition (a block that costs more than some known partition is in no better one)."""
+    a quick BRKGA partition (a block that costs more than some known partition is in no better one),
+    which is offered to ``best``."""
     decodes = max(20, min(1000, 400_000 // max(1, len(units.members))))  # ~0.1 s whatever the size
     quick = units.slice(k, "brkga", seed=0, population=min(50, decodes), generations=2**62, elite=0.2,
                         mutant=0.1, rho=0.7, max_decodes=decodes, samples=decodes, islands=1)
+    if best is not None and quick["blocks"]:
+        best.offer([units.expand(b) for b in quick["blocks"]])
     out = None
     if math.isfinite(quick["objective"]):
         upper = quick["objective"] * (1 + 1e-9) + 1e-12
@@ -100,10 +127,10 @@ def refusal_reason(problem: MtppProblem, units: Units, max_ideals: int, relaxati
     return why + "; method='brkga' gives a partition and its lower bound"
 
 
-def _solve(problem: MtppProblem, units: Units, max_ideals: int,
-           relaxation: Relaxation | None) -> tuple[float, list[list[int]], int]:
+def _solve(problem: MtppProblem, units: Units, max_ideals: int, relaxation: Relaxation | None,
+           best: _Incumbent | None = None) -> tuple[float, list[list[int]], int]:
     try:
-        return _ideal_dp(units, problem.devices, max_ideals)
+        return _ideal_dp(units, problem.devices, max_ideals, best)
     except TooManyIdealsError as e:
         why = refusal_reason(problem, units, max_ideals, relaxation)
         raise TooManyIdealsError(f"{e}: {why}") from None
@@ -133,15 +160,30 @@ def solve_exact(problem: MtppProblem, units: Units, *, fold: bool, max_ideals: i
         unconnected parts whose ideals multiply, ``colocate=False`` splitting classes) and what
         to use instead.
     """
+    best = _Incumbent(problem)
+    state: list[Relaxation | None] = [None]
+    try:
+        return _solve_exact(problem, units, fold, max_ideals, best, state)
+    except DeadlineReached:
+        blocks = [sorted(b, key=units.rank.__getitem__) for b in best.blocks]
+        return ExactOutcome(objective=best.cost, blocks=blocks, ideals=0, relaxation=state[0], timed_out=True,
+                            exact_by="time limit: the best partition of the quick BRKGA searches, not proven optimal")
+
+
+def _solve_exact(problem: MtppProblem, units: Units, fold: bool, max_ideals: int, best: _Incumbent,
+                 state: list[Relaxation | None]) -> ExactOutcome:
+    """:func:`solve_exact`, offering every incumbent to ``best`` and keeping the last relaxation
+    in ``state[0]`` (for a time limit)."""
     keep: set[int] = set()
     relaxation: Relaxation | None = None
     while fold:
         relaxed = Units(problem, True, relax_leaf_params=True, keep=keep, groups=units.groups)
         if not relaxed.relaxed:
             break
-        bound, ublocks, ideals = _solve(problem, relaxed, max_ideals, relaxation)
+        bound, ublocks, ideals = _solve(problem, relaxed, max_ideals, relaxation, best)
         relaxation = Relaxation(bound=bound, ideals=ideals, relaxed_leaves=len(relaxed.relaxed),
                                 rounds=1 if relaxation is None else relaxation.rounds + 1)
+        state[0] = relaxation
         if not math.isfinite(bound):
             return ExactOutcome(objective=math.inf, blocks=[], ideals=relaxation.ideals, relaxation=relaxation,
                                 exact_by="relaxation (infeasible even without the leaves' parameters)")
@@ -152,7 +194,7 @@ def solve_exact(problem: MtppProblem, units: Units, *, fold: bool, max_ideals: i
                                 exact_by="relaxation + repair")
         assert stuck is not None
         keep.add(stuck)
-    objective, ublocks, ideals = _solve(problem, units, max_ideals, relaxation)
+    objective, ublocks, ideals = _solve(problem, units, max_ideals, relaxation, best)
     blocks = [sorted(units.expand(b), key=units.rank.__getitem__) for b in ublocks]
     return ExactOutcome(objective=objective, blocks=blocks, ideals=ideals, exact_by="ideal DP", relaxation=relaxation)
 

@@ -43,6 +43,7 @@ import numpy.typing as npt
 from networkx.utils import UnionFind
 
 from stagecut import _core
+from stagecut._deadline import remaining
 from stagecut.mtpp.model import MtppProblem, forced_groups
 
 __all__ = ["Units", "RelaxedLeaf", "CoreArrays", "components"]
@@ -215,15 +216,16 @@ class Units:
             self._instance = _core.MtppInstance(*self.arrays, *self.memory)
         return self._instance
 
-    # The calls into the core (every ``_core.mtpp_*`` call of the package is one of these three).
+    # The calls into the core (every ``_core.mtpp_*`` call of the package is one of these three);
+    # inside a ``stagecut._deadline.deadline`` scope they stop at its deadline.
     def slice(self, k: int, method: str, **options: Any) -> dict[str, Any]:
         """``_core.mtpp_slice``: SliceGraph on one order or a search over orders (``options``:
         ``seed``, ``population``... see the core's stub)."""
-        return dict(_core.mtpp_slice(self.instance, k, method, **options))
+        return dict(_core.mtpp_slice(self.instance, k, method, time_limit=remaining(), **options))
 
     def exact(self, k: int, max_ideals: int, upper_bound: float | None = None) -> dict[str, Any]:
         """``_core.mtpp_exact``: the ideal DP (``objective``, ``blocks`` of units, ``ideals``)."""
-        return dict(_core.mtpp_exact(self.instance, k, max_ideals, upper_bound=upper_bound))
+        return dict(_core.mtpp_exact(self.instance, k, max_ideals, upper_bound=upper_bound, time_limit=remaining()))
 
     def segment_io(self, order: I64, builder: str) -> F64:
         """``_core.mtpp_segment_io``: the flat ``n x n`` table of segment tensor costs of ``order``."""

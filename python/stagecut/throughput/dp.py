@@ -45,6 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stagecut import _core
+from stagecut._deadline import remaining
 from stagecut.colocation import Units
 from stagecut.errors import TooManyIdealsError
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId, kahn_order
@@ -171,6 +172,7 @@ def _run_dp(problem: ThroughputProblem, units: _UnitsLike, unit_edges: Sequence[
         np.array([n.supports(CPU) for n in nodes], dtype=np.bool_),
         src, dst, units.n_units, np.ascontiguousarray(ue[:, 0]), np.ascontiguousarray(ue[:, 1]), off, flat,
         problem.devices, problem.cpus, problem.memory, math.inf, max_ideals, prune, upper_bound=upper,
+        time_limit=remaining(),  # the caller's deadline scope (stagecut._deadline), if any
     )
 
 

@@ -7,12 +7,14 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
+from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.results import Plan
-from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, solve_dp, solve_dpl, try_dp
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, simple_lower_bound, solve_dp, solve_dpl, try_dp
 from stagecut.throughput.ip import partition_ip
 from stagecut.throughput.problem import ThroughputProblem, resolve_problem
+from stagecut.throughput.rescore import no_plan
 from stagecut.validate import check_int
 
 __all__ = ["METHODS", "partition"]
@@ -23,12 +25,13 @@ METHODS = ("auto", "dp", "dpl", "ip")
 K = TypeVar("K", bound=Hashable)
 
 
-def _auto(problem: ThroughputProblem, max_ideals: int, prune: bool) -> Plan:
-    """The exact DP when the ideals fit, else DPL (saying so, and why, in the notes)."""
+def _auto(problem: ThroughputProblem, max_ideals: int, prune: bool, dpl: Plan | None = None) -> Plan:
+    """The exact DP when the ideals fit, else DPL (``dpl`` if already computed), saying so, and
+    why, in the notes."""
     out = try_dp(problem, max_ideals=max_ideals, prune=prune)
     if isinstance(out, Plan):
         return out
-    plan = solve_dpl(problem, prune=prune)
+    plan = dpl if dpl is not None else solve_dpl(problem, prune=prune)
     note = f"auto: ran the linearized DP (DPL) instead of the exact DP because {out}"
     return dataclasses.replace(plan, notes=(*plan.notes, note))
 
@@ -39,6 +42,37 @@ def _combinatorial(problem: ThroughputProblem, method: str, max_ideals: int, pru
     if method == "dpl":
         return solve_dpl(problem, prune=prune)
     return _auto(problem, max_ideals, prune)
+
+
+def _timed(problem: ThroughputProblem, method: str, max_ideals: int, prune: bool, time_limit: float) -> Plan:
+    """:func:`_combinatorial` within ``time_limit`` seconds: DPL first (so a split is known), then
+    the exact DP (``dp``, ``auto``) in the time left. Cut short, the exact DP gives way to the DPL
+    split with status ``"time_limit"`` and DPL's lower bound; with no split in time, none."""
+    with deadline(time_limit):
+        try:
+            dpl = solve_dpl(problem, prune=prune)
+        except DeadlineReached:
+            return no_plan(problem, status="time_limit", method=method, stats={},
+                           lower_bound=simple_lower_bound(problem),
+                           notes=[f"time limit ({time_limit:g} s) reached before any split was found"])
+        if method == "dpl" or dpl.status == "infeasible":  # proven: no split at all
+            return dpl
+        try:
+            if method == "dp":
+                return solve_dp(problem, max_ideals=max_ideals, prune=prune)
+            return _auto(problem, max_ideals, prune, dpl)
+        except DeadlineReached:
+            pass
+    found = "the DPL split (not proven optimal)" if dpl.objective is not None else "no split (DPL found none)"
+    note = f"time limit ({time_limit:g} s) reached during the exact DP: {found}"
+    return dataclasses.replace(dpl, status="time_limit", method=method, notes=(*dpl.notes, note))
+
+
+def _device_notes(problem: ThroughputProblem) -> tuple[str, ...]:
+    """Device counts past the node count are capped (a device holds one non-empty stage)."""
+    n = len(problem.graph.nodes)
+    return tuple(f"{name}={count} is more than the {n} nodes: at most {n} can hold a stage, so the DP used {n}"
+                 for name, count in (("devices", problem.devices), ("cpus", problem.cpus)) if count > n)
 
 
 def partition(
@@ -90,7 +124,13 @@ def partition(
     prune : bool
         Skip blocks whose compute alone cannot improve the current row (exact; turn off to
         count every ideal pair).
-    contiguous, time_limit, gap, threads, seed, solver, warm_start, verbose
+    time_limit : float, optional
+        Seconds for the whole call (``None``: no limit). ``"dp"`` and ``"auto"`` then run DPL
+        first and the exact DP in the time left; stopped by the limit, they return the DPL
+        split (re-scored, with its lower bound) and status ``"time_limit"``; with no split found
+        in time, ``objective=None`` and status ``"time_limit"``. For ``"ip"``, the MIP's limit
+        (see :func:`partition_ip`).
+    contiguous, gap, threads, seed, solver, warm_start, verbose
         Only for ``method="ip"`` (see :func:`partition_ip`).
     accelerators : int, optional
         Deprecated spelling of ``devices`` (a :class:`DeprecationWarning`).
@@ -105,7 +145,8 @@ def partition(
     Raises
     ------
     InvalidArgumentError
-        An unknown ``method``, a bad ``max_ideals``, device count, memory or solver option.
+        An unknown ``method``, a bad ``max_ideals``, device count, memory, time limit or solver
+        option.
     InvalidGraphError
         A bad default carried by the graph; an edge from a backward node to a forward node.
     TooManyIdealsError
@@ -114,6 +155,11 @@ def partition(
     SolverError
         The IP solver failed, or (internal error, please report) a solver disagrees with the
         evaluator.
+    MemoryLimitError
+        The DP's tables would pass the memory budget (the message says how much and what to
+        change). Device counts past the node count are capped first (the notes say so).
+    KeyboardInterrupt
+        On Ctrl-C (SIGINT), within a fraction of a second, even inside the Rust core.
 
     Examples
     --------
@@ -135,10 +181,15 @@ def partition(
     max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
     if not isinstance(prune, bool):
         raise InvalidArgumentError(f"prune must be True or False, got {prune!r}")
+    limit = check_time_limit(time_limit)
     t0 = time.perf_counter()
     if method != "ip":
-        plan = _combinatorial(problem, method, max_ideals, prune)
-        return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
+        if limit is None or limit == float("inf"):
+            plan = _combinatorial(problem, method, max_ideals, prune)
+        else:
+            plan = _timed(problem, method, max_ideals, prune, limit)
+        notes = (*plan.notes, *_device_notes(problem))
+        return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0, notes=notes)
     if warm_start is None:  # the DP (or DPL) answer is a good incumbent, as in the published runs
         first = _combinatorial(problem, "auto", max_ideals, prune)
         warm_start = first if first.objective is not None else None

@@ -156,8 +156,9 @@ class TrainingPlan(Result):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if (self.objective is None) != (self.status == "infeasible"):
-            raise InvalidGraphError(f"objective must be None exactly when infeasible "
+        # no plan: proven infeasible, or a time limit reached before the DP had one
+        if (self.objective is None) != (self.status in ("infeasible", "time_limit")):
+            raise InvalidGraphError(f"objective must be None exactly when infeasible or out of time "
                                     f"(objective={self.objective!r}, status={self.status!r})")
 
     @property

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stagecut import _core
+from stagecut._deadline import DeadlineReached, check_time_limit
 from stagecut.errors import InvalidArgumentError, internal_error
 from stagecut.results import NodeId, Status
 from stagecut.throughput import DEFAULT_MAX_IDEALS
@@ -150,6 +151,7 @@ def plan_training(
     max_ideals: int = DEFAULT_MAX_IDEALS,
     server_size: int | None = None,
     intra_bandwidth: float | None = None,
+    time_limit: float | None = None,
 ) -> TrainingPlan:
     """Piper's DP: the best training plan, and the table (``tps_table``) of the best TPS for every ``k <= K``, ``s``.
 
@@ -176,6 +178,9 @@ def plan_training(
     server_size, intra_bandwidth : optional
         A two-level network (see :class:`PiperProblem`), e.g. ``server_size=8,
         intra_bandwidth=300e9`` with ``bandwidth=25e9``.
+    time_limit : float, optional
+        Seconds (``None``: no limit). The DP has no plan until it finishes: stopped by the
+        limit, the result has ``objective=None``, no stages and status ``"time_limit"``.
 
     Returns
     -------
@@ -194,8 +199,13 @@ def plan_training(
         The problem is malformed, or the table would be too large.
     TooManyIdealsError
         The layer DAG has more than ``max_ideals`` upsets.
+    MemoryLimitError
+        The DP's tables would pass the memory budget (the message says how much and what to
+        change).
     SolverError
         The DP and the evaluator disagree (an internal error: please report it).
+    KeyboardInterrupt
+        On Ctrl-C (SIGINT), within a fraction of a second, even inside the Rust core.
 
     Examples
     --------
@@ -210,15 +220,28 @@ def plan_training(
     """
     t0 = time.perf_counter()
     opts = _options(exact_batch, data_parallel, tensor_parallel, recompute, knapsack, exact_max_nodes, max_ideals)
+    limit = check_time_limit(time_limit)
     if not isinstance(problem, PiperProblem):
         raise InvalidArgumentError(f"problem must be a PiperProblem, got {type(problem).__name__}")
     problem = apply_settings(problem, devices=devices, memory=memory, bandwidth=bandwidth, batch=batch,
                              server_size=server_size, intra_bandwidth=intra_bandwidth)
     flat, back = flatten(problem, tensor_parallel=opts.tensor_parallel, recompute=opts.recompute)
-    res = _core.piper_plan(*flat, problem.devices, problem.memory, problem.bandwidth, problem.batch,
-                           opts.exact_batch, opts.data_parallel, opts.knapsack, opts.exact_max_nodes,
-                           opts.max_ideals, problem.server_size, problem.intra_bandwidth)
+    try:
+        res = _core.piper_plan(*flat, problem.devices, problem.memory, problem.bandwidth, problem.batch,
+                               opts.exact_batch, opts.data_parallel, opts.knapsack, opts.exact_max_nodes,
+                               opts.max_ideals, problem.server_size, problem.intra_bandwidth, time_limit=limit)
+    except DeadlineReached:
+        return _timed_out(problem, opts, limit, t0)
     return _plan_from_dp(problem, res, back, opts, t0)
+
+
+def _timed_out(problem: PiperProblem, opts: _Options, limit: float | None, t0: float) -> TrainingPlan:
+    """The plan of a DP stopped by its time limit: none."""
+    return TrainingPlan(
+        objective=None, status="time_limit", lower_bound=None, method="piper-dp", runtime_s=time.perf_counter() - t0,
+        notes=(f"time limit ({limit:g} s) reached before the DP finished: no plan",),
+        devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth, batch=problem.batch,
+        exact_batch=opts.exact_batch, server_size=problem.server_size, intra_bandwidth=problem.intra_bandwidth)
 
 
 def _options(exact_batch: bool, data_parallel: bool, tensor_parallel: bool, recompute: bool, knapsack: str,
