@@ -62,6 +62,34 @@ impl CompensatedSum {
     pub fn value(&self) -> f64 {
         self.hi + self.lo
     }
+
+    /// Add `x` without compensation (a plain `f64` sum), for callers that know their terms
+    /// cannot cancel much (see [`spans_widely`]).
+    #[inline]
+    pub fn add_plain(&mut self, x: f64) {
+        self.hi += x;
+    }
+
+    /// The running sum and its pending rounding error (`value() == hi + lo`).
+    #[inline]
+    pub fn parts(&self) -> (f64, f64) {
+        (self.hi, self.lo)
+    }
+}
+
+/// Do the positive values of `xs` span more than a factor `2^20` (about 1e6)? Sums that add and
+/// remove such values need compensation ([`CompensatedSum::add`]) to keep the small ones; below
+/// that, a plain sum's round-off stays under `2^-30` of the smallest term for any realistic
+/// number of steps.
+pub fn spans_widely(xs: impl IntoIterator<Item = f64>) -> bool {
+    let (mut lo, mut hi) = (INF, 0.0f64);
+    for x in xs {
+        if x > 0.0 {
+            lo = lo.min(x);
+            hi = hi.max(x);
+        }
+    }
+    hi > lo * (1u64 << 20) as f64
 }
 
 #[cfg(test)]
@@ -87,5 +115,6 @@ mod tests {
         assert_eq!(t.value(), INF);
         t.add(-1e308);
         assert_eq!(t.value(), INF);
+        assert!(spans_widely([0.0, 1.0, 1e16]) && !spans_widely([0.0, 1.0, 1e5]));
     }
 }

@@ -19,7 +19,7 @@
 use super::fenwick::SegTable;
 use super::OrderCtx;
 use crate::cancel::{Cancel, Stop};
-use crate::numeric::INF;
+use crate::numeric::{CompensatedSum, INF};
 
 /// Tensor costs `io(l, r)` of the segments ending at one `r`, for `l = r, r - 1, ...` in turn.
 pub trait SegCosts {
@@ -65,7 +65,10 @@ pub struct ScanCosts<'c, 'a> {
     stamp: Vec<u32>,
     gen: u32,
     r: u32,
-    io: f64,
+    /// Tensors enter and leave the sum: compensated (1e16 + 1 - 1e16 keeps the 1) when a cost
+    /// dwarfs the answer (`wide`, see [`tensor_costs_dwarf_the_work`]), plain otherwise.
+    io: CompensatedSum,
+    wide: bool,
 }
 
 impl<'c, 'a> ScanCosts<'c, 'a> {
@@ -97,7 +100,35 @@ impl<'c, 'a> ScanCosts<'c, 'a> {
             stamp: vec![0; inst.num_tensors()],
             gen: 0,
             r: 0,
-            io: 0.0,
+            io: CompensatedSum::default(),
+            wide: tensor_costs_dwarf_the_work(inst),
+        }
+    }
+}
+
+/// Does some tensor cost exceed `2^20` times both the largest unit work (a lower bound on
+/// the answer) and the smallest positive tensor cost? A plain running sum of tensor costs
+/// loses about `2^-52` of the largest cost it has held at each step: harmless next to the
+/// answer unless such a cost dwarfs it, as in a chain with costs `[0, 1e16, 1, 0]`.
+fn tensor_costs_dwarf_the_work(inst: &super::Instance) -> bool {
+    let work = inst.work.iter().copied().fold(0.0, f64::max);
+    let smallest = inst
+        .t_cost
+        .iter()
+        .copied()
+        .filter(|&c| c > 0.0)
+        .fold(INF, f64::min);
+    let largest = inst.t_cost.iter().copied().fold(0.0, f64::max);
+    largest > work.max(smallest.min(largest)) * (1u64 << 20) as f64
+}
+
+impl ScanCosts<'_, '_> {
+    #[inline]
+    fn bump(&self, io: &mut CompensatedSum, x: f64) {
+        if self.wide {
+            io.add(x);
+        } else {
+            io.add_plain(x);
         }
     }
 }
@@ -106,7 +137,7 @@ impl SegCosts for ScanCosts<'_, '_> {
     fn begin(&mut self, r: usize) {
         let _ = self.ctx;
         self.r = r as u32;
-        self.io = 0.0;
+        self.io = CompensatedSum::default();
         self.gen = self.gen.wrapping_add(1);
         if self.gen == 0 {
             self.stamp.iter_mut().for_each(|s| *s = u32::MAX);
@@ -120,10 +151,10 @@ impl SegCosts for ScanCosts<'_, '_> {
         let (pa, pb) = (self.p_off[l] as usize, self.p_off[l + 1] as usize);
         for &(t, q, c) in &self.p_data[pa..pb] {
             if self.stamp[t as usize] == self.gen {
-                io -= c; // was entering; its producer is now inside
+                self.bump(&mut io, -c); // was entering; its producer is now inside
             }
             if q > self.r {
-                io += c; // leaves
+                self.bump(&mut io, c); // leaves
             }
         }
         let (ca, cb) = (self.c_off[l] as usize, self.c_off[l + 1] as usize);
@@ -131,12 +162,15 @@ impl SegCosts for ScanCosts<'_, '_> {
             let st = &mut self.stamp[t as usize];
             if *st != self.gen {
                 *st = self.gen;
-                io += c;
+                if self.wide {
+                    io.add(c);
+                } else {
+                    io.add_plain(c);
+                }
             }
         }
-        io = io.max(0.0);
         self.io = io;
-        io
+        io.value().max(0.0)
     }
 }
 

@@ -468,6 +468,21 @@ def evaluate(problem: MtppProblem, blocks: Sequence[Iterable[NodeId] | Stage]) -
     return MtppEvaluation(objective=obj, block_costs=costs, feasible=math.isfinite(obj), stages=tuple(stages))
 
 
+def tensor_costs_dwarf_the_answer(problem: MtppProblem) -> bool:
+    """Does some tensor cost exceed a million times the simple lower bound on the optimum?
+
+    Then a table of segment costs built from sums and differences of tensor costs (the 2D
+    Fenwick construction of Lemma 4.1) would round away parts of the answer; the incremental
+    scan, which keeps its sums compensated, does not.
+
+    >>> from stagecut.graph import Graph
+    >>> tensor_costs_dwarf_the_answer(MtppProblem(Graph.chain([1.0, 1.0, 1.0], comm=[0.0, 1e16, 1.0]), devices=2))
+    True
+    """
+    largest = max((n.comm for n in problem.graph.nodes), default=0.0)
+    return largest > 1e6 * max(lower_bound(problem), 1e-300)
+
+
 def _overflow_of(problem: MtppProblem, params: float, blocks: int) -> float:
     """The least total overflow of ``blocks`` blocks holding ``params`` (superadditive)."""
     x = params + blocks * (problem.reserved_memory - problem.memory)

@@ -55,7 +55,7 @@ from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_erro
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
-from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound
+from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.units import CoreArrays, Units
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
@@ -286,7 +286,9 @@ def _order_kwargs(problem: MtppProblem, units: Units, opts: _Options, order: Seq
     elif priorities is not None:
         kw = _priority_values(problem.graph, units, priorities)
     seg = opts.segment_costs
-    kw["segment_costs"] = ("fenwick" if len(units.members) <= 4096 else "scan") if seg == "auto" else seg
+    if seg == "auto":  # the table rounds away answers far below some tensor cost; the scan does not
+        seg = "fenwick" if len(units.members) <= 4096 and not tensor_costs_dwarf_the_answer(problem) else "scan"
+    kw["segment_costs"] = seg
     return kw
 
 
