@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Mutation testing of the solvers and evaluators: cargo-mutants over the Rust core, mutmut over the
+# Python evaluators. Run it before a solver change lands (it is too slow for per-commit CI).
+#
+#   benches/mutation.sh                      # the in-scope files changed against BASE (default HEAD:
+#                                            # uncommitted changes; --base main~3, or MUTATION_BASE)
+#   benches/mutation.sh FILE...              # these files (Rust or Python, in scope or not)
+#   benches/mutation.sh --all                # every in-scope file (hours on 2 cores)
+#
+# Options: --base REF, --rust-only, --python-only, --jobs N (default 1), --timeout SECONDS (per
+# test run, default 300), --out DIR (default target/mutation), --keep (keep the scratch copy).
+# Needs: cargo install cargo-mutants --locked; pip install mutmut (3.x); the extension built
+# (maturin develop): its .so is copied, not rebuilt.
+#
+# Everything runs niced in a scratch copy (the tracked and untracked files of the working tree,
+# nothing ignored), so the working tree is never touched. Rust builds use opt-level 0 without
+# debug info (the brute-force tests are small; a build per mutant is the cost). Results:
+# OUT/rust/mutants.out/{caught,missed,timeout,unviable}.txt, OUT/python/survivors.txt, and a
+# summary (score = killed / viable: caught + missed + timeout; a timeout counts as killed).
+# See benches/MUTATION.md for the last recorded scores and the surviving mutants.
+set -euo pipefail
+
+RUST_SCOPE=(rust/ideal_dp.rs rust/throughput/max_load.rs rust/mtpp/slicegraph.rs rust/mtpp/search.rs
+            rust/mtpp/exact.rs rust/mtpp/fenwick.rs rust/training/dp.rs rust/training/knapsack.rs
+            rust/training/model.rs rust/training/reconstruct.rs rust/training/table.rs rust/training/work.rs)
+PY_SCOPE=(python/stagecut/throughput/evaluate.py python/stagecut/mtpp/model.py
+          python/stagecut/training/evaluate.py python/stagecut/mtpp/certify.py)
+
+# the tests that exercise each Python module (mutmut runs only those covering a mutated function)
+py_tests() {
+    case "$1" in
+        python/stagecut/throughput/*) echo "tests/throughput tests/test_inputs.py" ;;
+        python/stagecut/mtpp/certify.py) echo "tests/mtpp/test_bounds.py tests/mtpp/test_results.py" ;;
+        python/stagecut/mtpp/*) echo "tests/mtpp" ;;
+        python/stagecut/training/*) echo "tests/training" ;;
+        *) echo "tests" ;;
+    esac
+}
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BASE=${MUTATION_BASE:-HEAD}
+JOBS=1
+TIMEOUT=300
+OUT=$ROOT/target/mutation
+DO_RUST=1
+DO_PY=1
+ALL=0
+KEEP=0
+FILES=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --base) BASE=$2; shift ;;
+        --rust-only) DO_PY=0 ;;
+        --python-only) DO_RUST=0 ;;
+        --jobs) JOBS=$2; shift ;;
+        --timeout) TIMEOUT=$2; shift ;;
+        --out) OUT=$(realpath -m "$2"); shift ;;
+        --all) ALL=1 ;;
+        --keep) KEEP=1 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -*) echo "mutation.sh: unknown option $1" >&2; exit 2 ;;
+        *) FILES+=("$1") ;;
+    esac
+    shift
+done
+
+cd "$ROOT"
+if [ ${#FILES[@]} -eq 0 ]; then
+    if [ "$ALL" = 1 ]; then
+        FILES=("${RUST_SCOPE[@]}" "${PY_SCOPE[@]}")
+    else
+        changed=$( (git diff --name-only "$BASE" --; git ls-files --others --exclude-standard) | sort -u)
+        for f in "${RUST_SCOPE[@]}" "${PY_SCOPE[@]}"; do
+            if grep -qxF "$f" <<<"$changed"; then FILES+=("$f"); fi
+        done
+        if [ ${#FILES[@]} -eq 0 ]; then
+            echo "mutation.sh: no solver or evaluator file changed against $BASE (give files, --base or --all)"
+            exit 0
+        fi
+    fi
+fi
+RUST_FILES=()
+PY_FILES=()
+for f in "${FILES[@]}"; do
+    [ -f "$f" ] || { echo "mutation.sh: no file $f" >&2; exit 2; }
+    case "$f" in
+        *.rs) [ "$DO_RUST" = 1 ] && RUST_FILES+=("$f") ;;
+        python/stagecut/*.py) [ "$DO_PY" = 1 ] && PY_FILES+=("$f") ;;
+        *) echo "mutation.sh: $f is neither Rust nor under python/stagecut" >&2; exit 2 ;;
+    esac
+done
+echo "mutation.sh: Rust: ${RUST_FILES[*]:-none}; Python: ${PY_FILES[*]:-none}"
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/stagecut-mutation.XXXXXX")
+cleanup() { if [ "$KEEP" = 1 ]; then echo "scratch copy kept: $SCRATCH"; else rm -rf "$SCRATCH"; fi; }
+trap cleanup EXIT
+while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+    < <(git ls-files -z --cached --others --exclude-standard) | tar --null -T - -cf - | tar -xf - -C "$SCRATCH"
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+if [ ${#RUST_FILES[@]} -gt 0 ]; then
+    command -v cargo-mutants >/dev/null || { echo "mutation.sh: cargo install cargo-mutants --locked" >&2; exit 2; }
+    args=()
+    for f in "${RUST_FILES[@]}"; do args+=(--file "$f"); done
+    rm -rf "$OUT/rust"
+    (cd "$SCRATCH" && CARGO_PROFILE_DEV_OPT_LEVEL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_INCREMENTAL=1 \
+        nice -n 19 cargo mutants --no-shuffle --jobs "$JOBS" --timeout "$TIMEOUT" --output "$OUT/rust" \
+        "${args[@]}") || true  # exits non-zero when a mutant survives
+    mo=$OUT/rust/mutants.out
+    count() { [ -f "$mo/$1.txt" ] && grep -c . "$mo/$1.txt" || echo 0; }
+    caught=$(count caught); missed=$(count missed); timeout=$(count timeout); unviable=$(count unviable)
+    viable=$((caught + missed + timeout))
+    {
+        echo "Rust (cargo-mutants): ${RUST_FILES[*]}"
+        echo "  caught $caught, timeout $timeout, missed $missed, unviable $unviable"
+        [ "$viable" -gt 0 ] && awk -v k=$((caught + timeout)) -v v="$viable" \
+            'BEGIN { printf "  score %.1f%% of %d viable mutants\n", 100 * k / v, v }'
+        [ "$missed" -gt 0 ] && { echo "  missed:"; sed 's/^/    /' "$mo/missed.txt"; }
+    } | tee -a "$SUMMARY"
+fi
+
+if [ ${#PY_FILES[@]} -gt 0 ]; then
+    command -v mutmut >/dev/null || { echo "mutation.sh: pip install mutmut" >&2; exit 2; }
+    # mutmut 3 imports the package from ./src: move python/ there in the scratch copy
+    cp "$ROOT"/python/stagecut/_core*.so "$SCRATCH/python/stagecut/" 2>/dev/null \
+        || { echo "mutation.sh: build the extension first (maturin develop)" >&2; exit 2; }
+    mv "$SCRATCH/python" "$SCRATCH/src"
+    only=""
+    tests=""
+    for f in "${PY_FILES[@]}"; do
+        only+="    src/${f#python/}"$'\n'
+        tests+=" $(py_tests "$f")"
+    done
+    tests=$(tr ' ' '\n' <<<"$tests" | grep . | sort -u | sed 's/^/    /')
+    cat > "$SCRATCH/setup.cfg" <<EOF
+[mutmut]
+source_paths = src
+only_mutate =
+$only
+pytest_add_cli_args =
+    -p
+    no:cacheprovider
+    -o
+    addopts=
+    -m
+    not slow
+    -q
+pytest_add_cli_args_test_selection =
+$tests
+EOF
+    rm -rf "$OUT/python"
+    mkdir -p "$OUT/python"
+    (cd "$SCRATCH" && nice -n 19 mutmut run --max-children "$JOBS" > "$OUT/python/run.log" 2>&1) || true
+    (cd "$SCRATCH" && mutmut results > "$OUT/python/survivors.txt" 2>&1 || true
+     mutmut export-cicd-stats > /dev/null 2>&1 && cp mutants/mutmut-cicd-stats.json "$OUT/python/" || true)
+    python3 - "$OUT/python/mutmut-cicd-stats.json" "${PY_FILES[*]}" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except OSError:
+    sys.exit("Python (mutmut): no statistics (see run.log)")
+killed, timeout, survived = s.get("killed", 0), s.get("timeout", 0), s.get("survived", 0)
+viable = killed + timeout + survived
+print(f"Python (mutmut): {sys.argv[2]}")
+print(f"  killed {killed}, timeout {timeout}, survived {survived}, no tests {s.get('no_tests', 0)}, "
+      f"skipped {s.get('skipped', 0)}, suspicious {s.get('suspicious', 0)}")
+if viable:
+    print(f"  score {100 * (killed + timeout) / viable:.1f}% of {viable} viable mutants")
+EOF
+    if grep -q . "$OUT/python/survivors.txt" 2>/dev/null; then
+        echo "  survivors: $OUT/python/survivors.txt (mutmut show NAME in the scratch copy: --keep)" | tee -a "$SUMMARY"
+    fi
+fi
+echo "summary: $SUMMARY"
