@@ -51,6 +51,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
@@ -197,8 +198,8 @@ def _options(method: Any, seed: Any, population: Any, generations: Any, decodes:
     return _Options(
         method=method,
         seed=check_int(seed, "seed", maximum=2**64 - 1),
-        population=check_int(population, "population", minimum=2),
-        generations=check_int(generations, "generations"),
+        population=check_int(population, "population", minimum=2, maximum=2**62),
+        generations=check_int(generations, "generations", maximum=2**62),
         decodes=None if decodes is None else check_int(decodes, "decodes", minimum=1),
         elite=e, mutant=m, rho=_fraction(rho, "rho"),
         islands=check_int(islands, "islands", minimum=1),
@@ -304,26 +305,34 @@ class _Found:
     stats: dict[str, Stat] = field(default_factory=dict)
     exact_by: str | None = None
     relaxation: Relaxation | None = None
+    timed_out: bool = False
 
 
 def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any]) -> _Found:
-    """A search over orders (or one order), each cut optimally by SliceGraph, in the core."""
+    """A search over orders (or one order), each cut optimally by SliceGraph, in the core; cut
+    short by the time limit, the search's best so far (one order: none)."""
     budget = opts.decodes if opts.decodes is not None else opts.population * max(opts.generations, 1)
-    out = units.slice(
-        problem.devices, opts.method, seed=opts.seed, population=opts.population,
-        generations=opts.generations if opts.decodes is None else 2**62, elite=opts.elite, mutant=opts.mutant,
-        rho=opts.rho, max_decodes=budget if opts.method != "order" else None, samples=budget,
-        islands=opts.islands, **kw,
-    )
+    budget = min(budget, 2**63)  # more is no limit
+    try:
+        out = units.slice(
+            problem.devices, opts.method, seed=opts.seed, population=opts.population,
+            generations=opts.generations if opts.decodes is None else 2**62, elite=opts.elite, mutant=opts.mutant,
+            rho=opts.rho, max_decodes=budget if opts.method != "order" else None, samples=budget,
+            islands=opts.islands, **kw,
+        )
+    except DeadlineReached:
+        return _Found(objective=math.inf, blocks=[], order=[], history=[], timed_out=True)
     return _Found(objective=float(out["objective"]), blocks=[units.expand(b) for b in out["blocks"]],
                   order=units.expand(out["order"]), history=[float(h) for h in out["history"]],
-                  stats={"decodes": int(out["decodes"]), "slice_rounds": int(out["rounds"])})
+                  stats={"decodes": int(out["decodes"]), "slice_rounds": int(out["rounds"])},
+                  timed_out=bool(out["time_limit_reached"]))
 
 
 def _exact(problem: MtppProblem, units: Units, opts: _Options, fold: bool) -> _Found:
     out = solve_exact(problem, units, fold=fold, max_ideals=opts.max_ideals)
     return _Found(objective=out.objective, blocks=out.blocks, order=[], history=[out.objective],
-                  stats={"decodes": 0, "ideals": out.ideals}, exact_by=out.exact_by, relaxation=out.relaxation)
+                  stats={"decodes": 0, "ideals": out.ideals}, exact_by=out.exact_by, relaxation=out.relaxation,
+                  timed_out=out.timed_out)
 
 
 def _rescore(problem: MtppProblem, found: _Found) -> tuple[Stage, ...]:
@@ -339,6 +348,21 @@ def _rescore(problem: MtppProblem, found: _Found) -> tuple[Stage, ...]:
             "ms mixed); rescale the inputs (e.g. parameters in MB)"
         )
     return ev.stages
+
+
+def _timed_out_status(problem: MtppProblem, found: _Found,
+                      stages: tuple[Stage, ...]) -> tuple[Status, float, float | None, list[str]]:
+    """:func:`_status` of a solve cut short by the time limit: ``"time_limit"`` (``"optimal"`` if
+    the bound proves it), the bound: the simple one, or the last relaxation's optimum if larger."""
+    lb = lower_bound(problem)
+    if found.relaxation is not None:
+        lb = max(lb, found.relaxation.bound)
+    if not stages:
+        return "time_limit", lb, None, ["time limit reached before any partition was found"]
+    objective = max(s.load for s in stages)
+    if objective <= lb * (1 + 1e-12):
+        return "optimal", lb, objective, []
+    return "time_limit", lb, objective, ["time limit reached: the best partition found so far"]
 
 
 def _status(problem: MtppProblem, method: str,
@@ -360,7 +384,10 @@ def _status(problem: MtppProblem, method: str,
 
 def _plan(problem: MtppProblem, units: Units, opts: _Options, found: _Found, t0: float) -> SlicePlan:
     stages = _rescore(problem, found)
-    status, lb, objective, notes = _status(problem, opts.method, stages)
+    if found.timed_out:
+        status, lb, objective, notes = _timed_out_status(problem, found, stages)
+    else:
+        status, lb, objective, notes = _status(problem, opts.method, stages)
     g = problem.graph
     positions = [i for b in found.blocks for i in b] if found.blocks else found.order
     return SlicePlan(
@@ -381,7 +408,7 @@ def slice_graph(
     priorities: Priorities | None = None, memory: float | None = None, bandwidth: float | None = None,
     reserved_memory: float | None = None, segment_costs: str = "auto", max_ideals: int = 1_000_000,
     fold_leaves: bool = True, kind: str | None = None, colocate: bool | None = None, stages: int | None = None,
-    fast_memory: float | None = None,
+    fast_memory: float | None = None, time_limit: float | None = None,
 ) -> SlicePlan:
     """Split ``graph`` into at most ``devices`` pipeline stages minimising the largest MTPP
     block cost (see :mod:`stagecut.mtpp.model` for the cost model and units, and the module
@@ -423,6 +450,12 @@ def slice_graph(
     stages, fast_memory : optional
         Deprecated names of ``devices`` and ``memory`` (also ``stages`` and ``method`` given
         positionally), accepted with a :class:`DeprecationWarning` for one release.
+    time_limit : float, optional
+        Seconds for the whole call (``None``: no limit). A search stopped by it returns its best
+        partition so far; ``"dp"`` returns the best partition of the quick BRKGA searches that
+        bound its DPs; ``"order"`` returns none. Status ``"time_limit"`` (``"optimal"`` if the
+        lower bound proves it), the simple lower bound (or the leaf relaxation's optimum, if a
+        round of it finished); ``objective`` ``None`` when nothing was found in time.
 
     Returns
     -------
@@ -444,6 +477,11 @@ def slice_graph(
         whose ideals multiply, ``colocate=False``, the relaxation's bound) and the alternative.
     SolverError
         An internal error (the core and the evaluator disagree); please report it.
+    MemoryLimitError
+        The population, the segment table (``segment_costs="fenwick"``) or the DP's tables would
+        pass the memory budget (the message says how much and what to change).
+    KeyboardInterrupt
+        On Ctrl-C (SIGINT), within a fraction of a second, even inside the Rust core.
 
     Examples
     --------
@@ -461,11 +499,13 @@ def slice_graph(
         bandwidth=bandwidth, reserved_memory=reserved_memory, kind=kind, colocate=colocate, where="slice_graph")
     opts = _options(old.get("method", method), seed, population, generations, decodes, elite, mutant, rho, islands,
                     max_ideals, segment_costs)
+    limit = check_time_limit(time_limit)
     units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
         _warn_cycle_groups(problem, units.groups)
-    if opts.method == "dp":
-        found = _exact(problem, units, opts, fold_leaves)
-    else:
-        found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
+    with deadline(limit):
+        if opts.method == "dp":
+            found = _exact(problem, units, opts, fold_leaves)
+        else:
+            found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
     return _plan(problem, units, opts, found, t0)

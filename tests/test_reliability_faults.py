@@ -1,0 +1,314 @@
+"""Faults (issue 10, items 1-3): what stagecut promises when a process forks, when the user
+presses Ctrl-C, when time runs out and when a request would not fit in memory.
+
+* A child process (``fork``, ``spawn`` or ``forkserver``) can call the core after its parent did.
+* Ctrl-C (SIGINT) stops every long solver within a second: ``KeyboardInterrupt`` in Python, one
+  line and exit 130 on the command line.
+* Every solver takes ``time_limit=``: a search returns its best so far, an exact DP the best
+  answer known (DPL for throughput, the BRKGA incumbent for MTPP), status ``"time_limit"``,
+  re-scored by the evaluator.
+* A request whose memory passes the budget is refused at once with a ``MemoryLimitError`` (a
+  ``MemoryError``) that says what to change; device counts past the node count are capped.
+
+The long inputs below run for much longer than the tests wait (10 to 60 s each on a 2-core
+machine), so a solver that ignores the signal or the time limit fails the test (after running to
+completion).
+"""
+
+import contextlib
+import math
+import multiprocessing
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import stagecut as sc
+from stagecut.training import TMPC, PiperEdge, PiperNode, PiperProblem, chain_problem, plan_training
+
+LINUX_PROC = pathlib.Path("/proc/self/task").is_dir()
+
+
+# ============================================================================ long inputs
+def long_dag():
+    """96 nodes, 80,104 ideals: the throughput DP on 8 accelerators and 2 CPUs takes ~30 s, the
+    MTPP DP on 8 devices ~20 s."""
+    return sc.random_dag(96, edge_prob=0.35, seed=1, max_span=6)
+
+
+def many_chains():
+    """30 independent chains of 10 nodes: 11**30 ideals (5,000,000 take ~20 s to enumerate)."""
+    nodes = [sc.Node(i, {"accelerator": 1.0}) for i in range(300)]
+    return sc.Graph(nodes, [(i, i + 1) for i in range(299) if (i + 1) % 10])
+
+
+def ladder(width, length, devices=64, batch=64):
+    """A Piper problem: ``width`` parallel chains of ``length`` layers between a source and a sink."""
+    ids = ["s"] + [(c, i) for c in range(width) for i in range(length)] + ["t"]
+    edges = ([("s", (c, 0)) for c in range(width)]
+             + [((c, i), (c, i + 1)) for c in range(width) for i in range(length - 1)]
+             + [((c, length - 1), "t") for c in range(width)])
+    preds = {v: [a for a, b in edges if b == v] for v in ids}
+    succs = {v: [b for a, b in edges if a == v] for v in ids}
+    nodes = [PiperNode(v, {1: (TMPC("vanilla", 1.0 + k % 5, 1.0, 0.0, 0.0, dict.fromkeys(preds[v], 0.0),
+                                    dict.fromkeys(succs[v], 0.0)),)})
+             for k, v in enumerate(ids)]
+    return PiperProblem(tuple(nodes), tuple(PiperEdge(a, b, 1.0) for a, b in edges), devices, 1e12, 1e9, batch)
+
+
+#: name -> (build the input, run the solver on it): each runs for well over 10 s
+LONG = {
+    "throughput-dp": (long_dag, lambda g: sc.partition(g, devices=8, cpus=2, method="dp", max_ideals=10**7)),
+    "ideal-enumeration": (many_chains, lambda g: sc.partition(g, devices=4, method="dp", max_ideals=5 * 10**6)),
+    "mtpp-dp": (long_dag, lambda g: sc.slice_graph(g, devices=8, method="dp", max_ideals=10**7)),
+    "brkga": (lambda: sc.regal_graph(300, seed=1),  # ~1,400 decodes/s
+              lambda g: sc.slice_graph(g, devices=8, method="brkga", population=200, decodes=50_000)),
+    "random": (lambda: sc.regal_graph(300, seed=1),
+               lambda g: sc.slice_graph(g, devices=8, method="random", decodes=50_000)),
+    "mla": (lambda: sc.regal_graph(300, seed=1),  # ~24,000 decodes/s
+            lambda g: sc.slice_graph(g, devices=8, method="mla", population=200, decodes=1_000_000)),
+    "piper-dp": (lambda: ladder(3, 24), plan_training),  # 15,625 upsets: ~25 s
+}
+
+
+# ============================================================================ fork safety
+def _child_work(seed):
+    g = sc.Graph.chain([1.0 + i % 3 for i in range(40)], comm=0.1)
+    mtpp = sc.slice_graph(g, devices=4, method="brkga", population=16, generations=4, seed=seed).objective
+    return mtpp, sc.partition(g, devices=4, method="dp").objective
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn", "forkserver"])
+def test_a_child_process_can_use_the_core_after_its_parent_did(start):
+    expected = [_child_work(seed) for seed in range(4)]  # the parent's calls start its thread pool
+    with multiprocessing.get_context(start).Pool(2) as pool:
+        pending = pool.map_async(_child_work, range(4))
+        try:
+            got = pending.get(timeout=120)
+        except multiprocessing.TimeoutError:
+            pytest.fail(f"a {start}-started child hangs in the core")
+    assert got == expected
+
+
+@pytest.mark.skipif(not LINUX_PROC, reason="counts threads through /proc")
+def test_the_thread_pool_has_rayon_num_threads_threads():
+    code = ("import os, stagecut as sc; sc.partition(sc.Graph.chain([1.0, 2.0]), devices=2); "
+            "names = [open(f'/proc/self/task/{t}/comm').read() for t in os.listdir('/proc/self/task')]; "
+            "print(sum(n.startswith('stagecut-') for n in names))")
+    env = {**os.environ, "RAYON_NUM_THREADS": "3"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "3"
+
+
+# ============================================================================ Ctrl-C
+@contextlib.contextmanager
+def sigint_after(seconds):
+    """Send SIGINT to this process after ``seconds``; yields ``[time sent]`` (empty until then).
+
+    The handler raises ``KeyboardInterrupt`` (as Python's default one does) only inside the
+    block, so a late signal cannot escape into the test runner."""
+    sent = []
+    armed = [True]
+
+    def handler(signum, frame):
+        if armed[0]:
+            raise KeyboardInterrupt
+
+    def fire():
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, handler)
+    timer = threading.Timer(seconds, fire)
+    timer.start()
+    try:
+        yield sent
+    finally:
+        timer.cancel()
+        timer.join()
+        armed[0] = False
+        signal.signal(signal.SIGINT, old)
+
+
+@pytest.mark.parametrize("name", LONG)
+def test_ctrl_c_stops_every_long_solver_within_a_second(name):
+    build, solve = LONG[name]
+    arg = build()
+    with sigint_after(0.5) as sent, pytest.raises(KeyboardInterrupt):
+        solve(arg)
+    latency = time.monotonic() - sent[0]
+    assert latency < 1.0, f"{name}: {latency:.2f} s from the signal to KeyboardInterrupt"
+
+
+def test_the_core_runs_again_after_an_interrupt():
+    build, solve = LONG["brkga"]
+    g = build()
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
+        solve(g)
+    plan = sc.slice_graph(g, devices=8, method="brkga", population=10, generations=3)
+    assert plan.objective is not None
+
+
+def _pool_threads(pid):
+    try:
+        tasks = pathlib.Path(f"/proc/{pid}/task").iterdir()
+        return sum((t / "comm").read_text().startswith("stagecut-") for t in tasks)
+    except OSError:
+        return 0
+
+
+@pytest.mark.skipif(not LINUX_PROC, reason="waits for the core's threads through /proc")
+def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(tmp_path):
+    path = tmp_path / "long.json"
+    sc.write_workload(long_dag(), path)
+    proc = subprocess.Popen([sys.executable, "-m", "stagecut", "partition", str(path), "--method", "dp",
+                             "-k", "8", "-l", "2", "--max-ideals", "10000000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while _pool_threads(proc.pid) == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the core has started (its thread pool exists)
+        time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        latency = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.splitlines() == ["stagecut: interrupted"]
+    assert latency < 2.0, f"{latency:.2f} s from SIGINT to exit"
+
+
+# ============================================================================ time limits
+def test_the_exact_throughput_dp_cut_short_returns_the_dpl_split():
+    g = long_dag()
+    dpl = sc.partition(g, devices=8, cpus=2, method="dpl")
+    for method in ("dp", "auto"):
+        t0 = time.monotonic()
+        plan = sc.partition(g, devices=8, cpus=2, method=method, max_ideals=10**7, time_limit=1.0)
+        assert time.monotonic() - t0 < 2.0
+        assert (plan.status, plan.method) == ("time_limit", method)
+        assert plan.objective == dpl.objective
+        ev = sc.evaluate(g, plan.device_of(), devices=8, cpus=2)
+        assert ev.objective == plan.objective
+        assert plan.lower_bound == dpl.lower_bound <= plan.objective
+        assert any("time limit" in n for n in plan.notes)
+
+
+def test_a_throughput_dp_finished_in_time_is_unchanged():
+    g = sc.random_dag(30, edge_prob=0.3, seed=2)
+    plain = sc.partition(g, devices=3, method="dp")
+    timed = sc.partition(g, devices=3, method="dp", time_limit=600)
+    assert (timed.objective, timed.status, timed.stages) == (plain.objective, plain.status, plain.stages)
+
+
+def test_no_split_in_time_is_objective_none():
+    plan = sc.partition(many_chains(), devices=4, method="dp", max_ideals=5 * 10**6, time_limit=1e-9)
+    assert (plan.status, plan.objective) == ("time_limit", None)
+    assert plan.lower_bound is not None and plan.lower_bound > 0
+
+
+@pytest.mark.parametrize("method", ["brkga", "random", "mla", "dp"])
+def test_slice_graph_cut_short_returns_its_best_so_far(method):
+    g = long_dag() if method == "dp" else sc.regal_graph(300, seed=1)
+    t0 = time.monotonic()
+    plan = sc.slice_graph(g, devices=8, method=method, population=200, decodes=10**12, max_ideals=10**7,
+                          time_limit=1.0)
+    assert time.monotonic() - t0 < 2.0
+    assert plan.status == "time_limit"
+    assert plan.objective is not None
+    assert sc.evaluate_mtpp(sc.MtppProblem(g, devices=8), plan.stages).objective == plan.objective
+    assert plan.lower_bound <= plan.objective
+    if method != "dp":
+        assert list(plan.history) == sorted(plan.history, reverse=True)
+
+
+def test_slice_graph_with_nothing_found_in_time_is_objective_none():
+    g = sc.regal_graph(300, seed=1)
+    for method in ("brkga", "order"):
+        plan = sc.slice_graph(g, devices=8, method=method, time_limit=1e-9)
+        assert (plan.status, plan.objective, plan.stages) == ("time_limit", None, ())
+
+
+def test_plan_training_cut_short_has_no_plan():
+    t0 = time.monotonic()
+    plan = plan_training(ladder(3, 24), time_limit=0.5)
+    assert time.monotonic() - t0 < 1.5
+    assert (plan.status, plan.objective, plan.stages) == ("time_limit", None, ())
+    assert type(plan).from_json(plan.to_json()) == plan
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, "1", True])
+def test_time_limits_are_positive_numbers(bad):
+    g = sc.Graph.chain([1.0, 2.0])
+    calls = [lambda: sc.partition(g, devices=2, time_limit=bad),
+             lambda: sc.slice_graph(g, devices=2, time_limit=bad),
+             lambda: plan_training(chain_problem([1.0, 2.0], devices=2, memory=1e9, bandwidth=1.0, batch=1),
+                                   time_limit=bad)]
+    for call in calls:
+        with pytest.raises(sc.InvalidArgumentError, match="time_limit"):
+            call()
+
+
+def test_an_infinite_time_limit_is_no_limit():
+    g = sc.Graph.chain([1.0, 2.0, 3.0])
+    assert sc.partition(g, devices=2, time_limit=math.inf).status == "optimal"
+    assert sc.slice_graph(g, devices=2, method="dp", time_limit=math.inf).status == "optimal"
+
+
+# ============================================================================ memory
+def test_device_counts_past_the_nodes_are_capped():
+    g = sc.random_dag(96, edge_prob=0.5, seed=0, max_span=4)  # ~10,000 ideals
+    t0 = time.monotonic()
+    plan = sc.partition(g, devices=20000, method="dp")
+    assert time.monotonic() - t0 < 30  # was 20,001 DP columns per ideal: gigabytes
+    assert plan.objective == sc.partition(g, devices=96, method="dp").objective
+    assert any("devices=20000" in n and "96" in n for n in plan.notes)
+
+
+def _refused(call, *words):
+    t0 = time.monotonic()
+    with pytest.raises(sc.MemoryLimitError) as info:
+        call()
+    assert time.monotonic() - t0 < 5, "refused only after allocating"
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, sc.StagecutError)
+    msg = str(info.value)
+    assert "memory budget" in msg and "STAGECUT_MEMORY_BUDGET" in msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_a_huge_population_is_refused():
+    g = sc.regal_graph(300, seed=1)
+    _refused(lambda: sc.slice_graph(g, devices=8, population=2**40), "population")
+    _refused(lambda: sc.slice_graph(g, devices=8, method="random", population=2**60, decodes=2**63), "population")
+
+
+def test_a_segment_table_too_large_is_refused():
+    g = sc.Graph.chain([1.0] * 30_000, comm=0.5)
+    _refused(lambda: sc.slice_graph(g, devices=8, method="order", segment_costs="fenwick"), "segment_costs='scan'")
+
+
+def test_piper_tables_just_under_the_cap_are_refused():
+    prob = chain_problem([1.0, 2.0, 3.0], devices=14_000, memory=1e12, bandwidth=1e9, batch=14_000, params=1.0)
+    _refused(lambda: plan_training(prob), "fewer devices")
+
+
+def test_the_budget_is_set_by_the_environment(monkeypatch):
+    g = sc.regal_graph(300, seed=1)
+    monkeypatch.setenv("STAGECUT_MEMORY_BUDGET", "1MB")
+    _refused(lambda: sc.slice_graph(g, devices=8, population=1000, generations=1), "1000 x 300")
+    _refused(lambda: sc.slice_graph(long_dag(), devices=8, method="dp", max_ideals=10**7), "ideals")
+    monkeypatch.setenv("STAGECUT_MEMORY_BUDGET", "lots")
+    with pytest.raises(sc.InvalidArgumentError, match="STAGECUT_MEMORY_BUDGET"):
+        sc.slice_graph(g, devices=8, population=10, generations=1)
+    monkeypatch.setenv("STAGECUT_MEMORY_BUDGET", "8GiB")
+    assert sc.slice_graph(g, devices=8, population=10, generations=1).objective is not None
