@@ -203,6 +203,14 @@ def test_the_exact_throughput_dp_cut_short_returns_the_dpl_split():
         assert any("time limit" in n for n in plan.notes)
 
 
+@pytest.mark.slow
+def test_the_ip_warm_start_runs_within_the_time_limit():
+    t0 = time.monotonic()  # the warm start alone (the exact DP) takes ~30 s
+    plan = sc.partition(long_dag(), devices=8, cpus=2, method="ip", max_ideals=10**7, time_limit=3.0)
+    assert time.monotonic() - t0 < 3.0 + 5.0
+    assert plan.objective is not None
+
+
 def test_a_throughput_dp_finished_in_time_is_unchanged():
     g = sc.random_dag(30, edge_prob=0.3, seed=2)
     plain = sc.partition(g, devices=3, method="dp")

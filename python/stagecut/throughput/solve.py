@@ -128,8 +128,9 @@ def partition(
         Seconds for the whole call (``None``: no limit). ``"dp"`` and ``"auto"`` then run DPL
         first and the exact DP in the time left; stopped by the limit, they return the DPL
         split (re-scored, with its lower bound) and status ``"time_limit"``; with no split found
-        in time, ``objective=None`` and status ``"time_limit"``. For ``"ip"``, the MIP's limit
-        (see :func:`partition_ip`).
+        in time, ``objective=None`` and status ``"time_limit"``. For ``"ip"``, the warm start
+        (``"auto"``'s plan) runs within it too, and the MIP gets the time left (see
+        :func:`partition_ip`).
     contiguous, gap, threads, seed, solver, warm_start, verbose
         Only for ``method="ip"`` (see :func:`partition_ip`).
     accelerators : int, optional
@@ -191,7 +192,11 @@ def partition(
         notes = (*plan.notes, *_device_notes(problem))
         return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0, notes=notes)
     if warm_start is None:  # the DP (or DPL) answer is a good incumbent, as in the published runs
-        first = _combinatorial(problem, "auto", max_ideals, prune)
+        if limit is None or limit == float("inf"):
+            first = _combinatorial(problem, "auto", max_ideals, prune)
+        else:  # within the same limit (DPL if the exact DP runs out of time); the MIP gets the rest
+            first = _timed(problem, "auto", max_ideals, prune, limit)
+            time_limit = max(0.1, limit - (time.perf_counter() - t0))
         warm_start = first if first.objective is not None else None
     plan = partition_ip(problem, contiguous=contiguous, time_limit=time_limit, gap=gap, threads=threads,
                         seed=seed, solver=solver, warm_start=warm_start, verbose=verbose)
