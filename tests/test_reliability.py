@@ -221,7 +221,7 @@ def test_sizes_that_overflow_a_float_sum_are_named_not_an_overflow_error():
     (["certify", "{good}", "{split}", "--time-limit", "-1"], "--time-limit"),
     (["certify", "{good}", "{split}", "--time-limit", "0"], "must be a positive number"),
     (["partition", "{good}", "--non-contiguous"], "--non-contiguous: goes with --method ip"),
-    (["partition", "{good}", "--time-limit", "5"], "--time-limit: goes with --method ip"),
+    (["partition", "{good}", "--solver", "highs"], "--solver: goes with --method ip"),
     (["partition", "{good}", "--method", "dp", "--solver", "highs"], "--solver: goes with --method ip"),
     (["slice", "{good}", "--max-ideals", "10"], "--max-ideals: goes with --method dp"),
     (["slice", "{good}", "--method", "dp", "--population", "10"], "--population: goes with --method brkga"),

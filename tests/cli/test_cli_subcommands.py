@@ -201,3 +201,16 @@ def test_demo_without_shared_says_so(run, monkeypatch, tmp_path):
     res = run.json("demo")
     g = sc.transformer_like(layers=12, training=True)
     assert res["objective"] == pytest.approx(sc.partition(g).objective)
+
+
+@pytest.mark.parametrize("argv", [
+    ["partition", "regal:300:erdos_renyi:1", "-k", "8", "--method", "dp", "--max-ideals", "100000000"],
+    ["slice", "regal:300:erdos_renyi:1", "-k", "8", "--decodes", "100000000"],
+])
+def test_time_limit_is_honoured_by_every_method(run, argv):
+    import time as _time
+
+    t0 = _time.perf_counter()
+    data = run.json(*argv, "--time-limit", "0.5")
+    assert _time.perf_counter() - t0 < 20  # generous: without the limit these run for minutes
+    assert data["status"] == "time_limit"

@@ -41,7 +41,7 @@ def write_split(path: str, result: Any) -> None:
 
 
 #: flags that only the integer program reads
-IP_ONLY = (("non_contiguous", "--non-contiguous"), ("time_limit", "--time-limit"), ("solver", "--solver"))
+IP_ONLY = (("non_contiguous", "--non-contiguous"), ("solver", "--solver"))
 
 
 @_common.guarded
@@ -77,7 +77,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--non-contiguous", action="store_true",
                    help="ip only: allow splits whose stages are not contiguous (default: contiguous)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
-                   help="ip only: seconds; on expiry the best split so far and the bound (default: none)")
+                   help="seconds, every method; on expiry the best split so far (status time_limit) and the "
+                        "bound (default: none)")
     p.add_argument("--solver", default=None, choices=("cbc", "highs"),
                    help="ip only: MIP solver; highs needs the [highs] extra (default: cbc)")
     _common.add_output(p)

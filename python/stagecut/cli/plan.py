@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_training(prob, devices=args.devices, memory=memory, bandwidth=bandwidth, batch=args.batch,
                          exact_batch=args.exact_batch, data_parallel=not args.no_dp,
                          tensor_parallel=not args.no_tp, recompute=not args.no_ar, knapsack=args.knapsack,
-                         **server)
+                         time_limit=args.time_limit, **server)
     data = plan.to_json(include_table=True) if args.table else None
     return _common.report(plan, args, data=data)
 
@@ -114,6 +114,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                           dest="intra_bandwidth", flag="--intra-bandwidth")
     _common.add_deprecated(p, "--intra-bandwidth-gib", "intra_bandwidth", "--intra-bandwidth 300GiB/s", type=str,
                            convert=lambda t: f"{t}GiB/s")
+    p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
+                   help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
     p.add_argument("--knapsack", choices=("heuristic", "exact"), default="heuristic",
                    help="per-stage TMPC choice: Piper's greedy, or exact for stages of at most 20 layers "
                         "(default: heuristic)")

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                        population=_given(args.population, POPULATION),
                        generations=_given(args.generations, GENERATIONS), decodes=args.decodes,
                        islands=_given(args.islands, ISLANDS), max_ideals=_given(args.max_ideals, MAX_IDEALS),
-                       colocate=not args.ignore_colocation,
+                       colocate=not args.ignore_colocation, time_limit=args.time_limit,
                        **mtpp_memory(args, graph))
     if args.split_out:
         write_split(args.split_out, plan)
@@ -96,6 +96,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
                         "with short edges first; dp: the proven optimum (ideal DP, small graphs); "
                         "order: SliceGraph on one topological order (default: brkga)")
+    p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
+                   help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
     p.add_argument("--seed", type=_common.nonnegative_int, default=0,
                    help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
     p.add_argument("--decodes", type=_common.positive_int, default=None, metavar="N",
