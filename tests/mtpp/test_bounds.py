@@ -227,3 +227,17 @@ def test_mip_infeasible_while_a_partition_exists_is_not_trusted(monkeypatch):
     monkeypatch.setattr(bounds, "solve", infeasible)
     r = mtpp_bound(sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0), level="exact", devices=2)
     assert r.status == "feasible" and r.bound == 4.0 and "numerical trouble" in r.reason
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")  # the classes are on a cycle (on purpose)
+def test_a_mip_partition_that_breaks_the_memory_limit_is_no_partition():
+    # no work, no tensors, a hard limit of 4: classes force {3, 4, 5} (memory 5) together, so
+    # nothing fits; CBC (all-zero objective) returns a point that breaks the limit as 'optimal'
+    memory = [0.0, 0.0, 1.0, 1.0, 1.0, 3.0]
+    nodes = [Node(i, {"accelerator": 0.0}, memory=memory[i], colocation=1 if i in (3, 5) else None)
+             for i in range(6)]
+    g = sc.Graph(nodes, [(a, b) for a in range(6) for b in range(a + 1, 6)])
+    p = MtppProblem(g, devices=2, memory=4.0)
+    assert slice_graph(p, method="dp").status == "infeasible"
+    r = mtpp_bound(p, level="exact")
+    assert r.status in ("infeasible", "no_solution") and r.blocks is None and r.objective is None

@@ -448,6 +448,7 @@ def mtpp_bound(
         r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose)
         blocks = r.blocks if level == "exact" else None
         bound, status, objective, reason = _checked(problem, d, r.bound, r.status, r.objective, blocks, gap)
+        blocks = blocks if objective is not None else None
         return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0,
                            objective=objective, blocks=blocks, reason=reason,
                            stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s})
@@ -481,11 +482,16 @@ def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatu
     cost of a known partition by more than :func:`~stagecut._mip.stated_tolerance`, or
     ``"infeasible"`` while a partition is known, is numerical trouble: the level then gives the
     simple bound with status ``"feasible"`` and says why in ``reason``. ``"optimal"`` from the
-    exact MIP stands only when its partition's cost is within the tolerance of the bound.
+    exact MIP stands only when its partition's cost is within the tolerance of the bound; a
+    partition the evaluator finds infeasible is no partition (``"no_solution"``).
     """
     best = math.inf if d.upper is None else d.upper
     if blocks is not None:
         objective = evaluate(problem, blocks).objective
+        if not math.isfinite(objective):  # e.g. a fractional solution taken for an integral one
+            return bound, "no_solution", None, (
+                "the MIP solver's partition breaks the hard memory limit (numerical trouble): no partition "
+                "found, the bound stands")
         best = min(best, objective)
     if status == "infeasible":
         if math.isfinite(best):

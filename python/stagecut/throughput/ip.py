@@ -44,7 +44,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any, TypeVar
 
 from stagecut._mip import MODEL_TOL, MODEL_UNITS, MipOutcome, check_options, solve, stated_tolerance
-from stagecut.errors import InvalidArgumentError, InvalidGraphError, internal_error
+from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import ACCELERATOR, Graph, NodeId, kahn_order
 from stagecut.results import Plan, Stat, Status
 from stagecut.throughput._ip_model import IpModel, build_throughput_ip, read_split, start_values
@@ -159,8 +159,9 @@ def partition_ip(
         :func:`~stagecut._mip.stated_tolerance` of the objective (the relative ``gap``, or 2e-5
         of the model unit: times are divided by a reference value, the cost of the starting
         split, so that values far apart in magnitude stay apart, and the model is solved again
-        in units of a much better answer), ``"feasible"``, ``"time_limit"``, or
-        ``"infeasible"`` (the solver proved it and no split is known); ``stats`` the model size
+        in units of a much better answer), ``"feasible"``, ``"time_limit"``,
+        ``"infeasible"`` (the solver proved it and no split is known), or ``"unknown"`` (the
+        solver stopped without a usable split and none is known); ``stats`` the model size
         (``mip_vars``, ``mip_constraints``), ``build_s``, ``solve_s``, the solver's own status and
         objective, ``mip_scale`` (one model unit, in the input's time unit) and ``mip_rounds``.
 
@@ -213,13 +214,17 @@ def _solve_round(problem: ThroughputProblem, known: Plan | None, options: dict[s
 
 
 def _mip_split(problem: ThroughputProblem, model: IpModel, out: MipOutcome) -> Plan | None:
-    """The MIP's split, scored by the evaluator (``None`` when it has none). The MIP's own value
+    """The MIP's split, scored by the evaluator (``None`` when it has none, or one that breaks a
+    limit: a solver's numerical trouble, not a split). The MIP's own value
     may sit below the evaluator's by the solvers' tolerances (integrality, feasibility), one
     :data:`~stagecut._mip.MODEL_TOL` of the reference value per unit at most: that is round-off,
     not an error."""
     if out.objective is None:
         return None
     assignment, order = read_split(problem.graph, model)
+    ev = evaluate(problem.graph, assignment, devices=problem.devices, cpus=problem.cpus, memory=problem.memory)
+    if not ev.feasible:  # the solver took a fractional point for a solution (seen with CBC): no split
+        return None
     slack = MODEL_TOL * model.scale * (model.units.n_units + 1) + model.gap * abs(out.objective * model.scale)
     return plan_from_split(problem, assignment, order, solver="IP", claimed=out.objective * model.scale,
                            exact=False, slack=slack, status="feasible", lower_bound=None, method="ip", stats={})
@@ -242,13 +247,16 @@ def _verified(problem: ThroughputProblem, model: IpModel, out: MipOutcome, known
             return no_plan(problem, status="infeasible", notes=["no split fits"], **common)
         notes.append("the MIP solver reported that no split fits, yet the known split fits (numerical trouble)")
     found = _mip_split(problem, model, out)
+    if found is None and out.objective is not None:
+        notes.append("the MIP solver's split breaks a limit (numerical trouble): it is not used")
     candidates = [p for p in (found, known) if p is not None and p.objective is not None]
     if not candidates:
-        if time_limit is None:
-            raise internal_error(f"the IP solver stopped without a solution or a time limit ({out.status})")
         lb = out.bound * model.scale if math.isfinite(out.bound) else None
-        return no_plan(problem, status="time_limit", lower_bound=lb, runtime_s=0.0, **common,
-                       notes=[f"no split found within the time limit of {time_limit:g} s"])
+        if out.status == "time_limit" and time_limit is not None:
+            return no_plan(problem, status="time_limit", lower_bound=lb, runtime_s=0.0, **common,
+                           notes=[f"no split found within the time limit of {time_limit:g} s"])
+        return no_plan(problem, status="unknown", lower_bound=lb, runtime_s=0.0, **common,
+                       notes=[*notes, f"the MIP solver stopped without a usable split ({out.status})"])
     best = min(candidates, key=lambda p: p.objective if p.objective is not None else math.inf)
     assert best.objective is not None
     if best is not found and found is not None:
