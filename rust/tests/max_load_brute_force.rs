@@ -293,3 +293,36 @@ fn pruning_keeps_a_branch_whose_first_block_is_dear() {
         }
     }
 }
+
+#[test]
+fn bad_original_edges_and_units_are_refused() {
+    let orig = |edges: Vec<(u32, u32)>| OriginalNodes {
+        acc_time: vec![1.0; 3],
+        cpu_time: vec![1.0; 3],
+        size: vec![0.0; 3],
+        comm: vec![1.0; 3],
+        acc_ok: vec![true; 3],
+        cpu_ok: vec![true; 3],
+        edges,
+    };
+    let units: Vec<Vec<u32>> = (0..3).map(|v| vec![v]).collect();
+    let ok = MaxLoadCost::new(&orig(vec![(0, 1), (1, 2)]), &units, INF, INF).unwrap();
+    assert_eq!(ok.num_units(), 3);
+    let two = MaxLoadCost::new(&orig(vec![(0, 1)]), &[vec![0, 1], vec![2]], INF, INF).unwrap();
+    assert_eq!(two.num_units(), 2);
+    for edges in [
+        vec![(3, 1)],
+        vec![(0, 3)],
+        vec![(1, 1)],
+        vec![(0, 1), (7, 9)],
+    ] {
+        assert!(
+            MaxLoadCost::new(&orig(edges.clone()), &units, INF, INF).is_err(),
+            "{edges:?}"
+        );
+    }
+    // a node in two units, a member out of range, a NaN limit
+    assert!(MaxLoadCost::new(&orig(vec![]), &[vec![0, 1], vec![1, 2]], INF, INF).is_err());
+    assert!(MaxLoadCost::new(&orig(vec![]), &[vec![0, 5]], INF, INF).is_err());
+    assert!(MaxLoadCost::new(&orig(vec![]), &units, f64::NAN, INF).is_err());
+}
