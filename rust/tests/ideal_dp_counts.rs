@@ -93,6 +93,23 @@ fn pruning_cuts_pairs_of_a_wide_graph() {
             full.pairs
         );
     }
+    // mostly weightless nodes: a block holding all of an ideal's weight already costs as much
+    // as the whole ideal on one device, the row's largest cell, so the row thresholds alone
+    // cut the descent below it
+    let w0: Vec<f64> = (0..16)
+        .map(|i| if i == 5 || i == 12 { 4.0 } else { 0.0 })
+        .collect();
+    for (acc, cpus) in [(3, 0), (0, 2), (2, 1)] {
+        let full = solve(&ideals, &Sum(w0.clone()), acc, cpus, false, INF).unwrap();
+        let rows = solve(&ideals, &Sum(w0.clone()), acc, cpus, true, INF).unwrap();
+        assert_eq!(rows.objective, full.objective);
+        assert!(
+            rows.pairs * 10 < full.pairs * 9,
+            "{acc} accelerators, {cpus} CPUs: the thresholds cut {} of {} pairs",
+            rows.pairs,
+            full.pairs
+        );
+    }
 }
 
 #[test]

@@ -326,3 +326,38 @@ fn bad_original_edges_and_units_are_refused() {
     assert!(MaxLoadCost::new(&orig(vec![]), &[vec![0, 5]], INF, INF).is_err());
     assert!(MaxLoadCost::new(&orig(vec![]), &units, f64::NAN, INF).is_err());
 }
+
+/// `z -> a -> c`, `z` CPU-only and free: the optimum puts `{z, a}` on the CPU (6) and `c` on
+/// the accelerator (6). Growing the CPU block from `{a}` (6, already at the bound) to
+/// `{z, a}` (still 6) must go on with an upper bound equal to the optimum: only blocks
+/// strictly above the bound can be cut.
+#[test]
+fn an_upper_bound_at_the_optimum_keeps_it() {
+    let c = Case {
+        orig: OriginalNodes {
+            acc_time: vec![0.0, 10.0, 6.0],
+            cpu_time: vec![0.0, 6.0, 100.0],
+            size: vec![0.0; 3],
+            comm: vec![0.0; 3],
+            acc_ok: vec![false, true, true],
+            cpu_ok: vec![true; 3],
+            edges: vec![(0, 1), (1, 2)],
+        },
+        members: (0..3).map(|v| vec![v]).collect(),
+        unit_edges: vec![(0, 1), (1, 2)],
+        accelerators: 1,
+        cpus: 1,
+        acc_memory: INF,
+        cpu_memory: INF,
+    };
+    assert_eq!(brute_force(&c), 6.0);
+    let dag = Dag::from_edges(3, &c.unit_edges).unwrap();
+    let ideals = Ideals::enumerate(&dag, 100).unwrap();
+    let cost = MaxLoadCost::new(&c.orig, &c.members, INF, INF).unwrap();
+    for upper in [INF, 6.0] {
+        assert_eq!(
+            solve(&ideals, &cost, 1, 1, true, upper).unwrap().objective,
+            6.0
+        );
+    }
+}
