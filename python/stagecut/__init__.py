@@ -5,7 +5,8 @@ result protocol (:class:`Result`) for every solver:
 
 * throughput (pipeline, Tarnawski et al. 2020): :func:`partition`, :func:`partition_ip`, :func:`evaluate`;
 * MTPP / SliceGraph (Archer et al.): :func:`slice_graph`, :func:`certify`, :func:`mtpp_bound`;
-* training plans (Piper, Tarnawski et al. 2021): :func:`plan_training`, :func:`evaluate_training`.
+* training plans (Piper, Tarnawski et al. 2021): :func:`plan_training`, :func:`evaluate_training`;
+* latency (one request's makespan on heterogeneous devices): :func:`place`, :func:`evaluate_schedule`.
 
 Quick start
 -----------
@@ -41,6 +42,7 @@ from stagecut.formats import (
     write_workload,
 )
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.latency import Device, Devices, LatencyProblem, Schedule, evaluate_schedule, place
 from stagecut.mtpp.bounds import LEVELS as BOUND_LEVELS
 from stagecut.mtpp.bounds import BoundResult, mtpp_bound
 from stagecut.mtpp.certify import Certificate, certify
@@ -98,4 +100,6 @@ __all__ = [
     "TMPC", "PiperEdge", "PiperNode", "PiperProblem", "PiperStage", "TrainingEvaluation", "TrainingPlan",
     "chain_problem", "evaluate_training", "insert_layer_copies", "piper_from_dict", "plan_baselines",
     "plan_equi", "plan_training", "read_piper",
+    # latency placement (one request's makespan)
+    "Device", "Devices", "LatencyProblem", "Schedule", "evaluate_schedule", "place",
 ]

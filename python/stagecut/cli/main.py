@@ -17,6 +17,7 @@ from stagecut.cli import _common
 from stagecut.cli import certify as certify_cmd
 from stagecut.cli import demo as demo_cmd
 from stagecut.cli import evaluate as evaluate_cmd
+from stagecut.cli import latency as latency_cmd
 from stagecut.cli import partition as partition_cmd
 from stagecut.cli import plan as plan_cmd
 from stagecut.cli import show as show_cmd
@@ -39,6 +40,8 @@ Which subcommand answers which question:
   certify    How far from optimal is an MTPP split?  (a ladder of proven lower bounds)
   plan       How do I train this model on K devices: pipeline stages, data and tensor
              parallelism, recomputation?  (Piper)
+  latency    How short can one request be on these devices (CPU + accelerators over PCIe,
+             GPUs in servers)?  (makespan; list scheduling, MILP, the authors' latency IP)
   show       Print a result saved with -o again.
   demo       Run partition on a real workload (or a built-in example) to see the output.
 
@@ -65,7 +68,7 @@ traceback); 130 interrupted.
 """
 
 #: the subcommand modules, in the order of the help
-SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, show_cmd, demo_cmd)
+SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, show_cmd, demo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,8 +11,9 @@ from stagecut.latency.devices import Device, Devices
 from stagecut.latency.evaluate import asap, evaluate_schedule, rank_round_robin, schedule_from
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule, Transfer
+from stagecut.latency.solve import METHODS, place
 
 __all__ = [
     "Device", "Devices", "LatencyProblem", "Schedule", "Transfer",
-    "asap", "evaluate_schedule", "rank_round_robin", "schedule_from",
+    "asap", "evaluate_schedule", "rank_round_robin", "schedule_from", "place", "METHODS",
 ]

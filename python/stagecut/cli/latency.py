@@ -1,0 +1,168 @@
+"""``stagecut latency GRAPH``: place one request to minimise its makespan (latency).
+
+    stagecut latency GRAPH [-k K] [--topology pcie|servers|DEVICES.json] [--gpus-per-server G]
+                           [--intra-bandwidth RATE] [--inter-bandwidth RATE] [--comm-bandwidth RATE]
+                           [--memory SIZE] [--method auto|best-device|met|greedy|heft|sa|ea|local|milp|ip|
+                           pcie-greedy|brute] [--time-limit S] [--seed S] [--solver cbc|highs] [--q Q]
+                           [--evaluate SPLIT [--semantics asap|pieces]] [--json] [-o RESULT.json]
+
+Topologies: ``pcie`` (default): a CPU pool and K accelerators (the file's maxFPGAs) of the
+file's maxSizePerFPGA, a node's ``comm`` paid once between an accelerator and the CPU, twice
+between accelerators. ``servers``: K GPUs in servers of G (default: one server), NVLink inside
+(--intra-bandwidth, default 50GB/s) and Ethernet across (--inter-bandwidth, default 20GB/s);
+a workload file's ``comm`` is a time, so say at which bandwidth it was measured
+(--comm-bandwidth) to turn it into bytes. A JSON file: explicit devices and bandwidths (see
+``stagecut.latency.Devices.from_dict``). ``--evaluate SPLIT`` scores a given split instead of
+solving (``pieces``: the PCIe-star semantics of the workloads' authors; ``asap``: the general
+one). Example:
+
+    stagecut latency ../shared/workloads/latency-inputs/LayerGraphs/bert24_inference.json --method heft
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from stagecut.cli import _common
+from stagecut.errors import InvalidArgumentError
+
+__all__ = ["add_parser", "run"]
+
+TIME_UNITS = {"ms": 1e-3, "s": 1.0}
+
+
+def _devices(args: argparse.Namespace, graph: Any) -> tuple[Any, Any]:
+    """``(devices, output_bytes)`` for :func:`stagecut.latency.place`."""
+    from stagecut.latency import Devices
+    from stagecut.units import parse_bandwidth
+
+    unit = TIME_UNITS[args.time_unit]
+    memory = _common.memory_of(args, graph)
+    memory = math.inf if memory is None else memory
+    k = args.devices if args.devices is not None else graph.defaults.get("accelerators")
+    topo = args.topology
+    servers_only = (("gpus_per_server", "--gpus-per-server"), ("intra_bandwidth", "--intra-bandwidth"),
+                    ("inter_bandwidth", "--inter-bandwidth"), ("comm_bandwidth", "--comm-bandwidth"))
+    _common.requires(args, topo == "servers", "--topology servers", servers_only)
+    if topo == "pcie":
+        if k is None:
+            raise _common.bad_argument("-k/--devices", "not given and the file has no maxFPGAs")
+        return Devices.pcie_star(k, memory=memory), None
+    if topo == "servers":
+        if k is None:
+            raise _common.bad_argument("-k/--devices", "the number of GPUs is needed with --topology servers")
+        g = args.gpus_per_server or k
+        if k % g:
+            raise _common.bad_argument("--gpus-per-server", f"{g} does not divide the {k} GPUs")
+        intra = parse_bandwidth(args.intra_bandwidth or "50GB/s", flag="--intra-bandwidth", time_unit_s=unit)
+        inter = parse_bandwidth(args.inter_bandwidth or "20GB/s", flag="--inter-bandwidth", time_unit_s=unit)
+        kinds = {kd for n in graph.nodes for kd in n.compute}
+        kind = "gpu" if "gpu" in kinds else "accelerator"
+        devs = Devices.servers(k // g, g, intra_bandwidth=intra, inter_bandwidth=inter, memory=memory, kind=kind)
+        return devs, _output_bytes(args, graph, unit)
+    data = _common.read_json(topo, "a device description")
+    try:
+        devs = Devices.from_dict(data)
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{topo}: {e}") from None
+    return devs, (None if devs.unit == "relative" else _output_bytes(args, graph, unit))
+
+
+def _output_bytes(args: argparse.Namespace, graph: Any, unit: float) -> Any:
+    from stagecut.units import parse_bandwidth
+
+    if not any(n.comm for n in graph.nodes):
+        return None
+    if args.comm_bandwidth is None:
+        raise _common.bad_argument("--comm-bandwidth", "needed: the file gives each output as a transfer time "
+                                   "(comm); say at which bandwidth it was measured (e.g. 12GB/s for PCIe)")
+    rate = parse_bandwidth(args.comm_bandwidth, flag="--comm-bandwidth", time_unit_s=unit)
+    return {n.id: n.comm * rate for n in graph.nodes}
+
+
+@_common.guarded
+def run(args: argparse.Namespace) -> int:
+    from stagecut.latency import LatencyProblem, place
+
+    _common.requires(args, args.method == "ip", "--method ip", (("q", "--q"),))
+    _common.requires(args, args.method in ("milp", "ip", "auto"), "--method milp, ip or auto",
+                     (("solver", "--solver"),))
+    graph = _common.load_graph(args.graph)
+    devices, output_bytes = _devices(args, graph)
+    problem = LatencyProblem(graph, devices, output_bytes)
+    if args.evaluate:
+        if args.method != "auto":
+            raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
+        return _common.report(_evaluate(args, graph, problem), args)
+    _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
+    options: dict[str, Any] = {}
+    if args.q is not None:
+        options["q"] = args.q
+    schedule = place(problem, method=args.method, time_limit=args.time_limit, seed=args.seed,
+                     solver=args.solver or "cbc", **options)
+    return _common.report(schedule, args)
+
+
+def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
+    from stagecut.latency import evaluate_schedule
+
+    split = _common.read_placement(args.evaluate, graph)
+    names = problem.devices.names
+    placement = {}
+    for v, (kind, idx) in split.items():
+        name = "cpu" if kind == "cpu" and "cpu" in names else f"{kind}:{idx}"
+        placement[v] = name
+    if (args.semantics or "pieces") == "pieces":
+        if problem.devices.topology != "pcie":
+            raise _common.bad_argument("--semantics", "pieces is the PCIe-star semantics: use --topology pcie")
+        from stagecut.latency.pieces import evaluate_pieces
+
+        return evaluate_pieces(problem, placement)
+    return evaluate_schedule(problem, None, placement)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    from stagecut.latency.solve import METHODS
+
+    p = subparsers.add_parser("latency", help="place one request on heterogeneous devices to minimise its "
+                                              "makespan (list scheduling, MILP, IP)",
+                              description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common.add_graph(p)
+    _common.add_devices(p, "accelerators (pcie) or GPUs (servers)", "the file's maxFPGAs")
+    p.add_argument("--topology", default="pcie", metavar="pcie|servers|FILE",
+                   help="pcie: a CPU pool and K accelerators; servers: K GPUs in servers of --gpus-per-server; "
+                        "FILE: a JSON device description (default: pcie)")
+    p.add_argument("--gpus-per-server", type=_common.positive_int, default=None, metavar="G",
+                   help="servers only: GPUs per server (default: all K in one server)")
+    _common.add_bandwidth(p, "servers only: bandwidth between GPUs of one server", "50GB/s",
+                          "bytes per time unit of the input", dest="intra_bandwidth", flag="--intra-bandwidth")
+    _common.add_bandwidth(p, "servers only: bandwidth between servers", "20GB/s",
+                          "bytes per time unit of the input", dest="inter_bandwidth", flag="--inter-bandwidth")
+    _common.add_bandwidth(p, "servers only: the bandwidth at which the file's comm times were measured",
+                          "none: required when nodes have comm", "bytes per time unit of the input",
+                          dest="comm_bandwidth", flag="--comm-bandwidth")
+    p.add_argument("--time-unit", choices=tuple(TIME_UNITS), default="ms",
+                   help="time unit of the input's costs, to convert bandwidths given with units (default: ms)")
+    _common.add_memory(p, "memory per accelerator or GPU", "the file's maxSizePerFPGA, else unlimited")
+    p.add_argument("--method", choices=METHODS, default="auto",
+                   help="best-device, met, greedy, heft: list-scheduling baselines; sa, ea, local: searches; "
+                        "milp: the exact DiviML MILP; brute: every placement and order (8 nodes at most); "
+                        "pcie-greedy, ip: the PCIe-star greedy and latency IP of the workloads' authors "
+                        "(their pieces semantics); auto: the baselines, local search, then the MILP in the "
+                        "time left, with the gap (default: auto)")
+    p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
+                   help="seconds; on expiry the best schedule so far (status time_limit) and its bound "
+                        "(default: none; auto: 60)")
+    p.add_argument("--seed", type=_common.nonnegative_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--solver", choices=("cbc", "highs"), default=None, help="MIP backend (default: cbc)")
+    p.add_argument("--q", type=_common.positive_int, default=None, metavar="Q",
+                   help="ip only: contiguous pieces per accelerator (default: 1)")
+    p.add_argument("--evaluate", metavar="SPLIT", default=None,
+                   help="score this split (a fpgas/cpus split or a saved result) instead of solving")
+    p.add_argument("--semantics", choices=("pieces", "asap"), default=None,
+                   help="--evaluate only: pieces (PCIe star, the authors' semantics) or asap (default: pieces)")
+    _common.add_output(p)
+    p.set_defaults(func=run)
+    return p

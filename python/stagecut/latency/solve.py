@@ -1,0 +1,202 @@
+"""``place``: the one entry point of the latency planner.
+
+Methods (``method=``), every answer a :class:`~stagecut.latency.Schedule` re-scored by its
+evaluator, with ``lower_bound`` at least :meth:`LatencyProblem.lower_bound`:
+
+===============  =========  ==============================================================
+method           semantics  what it does
+===============  =========  ==============================================================
+``best-device``  asap       everything on the best single device that can hold it
+``met``          asap       each node on its fastest device
+``greedy``       asap       DiviML's greedy: BFS order, each node where the makespan so far is least
+``heft``         asap       insertion-based HEFT (upward ranks, mean costs)
+``sa``, ``ea``   asap       simulated annealing / biased (1+1) EA over device strings (seeded)
+``local``        asap       best single-node moves from the best constructive heuristic
+``milp``         asap       the DiviML MILP (exact; warm-started from the best heuristic)
+``brute``        asap       every placement and order (n <= 8; the tests' oracle)
+``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
+``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
+``auto``         asap       the constructive heuristics, local search, then the MILP in the
+                            time left (default limit 60 s), reporting the gap
+===============  =========  ==============================================================
+
+``asap`` and ``pieces`` are the two evaluators (see :mod:`stagecut.latency.schedule`): the
+first is the general model (transfers are delays on links), the second the PCIe-star model of
+the workload files' authors (communication inside the accelerator's busy time); their makespans
+are not comparable with each other.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from stagecut._deadline import check_time_limit
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Graph
+from stagecut.latency.devices import Devices
+from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.schedule import Schedule
+from stagecut.validate import check_int, shown
+
+__all__ = ["place", "METHODS", "AUTO_TIME_LIMIT", "problem_of"]
+
+METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "brute",
+           "pcie-greedy", "ip")
+#: ``auto``'s time limit when none is given (seconds).
+AUTO_TIME_LIMIT = 60.0
+#: the constructive heuristics ``auto`` and ``local`` start from
+CONSTRUCTIVE = ("best-device", "met", "greedy", "heft")
+
+
+def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
+               output_bytes: Mapping[Hashable, float] | str | None = None) -> LatencyProblem:
+    """A :class:`LatencyProblem` from what :func:`place` accepts: a problem as is; a graph with
+    :class:`Devices`; a graph with an accelerator count or ``None`` (the PCIe star of the file:
+    ``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes and a CPU pool).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Devices of the wrong type; no accelerator count given or in the file.
+    """
+    if isinstance(graph, LatencyProblem):
+        if devices is not None:
+            raise InvalidArgumentError("devices: the problem already has its devices (pass None)")
+        return graph
+    if isinstance(devices, Devices):
+        return LatencyProblem(graph, devices, output_bytes)
+    if devices is None or isinstance(devices, int) and not isinstance(devices, bool):
+        k = None if devices is None else check_int(devices, "devices", minimum=0)
+        return LatencyProblem.from_workload(graph, accelerators=k)
+    raise InvalidArgumentError(f"devices: expected Devices, an accelerator count or None, got {shown(devices)}")
+
+
+def _solvers() -> dict[str, Callable[..., Schedule]]:
+    from stagecut.latency import brute, heuristics, milp, pcie, pcie_ip, search
+
+    return {
+        "best-device": heuristics.best_device,
+        "met": heuristics.met,
+        "greedy": heuristics.greedy,
+        "heft": heuristics.heft,
+        "sa": search.simulated_annealing,
+        "ea": search.evolutionary,
+        "local": search.local_search,
+        "milp": milp.solve_milp,
+        "brute": brute.solve_brute,
+        "pcie-greedy": pcie.pcie_greedy,
+        "ip": pcie_ip.solve_pcie_ip,
+    }
+
+
+def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *, method: str = "auto",
+          time_limit: float | None = None, seed: int = 0, solver: str = "cbc", threads: int | None = None,
+          output_bytes: Mapping[Hashable, float] | str | None = None, **options: Any) -> Schedule:
+    """Place one request of ``graph`` on ``devices`` to minimise its makespan.
+
+    Parameters
+    ----------
+    graph : Graph or LatencyProblem
+    devices : Devices, int or None
+        The devices; an int is the PCIe star with that many accelerators (and a CPU pool);
+        ``None``: the file's ``maxFPGAs``.
+    method : str
+        One of :data:`METHODS` (see the module docs). Default ``"auto"``.
+    time_limit : float, optional
+        Seconds for the whole call (``auto``: :data:`AUTO_TIME_LIMIT` when not given); on expiry
+        the best schedule so far with status ``"time_limit"`` and its bound.
+    seed : int
+        Seed of the randomised methods (the same seed gives the same schedule).
+    solver : {"cbc", "highs"}
+        MIP backend of ``milp`` and ``ip``.
+    threads : int, optional
+        MIP solver threads.
+    output_bytes : see :class:`LatencyProblem`.
+    **options
+        Passed to the method (``q`` for ``ip``, ``max_evaluations`` for ``sa``/``ea``/``local``).
+
+    Returns
+    -------
+    Schedule
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown method, a bad time limit or seed, bad devices (see :func:`problem_of`).
+    InvalidGraphError
+        A node no device can run.
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> g = sc.Graph.chain([1.0, 2.0, 3.0], cpu_costs=[4.0, 4.0, 4.0], comm=0.5)
+    >>> s = sc.place(g, 2, method="heft")
+    >>> s.objective, s.status, sorted(set(s.placement.values()))
+    (6.0, 'feasible', ['accelerator:0'])
+    """
+    t0 = time.perf_counter()
+    if method not in METHODS:
+        raise InvalidArgumentError(f"method: expected one of {', '.join(METHODS)}, got {shown(method)}")
+    limit = check_time_limit(time_limit)
+    seed = check_int(seed, "seed")
+    problem = problem_of(graph, devices, output_bytes)
+    reason = problem.fits_anywhere()
+    if reason is not None:
+        return Schedule.infeasible(method, reason, devices=problem.devices.names,
+                                   semantics="pieces" if method in ("ip", "pcie-greedy") else "asap",
+                                   runtime_s=time.perf_counter() - t0)
+    solvers = _solvers()
+    if method != "auto":
+        kw = _kwargs(method, limit, seed, solver, threads, options)
+        return solvers[method](problem, **kw)
+    return _auto(problem, solvers, AUTO_TIME_LIMIT if limit is None else limit, seed, solver, threads, t0)
+
+
+def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: int | None,
+            options: Mapping[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = dict(options)
+    if method in ("milp", "ip"):
+        kw.update(time_limit=limit, solver=solver, threads=threads)
+    elif method in ("sa", "ea", "local"):
+        kw.update(time_limit=limit, seed=seed)
+    elif options:
+        raise InvalidArgumentError(f"{method}: takes no options, got {', '.join(sorted(options))}")
+    return kw
+
+
+def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]], limit: float, seed: int,
+          solver: str, threads: int | None, t0: float) -> Schedule:
+    found = [solvers[m](problem) for m in CONSTRUCTIVE]
+    best = min((s for s in found if s.objective is not None), key=lambda s: s.objective or math.inf,
+               default=None)
+    notes = [f"{s.method}: {s.objective:.6g}" for s in found if s.objective is not None]
+    if best is not None:
+        left = limit - (time.perf_counter() - t0)
+        if left > 0:
+            local = solvers["local"](problem, start=best, time_limit=max(left * 0.1, 1e-3), seed=seed)
+            if local.objective is not None and local.objective < (best.objective or math.inf):
+                best = local
+    left = limit - (time.perf_counter() - t0)
+    if left > 0.05:
+        exact = solvers["milp"](problem, time_limit=left, solver=solver, threads=threads, start=best)
+        if exact.objective is not None and (best is None or exact.objective <= (best.objective or math.inf)):
+            best = exact
+        elif best is not None and exact.lower_bound is not None:
+            best = _with(best, lower_bound=max(exact.lower_bound, best.lower_bound or 0.0),
+                         status="time_limit" if exact.status == "time_limit" else best.status)
+    if best is None:
+        return Schedule.infeasible("auto", "no heuristic found a placement that fits", status="unknown",
+                                   devices=problem.devices.names, runtime_s=time.perf_counter() - t0)
+    return _with(best, method=f"auto ({best.method})", runtime_s=time.perf_counter() - t0,
+                 notes=(*best.notes, "heuristics: " + ", ".join(notes)))
+
+
+def _with(s: Schedule, **changes: Any) -> Schedule:
+    import dataclasses
+
+    if "lower_bound" in changes and s.objective is not None and changes["lower_bound"] is not None:
+        changes["lower_bound"] = min(changes["lower_bound"], s.objective)
+    return dataclasses.replace(s, **changes)
