@@ -1,0 +1,464 @@
+"""Operator graphs as networkx node-link JSON (the QuickP format), and synthetic ones.
+
+The format (``networkx.node_link_data`` of a ``DiGraph``)::
+
+    {"directed": true,
+     "nodes": [{"id": "conv1/Conv2D", "op_type": "Conv2D", "mem": 1.2e6,
+                "comp_cost": {"GPU:0": 530.0, "GPU:1": 530.0}}],          # microseconds
+     "links": [{"source": "conv1/Conv2D", "target": "relu1", "tensor_size_in_bit": 3.2e8}]}
+
+(``"edges"`` is accepted for ``"links"``, as newer networkx writes it). :func:`read_operator_graph`
+and :func:`operator_graph_from_data` give ``(graph, output_bytes, info)``:
+
+* times stay in microseconds; node ``i``'s ``compute`` holds ``{"gpu:d": time}`` for the first
+  ``gpus`` devices of the file, in the order they first appear in the ``comp_cost`` mappings
+  (``gpus=None``: all of them), matching the names of
+  :meth:`Devices.servers <stagecut.latency.Devices.servers>` (see :func:`operator_devices`);
+* ``mem`` is the node's memory in bytes; a link's ``tensor_size_in_bit`` / 8 is a tensor in
+  bytes. The latency model has one output per node (sent once per device however many consumers
+  it has there), so a node's output is the *largest* tensor on its outgoing links
+  (``info["unequal_outputs"]`` counts the nodes whose links disagree);
+* only the largest weakly connected component is kept (ties: the one holding the earliest node
+  of the file); ``info["dropped_nodes"]`` says how many nodes were dropped, with a
+  :class:`~stagecut.errors.StagecutWarning`.
+
+:func:`synthetic_operator_graph` writes such data for graphs shaped like the operator graphs of
+CNNs (ResNet-style blocks of convolutions followed by chains of batch-norm and activation
+operators, residual adds, a U-Net-style mirror whose decoder concatenates encoder outputs
+thousands of operators back) and of transformers (layer norm, attention and GELU chains of
+elementwise operators around large matrix products, residual adds, one mask read by every
+layer), of exactly ``n`` operators, seeded, in O(n).
+
+>>> g, out, info = operator_graph_from_data(synthetic_operator_graph(300, "transformer", seed=1, devices=2))
+>>> len(g), info["dropped_nodes"], sorted(g.nodes[0].compute)
+(300, 0, ['gpu:0', 'gpu:1'])
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
+from stagecut.formats import read_json
+from stagecut.graph import Graph, Node, NodeId
+from stagecut.latency.devices import Devices
+from stagecut.validate import check_id, check_int, check_number, shown
+
+__all__ = ["OperatorGraph", "read_operator_graph", "operator_graph_from_data", "operator_devices",
+           "synthetic_operator_graph", "SHAPES"]
+
+#: The shapes :func:`synthetic_operator_graph` draws.
+SHAPES = ("cnn", "transformer")
+
+
+class OperatorGraph(NamedTuple):
+    """What the reader returns: the graph (times in microseconds), each node's output in bytes,
+    and a description (``nodes``, ``edges``, ``dropped_nodes``, ``components``, ``devices``: the
+    file's device names, ``gpus``, ``device_map``: file name -> ``gpu:d``, ``op_types``,
+    ``unequal_outputs``, ``time_unit``, ``notes``)."""
+
+    graph: Graph
+    output_bytes: dict[NodeId, float]
+    info: dict[str, Any]
+
+
+def read_operator_graph(path: str | os.PathLike[str], gpus: int | None = None) -> OperatorGraph:
+    """Read a node-link JSON operator graph (see the module docs).
+
+    Parameters
+    ----------
+    path : str or path-like
+    gpus : int, optional
+        Take the times of the file's first ``gpus`` devices (default: all).
+
+    Returns
+    -------
+    OperatorGraph
+        ``(graph, output_bytes, info)``.
+
+    Raises
+    ------
+    InvalidGraphError
+        The file is missing or not JSON; a malformed node or link (naming it and the field); a
+        cycle (:class:`~stagecut.errors.CycleError`).
+    InvalidArgumentError
+        ``gpus`` not an integer >= 1 or more than the file's devices.
+    """
+    data = read_json(path, "a node-link JSON operator graph")
+    return operator_graph_from_data(data, gpus, where=os.fspath(path))
+
+
+def _number(value: Any, where: str) -> float:
+    return check_number(value, where, error=InvalidGraphError)
+
+
+def _components(n: int, links: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The weakly connected component of each node (labelled by a root position)."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    for u, v in links:
+        ru, rv = find(u), find(v)
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    return np.array([find(i) for i in range(n)], dtype=np.int64)
+
+
+def operator_graph_from_data(data: Any, gpus: int | None = None, *, where: str = "operator graph"
+                             ) -> OperatorGraph:
+    """:func:`read_operator_graph` on data already parsed (e.g. from :func:`synthetic_operator_graph`).
+
+    Parameters
+    ----------
+    data : mapping
+        The node-link object.
+    gpus : int, optional
+        See :func:`read_operator_graph`.
+    where : str
+        Names the source in error messages.
+
+    Returns
+    -------
+    OperatorGraph
+
+    Raises
+    ------
+    InvalidGraphError
+        See :func:`read_operator_graph`.
+    InvalidArgumentError
+        See :func:`read_operator_graph`.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidGraphError(f"{where}: expected a JSON object with nodes and links, got {shown(data)}")
+    if data.get("directed") is not True:
+        raise InvalidGraphError(f"{where}: directed must be true (an operator graph is a DAG), got "
+                                f"{shown(data.get('directed'))}")
+    raw_nodes = data.get("nodes")
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise InvalidGraphError(f"{where}: nodes must be a non-empty list")
+    if "links" in data and "edges" in data:
+        raise InvalidGraphError(f"{where}: both links and edges are given (networkx writes one of them)")
+    key = "links" if "links" in data else "edges"
+    raw_links = data.get(key, [])
+    if not isinstance(raw_links, list):
+        raise InvalidGraphError(f"{where}: {key} must be a list")
+    ids: list[NodeId] = []
+    index: dict[NodeId, int] = {}
+    devices: dict[str, int] = {}
+    costs: list[dict[str, float]] = []
+    mems: list[float] = []
+    ops: list[str | None] = []
+    for k, nd in enumerate(raw_nodes):
+        if not isinstance(nd, Mapping):
+            raise InvalidGraphError(f"{where}: nodes[{k}] is not an object")
+        if "id" not in nd:
+            raise InvalidGraphError(f"{where}: nodes[{k}]: id is missing")
+        nid = check_id(nd["id"], f"{where}: nodes[{k}].id")
+        if nid in index:
+            raise InvalidGraphError(f"{where}: node {shown(nid)} appears twice")
+        index[nid] = k
+        ids.append(nid)
+        for field in ("comp_cost", "mem"):
+            if field not in nd:
+                raise InvalidGraphError(f"{where}: node {shown(nid)}: {field} is missing")
+        cc = nd["comp_cost"]
+        if not isinstance(cc, Mapping) or not cc:
+            raise InvalidGraphError(f"{where}: node {shown(nid)}: comp_cost must be a non-empty mapping of "
+                                    f"device to microseconds, got {shown(cc)}")
+        row = {}
+        for dev, t in cc.items():
+            row[str(dev)] = _number(t, f"{where}: node {shown(nid)}: comp_cost[{str(dev)!r}]")
+            devices.setdefault(str(dev), len(devices))
+        costs.append(row)
+        mems.append(_number(nd["mem"], f"{where}: node {shown(nid)}: mem"))
+        op = nd.get("op_type")
+        if op is not None and not isinstance(op, str):
+            raise InvalidGraphError(f"{where}: node {shown(nid)}: op_type must be a string, got {shown(op)}")
+        ops.append(op)
+    names = list(devices)
+    if gpus is None:
+        g = len(names)
+    else:
+        g = check_int(gpus, "gpus", minimum=1, error=InvalidArgumentError)
+        if g > len(names):
+            raise InvalidArgumentError(f"gpus: {g} asked, but {where} gives times for {len(names)} devices "
+                                       f"({', '.join(names)})")
+    taken = names[:g]
+    links: list[tuple[int, int]] = []
+    bits: list[float] = []
+    for k, ln in enumerate(raw_links):
+        if not isinstance(ln, Mapping):
+            raise InvalidGraphError(f"{where}: {key}[{k}] is not an object")
+        ends = []
+        for end in ("source", "target"):
+            if end not in ln:
+                raise InvalidGraphError(f"{where}: {key}[{k}]: {end} is missing")
+            v = check_id(ln[end], f"{where}: {key}[{k}].{end}")
+            if v not in index:
+                raise InvalidGraphError(f"{where}: {key}[{k}]: unknown {end} node {shown(v)}")
+            ends.append(index[v])
+        if "tensor_size_in_bit" not in ln:
+            raise InvalidGraphError(f"{where}: {key}[{k}] ({shown(ids[ends[0]])} -> {shown(ids[ends[1]])}): "
+                                    "tensor_size_in_bit is missing")
+        bits.append(_number(ln["tensor_size_in_bit"], f"{where}: {key}[{k}] ({shown(ids[ends[0]])} -> "
+                                                      f"{shown(ids[ends[1]])}): tensor_size_in_bit"))
+        links.append((ends[0], ends[1]))
+    n = len(ids)
+    comp = _components(n, links)
+    labels, first, counts = np.unique(comp, return_index=True, return_counts=True)
+    best = labels[np.lexsort((first, -counts))[0]]
+    keep = comp == best
+    dropped = int(n - keep.sum())
+    notes = []
+    if dropped:
+        msg = (f"{where}: kept the largest weakly connected component ({int(keep.sum())} of {n} nodes); "
+               f"dropped {dropped} nodes in {len(labels) - 1} other components")
+        warnings.warn(msg, StagecutWarning, stacklevel=2)
+        notes.append(msg)
+    out = np.zeros(n)
+    low = np.full(n, math.inf)
+    for (u, _), b in zip(links, bits):
+        out[u] = max(out[u], b / 8.0)
+        low[u] = min(low[u], b / 8.0)
+    unequal = int(((low < out) & keep).sum())
+    nodes = []
+    for i in np.flatnonzero(keep).tolist():
+        compute = {f"gpu:{d}": costs[i][dev] for d, dev in enumerate(taken) if dev in costs[i]}
+        if not compute:
+            raise InvalidGraphError(f"{where}: node {shown(ids[i])}: comp_cost gives no time for the first {g} "
+                                    f"devices ({', '.join(taken)})")
+        nodes.append(Node(ids[i], compute, memory=mems[i], name=ops[i]))
+    edges = [(ids[u], ids[v]) for u, v in links if keep[u]]
+    graph = Graph(nodes, edges)
+    info: dict[str, Any] = {
+        "nodes": len(graph), "edges": len(graph.edges), "dropped_nodes": dropped, "components": len(labels),
+        "devices": names, "gpus": g, "device_map": {dev: f"gpu:{d}" for d, dev in enumerate(taken)},
+        "op_types": {ids[i]: ops[i] for i in np.flatnonzero(keep).tolist()}, "unequal_outputs": unequal,
+        "time_unit": "us", "notes": notes,
+    }
+    return OperatorGraph(graph, {ids[i]: float(out[i]) for i in np.flatnonzero(keep).tolist()}, info)
+
+
+def operator_devices(gpus: int, *, gpus_per_server: int = 2, intra_gbps: float = 50.0, inter_gbps: float = 20.0,
+                     memory: float = math.inf) -> Devices:
+    """``gpus`` GPUs named ``gpu:0``... in servers of ``gpus_per_server`` (one server when
+    ``gpus`` is smaller), with the bandwidths in GB/s turned into bytes per microsecond (the
+    time unit of operator graphs): NVLink 50 GB/s inside a server, 20 GB/s across by default.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Counts that are not integers >= 1, ``gpus`` not a multiple of ``gpus_per_server``, bad
+        bandwidths.
+
+    >>> operator_devices(4).transfer_time(1e6, 0, 2)   # 1 MB across servers at 20 GB/s: 50 us
+    50.0
+    """
+    g = check_int(gpus, "gpus", minimum=1, error=InvalidArgumentError)
+    per = check_int(gpus_per_server, "gpus_per_server", minimum=1, error=InvalidArgumentError)
+    if g > per and g % per:
+        raise InvalidArgumentError(f"gpus: {g} is not a multiple of gpus_per_server ({per})")
+    intra = check_number(intra_gbps, "intra_gbps", positive=True, error=InvalidArgumentError) * 1e3
+    inter = check_number(inter_gbps, "inter_gbps", positive=True, error=InvalidArgumentError) * 1e3
+    servers, per = (1, g) if g <= per else (g // per, per)
+    return Devices.servers(servers, per, intra_bandwidth=intra, inter_bandwidth=inter, memory=memory)
+
+
+class _Builder:
+    """Operators and links of a synthetic graph (times in microseconds, sizes in bits)."""
+
+    FLOPS = 15e6      # flops per microsecond (15 TFLOP/s)
+    BYTES = 9e5       # bytes per microsecond of memory bandwidth (900 GB/s)
+
+    def __init__(self, n: int, seed: int, devices: int) -> None:
+        self.n, self.rng = n, np.random.default_rng(seed)
+        self.devices = [f"GPU:{d}" for d in range(devices)]
+        self.nodes: list[dict[str, Any]] = []
+        self.links: list[dict[str, Any]] = []
+        self.out_bits: list[float] = []
+
+    def room(self) -> int:
+        return self.n - len(self.nodes)
+
+    def op(self, op_type: str, scope: str, preds: Sequence[int], *, flops: float = 0.0, out_bytes: float,
+           weight_bytes: float = 0.0, moved: float | None = None) -> int:
+        """Add an operator reading ``preds``; its time is ``flops`` at :attr:`FLOPS` plus the bytes
+        it reads and writes at :attr:`BYTES`, times a noise in [0.85, 1.15]."""
+        i = len(self.nodes)
+        traffic = (moved if moved is not None else out_bytes + sum(self.out_bits[p] / 8 for p in preds))
+        t = 0.0 if op_type in ("VariableV2", "Const", "Placeholder") else \
+            (flops / self.FLOPS + traffic / self.BYTES + 2.0) * float(self.rng.uniform(0.85, 1.15))
+        self.nodes.append({"id": f"{scope}/{op_type}_{i}", "op_type": op_type, "mem": float(weight_bytes + out_bytes),
+                           "comp_cost": dict.fromkeys(self.devices, round(t, 3))})
+        self.out_bits.append(out_bytes * 8.0)
+        for p in preds:
+            self.links.append({"source": self.nodes[p]["id"], "target": self.nodes[i]["id"],
+                               "tensor_size_in_bit": self.out_bits[p]})
+        return i
+
+    def chain(self, ops: Sequence[str], scope: str, x: int, size: float) -> int:
+        for op in ops:
+            x = self.op(op, scope, [x], out_bytes=size)
+        return x
+
+    def weighted(self, op_type: str, scope: str, x: int, flops: float, out_bytes: float, weight: float) -> int:
+        """A variable, its read and the operator that uses it."""
+        v = self.op("VariableV2", scope, [], out_bytes=weight)
+        r = self.op("Identity", scope, [v], out_bytes=weight)
+        return self.op(op_type, scope, [x, r], flops=flops, out_bytes=out_bytes, weight_bytes=weight)
+
+    def tail(self, x: int) -> None:
+        ops = ("Mul", "Add", "Relu", "Sub", "Mean")
+        k = 0
+        while self.room() > 0:
+            x = self.op(ops[k % len(ops)], "tail", [x], out_bytes=4096.0)
+            k += 1
+
+    def data(self, shape: str, seed: int) -> dict[str, Any]:
+        return {"directed": True, "multigraph": False, "graph": {"shape": shape, "seed": seed},
+                "nodes": self.nodes, "links": self.links}
+
+
+def _cnn(b: _Builder, batch: int) -> None:
+    bn = ("Mul", "Add")
+    skips: list[tuple[int, int, int]] = []   # (node, side, channels) of encoder stages
+    x = b.op("Placeholder", "input", [], out_bytes=batch * 224 * 224 * 3 * 4)
+    side, ch, stage = 112, 64, 0
+    half = b.n // 2
+    while b.room() >= 60:
+        decoding = len(b.nodes) >= half and skips
+        scope = f"{'dec' if decoding else 'enc'}{stage}"
+        act = batch * side * side * ch * 4.0
+        mid = batch * side * side * (ch // 4) * 4.0
+        if decoding:
+            sx, sside, sch = skips.pop()
+            side, ch = sside, sch
+            act = batch * side * side * ch * 4.0
+            up = b.op("ResizeBilinear", scope, [x], out_bytes=act)
+            x = b.op("ConcatV2", scope, [up, sx], out_bytes=2 * act)
+        blocks = int(b.rng.integers(2, 4))
+        for k in range(blocks):
+            if b.room() < 60:
+                break
+            s = f"{scope}/block{k}"
+            h = x
+            for j, (cin, cout, kk) in enumerate(((ch, ch // 4, 1), (ch // 4, ch // 4, 9), (ch // 4, ch, 1))):
+                out = act if j == 2 else mid
+                h = b.weighted("Conv2D", f"{s}/conv{j}", h, 2.0 * batch * side * side * cin * cout * kk, out,
+                               cin * cout * kk * 4.0)
+                h = b.chain(bn, f"{s}/bn{j}", h, out)
+                if j < 2:
+                    h = b.op("Relu", f"{s}/bn{j}", [h], out_bytes=out)
+            x = b.op("AddV2", s, [x, h], out_bytes=act)
+            x = b.op("Relu", s, [x], out_bytes=act)
+        if not decoding:
+            skips.append((x, side, ch))
+            if side > 7:
+                side, ch = side // 2, min(2 * ch, 2048)
+                x = b.op("MaxPool", f"{scope}/pool", [x], out_bytes=batch * side * side * ch / 2 * 4.0)
+        stage += 1
+    b.tail(x)
+
+
+def _transformer(b: _Builder, batch: int) -> None:
+    seq, d, ffn, heads = 512, 1024, 4096, 16
+    act = batch * seq * d * 4.0
+    att = batch * heads * seq * seq * 4.0
+    mm = 2.0 * batch * seq * d * d
+    x = b.op("Placeholder", "input", [], out_bytes=batch * seq * 4.0)
+    if b.room() < 95:   # no room for the embedding, the mask and one layer
+        b.tail(x)
+        return
+    x = b.weighted("GatherV2", "embed", x, 0.0, act, 30000 * d * 4.0)
+    mask = b.op("Placeholder", "mask", [], out_bytes=batch * seq * seq * 4.0)
+    layer = 0
+
+    def norm(scope: str, x: int) -> int:
+        mean = b.op("Mean", scope, [x], out_bytes=batch * seq * 4.0)
+        c = b.op("Sub", scope, [x, mean], out_bytes=act)
+        v = b.op("Mean", scope, [b.op("Square", scope, [c], out_bytes=act)], out_bytes=batch * seq * 4.0)
+        r = b.chain(("AddV2", "Rsqrt"), scope, v, batch * seq * 4.0)
+        return b.chain(("Mul", "AddV2"), scope, b.op("Mul", scope, [c, r], out_bytes=act), act)
+
+    while b.room() >= 90:
+        s = f"layer{layer}"
+        h = norm(f"{s}/ln1", x)
+        qkv = []
+        for name in ("q", "k", "v"):
+            t = b.weighted("MatMul", f"{s}/attn/{name}", h, mm, act, d * d * 4.0)
+            qkv.append(b.chain(("BiasAdd", "Reshape", "Transpose"), f"{s}/attn/{name}", t, act))
+        sc = b.op("BatchMatMulV2", f"{s}/attn", qkv[:2], flops=2.0 * batch * seq * seq * d, out_bytes=att)
+        sc = b.op("Mul", f"{s}/attn", [sc], out_bytes=att)
+        sc = b.op("AddV2", f"{s}/attn", [sc, mask], out_bytes=att)
+        mx = b.op("Max", f"{s}/softmax", [sc], out_bytes=att / seq)
+        e = b.op("Exp", f"{s}/softmax", [b.op("Sub", f"{s}/softmax", [sc, mx], out_bytes=att)], out_bytes=att)
+        p = b.op("RealDiv", f"{s}/softmax", [e, b.op("Sum", f"{s}/softmax", [e], out_bytes=att / seq)],
+                 out_bytes=att)
+        o = b.op("BatchMatMulV2", f"{s}/attn", [p, qkv[2]], flops=2.0 * batch * seq * seq * d, out_bytes=act)
+        o = b.chain(("Transpose", "Reshape"), f"{s}/attn", o, act)
+        o = b.chain(("BiasAdd",), f"{s}/attn/out", b.weighted("MatMul", f"{s}/attn/out", o, mm, act,
+                                                              d * d * 4.0), act)
+        x = b.op("AddV2", s, [x, o], out_bytes=act)
+        h = norm(f"{s}/ln2", x)
+        wide = act * ffn / d
+        h = b.chain(("BiasAdd",), f"{s}/ffn", b.weighted("MatMul", f"{s}/ffn/in", h, mm * ffn / d, wide,
+                                                         d * ffn * 4.0), wide)
+        g = b.chain(("Pow", "Mul", "AddV2", "Mul", "Tanh", "AddV2"), f"{s}/gelu", h, wide)
+        h = b.op("Mul", f"{s}/gelu", [b.op("Mul", f"{s}/gelu", [h], out_bytes=wide), g], out_bytes=wide)
+        h = b.chain(("BiasAdd",), f"{s}/ffn", b.weighted("MatMul", f"{s}/ffn/out", h, mm * ffn / d, act,
+                                                         d * ffn * 4.0), act)
+        x = b.op("AddV2", s, [x, h], out_bytes=act)
+        layer += 1
+    b.tail(x)
+
+
+def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devices: int = 8,
+                             batch: int | None = None) -> dict[str, Any]:
+    """A synthetic operator graph of exactly ``n`` operators as node-link data (see the module
+    docs; read it with :func:`operator_graph_from_data`).
+
+    Parameters
+    ----------
+    n : int
+        Operators (at least 2; whole blocks while they fit, then a chain of small operators).
+    shape : {"cnn", "transformer"}
+    seed : int
+        Seeds the times' noise and the CNN's blocks per stage.
+    devices : int
+        Identical GPUs ``GPU:0``... in each ``comp_cost``.
+    batch : int, optional
+        Batch size (default 32 for the CNN, 8 for the transformer).
+
+    Returns
+    -------
+    dict
+        ``{"directed": true, "nodes": [...], "links": [...], "graph": {...}}``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown shape, ``n`` < 2, a bad seed, device count or batch.
+    """
+    n = check_int(n, "n", minimum=2, error=InvalidArgumentError)
+    seed = check_int(seed, "seed", minimum=0, error=InvalidArgumentError)
+    devices = check_int(devices, "devices", minimum=1, error=InvalidArgumentError)
+    if shape not in SHAPES:
+        raise InvalidArgumentError(f"shape: expected one of {', '.join(SHAPES)}, got {shown(shape)}")
+    bs = check_int(batch if batch is not None else (32 if shape == "cnn" else 8), "batch", minimum=1,
+                   error=InvalidArgumentError)
+    b = _Builder(n, seed, devices)
+    (_cnn if shape == "cnn" else _transformer)(b, bs)
+    return b.data(shape, seed)
