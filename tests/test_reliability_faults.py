@@ -187,6 +187,35 @@ def test_ctrl_c_on_the_command_line_prints_one_line_and_exits_130(tmp_path):
     assert latency < 2.0, f"{latency:.2f} s from SIGINT to exit"
 
 
+def test_ctrl_c_stops_a_mip_solve_within_a_second():
+    # CBC's C code never returns to Python mid-solve: the solve runs on a helper thread and the
+    # caller waits in 50 ms steps (in a child process, so the abandoned solve ends with it)
+    code = ("import sys, stagecut as sc, stagecut._mip as m\n"
+            "inner = m._optimize\n"
+            "def announced(*a):\n"
+            "    print('solving', file=sys.stderr, flush=True)\n"  # stdout is silenced around the solve
+            "    return inner(*a)\n"
+            "m._optimize = announced\n"
+            "try:\n"
+            "    sc.mtpp_bound(sc.regal_graph(60, seed=3), devices=6, level='exact', threads=1)\n"
+            "    print('finished')\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr.readline().split() == ["solving"], proc.communicate()
+        time.sleep(1.0)  # well inside the solve (it takes minutes)
+        assert proc.poll() is None, proc.communicate()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        latency = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert out.split() == ["interrupted"] and not err, err  # not 'finished', and not a traceback
+    assert latency < 1.5, f"{latency:.2f} s from SIGINT to the end of the process"
+
+
 # ============================================================================ time limits
 def test_the_exact_throughput_dp_cut_short_returns_the_dpl_split():
     g = long_dag()

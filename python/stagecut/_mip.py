@@ -193,7 +193,7 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
     t0 = time.perf_counter()
     with _quiet(model.verbose == 0):
         try:
-            st = model.optimize(max_seconds=limit, relax=relax)
+            st = _optimize(model, limit, relax)
         except Exception as exc:
             raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
     seconds = time.perf_counter() - t0
@@ -224,6 +224,30 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         bound = obj  # the bound is at most the best primal value (round-off)
     return MipOutcome(status=status, objective=obj, bound=bound, seconds=seconds,
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
+
+
+def _optimize(model: Any, limit: float, relax: bool) -> Any:
+    """``model.optimize`` on a helper thread, the calling thread waiting in 50 ms steps, so that
+    Ctrl-C raises ``KeyboardInterrupt`` within a second even though the solver's C code never
+    returns to Python until it ends. The abandoned solve is left to stop at its own time limit
+    (a daemon thread: it never keeps the process alive); its model is not used again."""
+    import threading
+
+    out: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            out["status"] = model.optimize(max_seconds=limit, relax=relax)
+        except BaseException as exc:  # re-raised on the calling thread
+            out["error"] = exc
+
+    worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "error" in out:
+        raise out["error"]
+    return out["status"]
 
 
 def _solution_value(model: Any) -> float:
