@@ -1,0 +1,586 @@
+"""QuickP's reduced IPs (P1, P2) and the QuickP pipeline: fuse, co-locate, solve, map back.
+
+:func:`solve_ip` solves QuickP's IP on a :class:`~stagecut.latency.LatencyProblem` whose edges
+may carry their own tensors (``edge_size``: a fused graph's edge ``A -> B`` carries the outputs
+of the members of ``A`` read in ``B``, each once). Variables: ``x[k, d]`` binary, unit ``k`` on
+device ``d`` (a unit is a node, or a co-location group: *one device variable per group*);
+``S[v] >= 0`` the start of node ``v``, ``F[v] = S[v] + sum_d p[v, d] x[unit(v), d]``; ``C`` the
+makespan. Rows:
+
+* assignment ``sum_d x[k, d] = 1`` (devices that run every member, hold the unit, and whose time
+  is at most the upper bound ``U``); memory ``sum_k mem[k] x[k, d] <= capacity[d]``;
+* precedence with the transfer only across devices: for an edge ``u -> v`` and each device ``b``
+  of ``v``, ``S[v] >= F[u] + sum_{a != b} w_uv / bw[a, b] x[u, a] - M_b (1 - x[v, b])``
+  (``M_b`` the largest such transfer); inside a group no transfer (``S[v] >= F[u]``);
+* non-overlap on every device without parallelism, only for the pairs the DAG leaves unordered
+  (a path from ``u`` to ``v`` already forces ``S[v] >= F[u]``):
+
+  - ``order="free"`` (the default, the unrestricted model): a binary ``y[u, v]`` per pair and the
+    two disjunctive rows per shared device;
+  - ``order="topological"`` (QuickP's P1 as published): each device runs its nodes in one
+    topological order (the problem's ``order``): ``S[v] >= F[u] - M (2 - x[u, d] - x[v, d])``
+    for ``u`` before ``v``, no ``y``. This is a *restriction*: on two identical devices, the
+    7-node graph of issue 14 has optimum 25 and the fixed order gives 27 (tested);
+
+* members of a group run along the topological order (``S[v] >= F[u]`` for ``u`` before ``v``
+  in one group, whatever ``order``);
+* ``C >= F[v]`` for each sink, ``C <= U`` and ``C >=`` the problem's simple lower bound.
+
+Times are divided by :func:`stagecut._mip.reference_scale` of ``U`` (1000 model units). ``U`` is
+the makespan of the better of two schedules valid in every variant (everything on the best
+single device; a list schedule in topological order honouring the groups), given as a MIP start.
+The answer is re-scored by an ASAP evaluator of the same per-edge model (:func:`edge_asap`).
+
+P1 is :func:`solve_ip` on the fused problem; P2 the same with the co-location groups of
+:func:`~stagecut.latency.colocate.colocation_groups`, so P2 >= P1 on one instance (tested).
+:func:`quickp` runs the pipeline and re-scores its plan on the *original* graph
+(:meth:`Fusion.expand_schedule <stagecut.latency.fusion.Fusion.expand_schedule>`): its makespan
+is at most the IP's, since a fused edge carries at least each tensor that crosses it.
+
+>>> import stagecut as sc
+>>> from stagecut.latency import Devices, LatencyProblem
+>>> g = sc.Graph([sc.Node(v, {"gpu": t}, comm=5.0) for v, t in [("s", 1.0), ("a", 3.0), ("b", 3.0), ("t", 2.0)]],
+...              [("s", "a"), ("s", "b"), ("a", "t"), ("b", "t")])
+>>> p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0), output_bytes="comm")
+>>> r = solve_ip(p)
+>>> r.makespan, r.status
+(9.0, 'optimal')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import time
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from stagecut._mip import (
+    MODEL_TOL,
+    add,
+    check_options,
+    data_gap,
+    import_mip,
+    new_model,
+    reference_scale,
+    solve,
+    stated_tolerance,
+)
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Graph
+from stagecut.latency.colocate import colocation_groups
+from stagecut.latency.devices import Devices
+from stagecut.latency.fusion import Fusion, fuse
+from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.schedule import Schedule
+from stagecut.results import Stat
+from stagecut.validate import shown
+
+__all__ = ["IPResult", "solve_ip", "edge_asap", "fused_edge_sizes", "quickp", "Order"]
+
+#: ``"free"``: any order the DAG allows (disjunctive pairs); ``"topological"``: each device's
+#: nodes in the problem's topological order.
+Order = Literal["free", "topological"]
+
+
+@dataclass(frozen=True)
+class IPResult:
+    """What :func:`solve_ip` found: ``dev`` (device position per node position), ``order`` (per
+    device, its node positions), ``makespan`` (re-scored by :func:`edge_asap`; ``None`` when
+    nothing was found), ``bound`` (proven lower bound of this IP), ``status`` (``"optimal"``,
+    ``"feasible"``, ``"time_limit"``, ``"infeasible"``) and ``stats``."""
+
+    dev: list[int] | None
+    order: list[list[int]] | None
+    makespan: float | None
+    bound: float | None
+    status: Literal["optimal", "feasible", "time_limit", "infeasible", "unknown"]
+    stats: dict[str, Stat] = field(default_factory=dict)
+
+
+def _edge_sizes(problem: LatencyProblem, edge_size: Mapping[tuple[Hashable, Hashable], float] | None
+                ) -> dict[tuple[int, int], float]:
+    sizes = {(u, v): float(problem.size[u]) for u in range(len(problem)) for v in problem.succ[u]}
+    if edge_size is None:
+        return sizes
+    if not isinstance(edge_size, Mapping):
+        raise InvalidArgumentError(f"edge_size: expected a mapping of (source, target) to a size, "
+                                   f"got {shown(edge_size)}")
+    out = dict.fromkeys(sizes, 0.0)
+    for e, s in edge_size.items():
+        try:
+            key = (problem.index[e[0]], problem.index[e[1]])
+        except (KeyError, TypeError, IndexError):
+            raise InvalidArgumentError(f"edge_size: {shown(e)} is not an edge of the graph") from None
+        if key not in out:
+            raise InvalidArgumentError(f"edge_size: {shown(e)} is not an edge of the graph")
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < math.inf:
+            raise InvalidArgumentError(f"edge_size of {shown(e)}: expected a finite size >= 0, got {shown(s)}")
+        out[key] = float(s)
+    return out
+
+
+def edge_asap(problem: LatencyProblem, w: Mapping[tuple[int, int], float], dev: Sequence[int],
+              order: Sequence[Sequence[int]]) -> tuple[list[float], list[float]]:
+    """ASAP start and finish times when the edge ``(u, v)`` carries ``w[u, v]`` (transfer
+    ``w / bandwidth`` across devices): the model of :mod:`~stagecut.latency.evaluate` with a size per
+    edge instead of per producer. ``order``: per device its nodes (ignored on parallel devices).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An order that contradicts the DAG.
+    """
+    n = len(problem)
+    prev = [-1] * n
+    for d, seq in enumerate(order):
+        if not problem.parallel[d]:
+            for a, b in zip(seq, seq[1:]):
+                prev[b] = a
+    nxt = [-1] * n
+    for v, u in enumerate(prev):
+        if u >= 0:
+            nxt[u] = v
+    indeg = [len(problem.pred[v]) + (prev[v] >= 0) for v in range(n)]
+    ready = [v for v in range(n) if not indeg[v]]
+    start, finish = [0.0] * n, [0.0] * n
+    bw = problem.bandwidth
+    count = 0
+    while ready:
+        v = ready.pop()
+        count += 1
+        b = dev[v]
+        s = finish[prev[v]] if prev[v] >= 0 else 0.0
+        for u in problem.pred[v]:
+            a = dev[u]
+            s = max(s, finish[u] + (w[u, v] / float(bw[a, b]) if a != b and w[u, v] else 0.0))
+        start[v], finish[v] = s, s + float(problem.times[v, b])
+        for x in (*problem.succ[v], nxt[v]):
+            if x >= 0:
+                indeg[x] -= 1
+                if not indeg[x]:
+                    ready.append(x)
+    if count < n:
+        raise InvalidArgumentError("order: it contradicts the graph's edges")
+    return start, finish
+
+
+class _Units:
+    """Nodes grouped into units (a co-location group, or a node alone), with their devices."""
+
+    def __init__(self, problem: LatencyProblem, groups: Iterable[Iterable[Hashable]] | None) -> None:
+        n = len(problem)
+        self.of = list(range(n))
+        self.members: list[list[int]] = [[v] for v in range(n)]
+        rank = [0] * n
+        for k, v in enumerate(problem.order):
+            rank[v] = k
+        self.rank = rank
+        for g, grp in enumerate(groups or ()):
+            if isinstance(grp, (str, bytes)) or not isinstance(grp, Iterable):
+                raise InvalidArgumentError(f"groups[{g}]: expected a collection of node ids, got {shown(grp)}")
+            pos = []
+            for node in grp:
+                if node not in problem.index:
+                    raise InvalidArgumentError(f"groups[{g}]: unknown node {shown(node)}")
+                pos.append(self.of[problem.index[node]])
+            root = min(pos, default=None)
+            for k in set(pos) - {root}:
+                assert root is not None
+                for v in self.members[k]:
+                    self.of[v] = root
+                self.members[root] += self.members[k]
+                self.members[k] = []
+        keys = sorted({self.of[v] for v in range(n)}, key=lambda k: min(rank[v] for v in self.members[k]))
+        renum = {k: i for i, k in enumerate(keys)}
+        self.members = [sorted(self.members[k], key=rank.__getitem__) for k in keys]
+        self.of = [renum[self.of[v]] for v in range(n)]
+
+    def allowed(self, problem: LatencyProblem, upper: float) -> list[list[int]]:
+        out = []
+        for m in self.members:
+            t = problem.times[m].sum(axis=0)
+            mem = float(problem.memory[m].sum())
+            out.append([d for d in range(problem.num_devices)
+                        if math.isfinite(t[d]) and t[d] <= upper and mem <= problem.capacity[d]])
+        return out
+
+
+def _heuristic(problem: LatencyProblem, units: _Units, w: Mapping[tuple[int, int], float]
+               ) -> tuple[list[int], list[list[int]], float] | None:
+    """The better of the best single device and a list schedule in topological order (each unit
+    placed with its first node, where that node finishes first); both are valid in every variant."""
+    nd, n = problem.num_devices, len(problem)
+    best: tuple[list[int], list[list[int]], float] | None = None
+    allowed = units.allowed(problem, math.inf)
+    for d in range(nd):
+        if all(d in a for a in allowed) and problem.memory.sum() <= problem.capacity[d]:
+            dev = [d] * n
+            order = [list(problem.order) if e == d else [] for e in range(nd)]
+            ms = max(edge_asap(problem, w, dev, order)[1])
+            if best is None or ms < best[2]:
+                best = (dev, order, ms)
+    placed: dict[int, int] = {}
+    used = np.zeros(nd)
+    free = [0.0] * nd
+    finish = [0.0] * n
+    dev = [-1] * n
+    order = [[] for _ in range(nd)]
+    bw = problem.bandwidth
+    for v in problem.order:
+        k = units.of[v]
+        if k in placed:
+            cands = [placed[k]]
+        else:
+            mem = float(problem.memory[units.members[k]].sum())
+            cands = [d for d in allowed[k] if used[d] + mem <= problem.capacity[d]]
+            if not cands:
+                return best
+        done = []
+        for d in cands:
+            s = 0.0 if problem.parallel[d] else free[d]
+            for u in problem.pred[v]:
+                s = max(s, finish[u] + (w[u, v] / bw[dev[u], d] if dev[u] != d and w[u, v] else 0.0))
+            done.append((s + float(problem.times[v, d]), d))
+        f, d = min(done)
+        if k not in placed:
+            placed[k] = d
+            used[d] += float(problem.memory[units.members[k]].sum())
+        dev[v], finish[v] = d, f
+        free[d] = max(free[d], f)
+        order[d].append(v)
+    ms = max(edge_asap(problem, w, dev, order)[1])
+    return (dev, order, ms) if best is None or ms < best[2] else best
+
+
+def _trivial_upper(problem: LatencyProblem, w: Mapping[tuple[int, int], float]) -> float:
+    """No schedule of the model is longer than every node's largest time plus every edge's
+    largest transfer."""
+    t = np.where(np.isfinite(problem.times), problem.times, 0.0)
+    bw = problem.bandwidth[~np.eye(problem.num_devices, dtype=bool)]
+    slowest = float(bw.min()) if bw.size else math.inf
+    return float(t.max(axis=1).sum()) + sum(s / slowest for s in w.values() if s)
+
+
+def _interchangeable(problem: LatencyProblem) -> list[list[int]]:
+    """Classes (of two or more) of devices any two of which swap without changing the problem:
+    equal times, capacity and parallelism, and a bandwidth matrix unchanged by the swap."""
+    nd = problem.num_devices
+    bw, t = problem.bandwidth, problem.times
+    cls: list[list[int]] = []
+    for d in range(nd):
+        for c in cls:
+            a = c[0]
+            perm = list(range(nd))
+            perm[a], perm[d] = d, a
+            if (np.array_equal(t[:, a], t[:, d]) and problem.capacity[a] == problem.capacity[d]
+                    and problem.parallel[a] == problem.parallel[d] and np.array_equal(bw[np.ix_(perm, perm)], bw)):
+                c.append(d)
+                break
+        else:
+            cls.append([d])
+    return [c for c in cls if len(c) > 1]
+
+
+def _canonical(classes: list[list[int]], units: _Units, dev: list[int], order: list[list[int]]
+               ) -> tuple[list[int], list[list[int]]]:
+    """Relabel the devices of each class by the first unit that uses them (the symmetry rows)."""
+    perm = list(range(len(order)))
+    first: dict[int, int] = {}
+    for k, mm in enumerate(units.members):
+        first.setdefault(dev[mm[0]], k)
+    for g in classes:
+        used = sorted((d for d in g if d in first), key=first.__getitem__)
+        for new, old in zip(g, used + [d for d in g if d not in first]):
+            perm[old] = new
+    out: list[list[int]] = [[] for _ in order]
+    for d, seq in enumerate(order):
+        out[perm[d]] = list(seq)
+    return [perm[d] for d in dev], out
+
+
+def _descendants(problem: LatencyProblem) -> list[int]:
+    reach = [0] * len(problem)
+    for v in reversed(problem.order):
+        r = 0
+        for s in problem.succ[v]:
+            r |= reach[s] | (1 << s)
+        reach[v] = r
+    return reach
+
+
+def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hashable], float] | None = None,
+             groups: Iterable[Iterable[Hashable]] | None = None, order: Order = "free",
+             time_limit: float | None = None, solver: str = "cbc", threads: int | None = None,
+             gap: float | None = None) -> IPResult:
+    """QuickP's IP (see the module docs).
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    edge_size : mapping of (source id, target id) to float, optional
+        The tensor on each edge (edges left out carry nothing); default: the producer's size.
+    groups : iterable of iterables of node ids, optional
+        Co-location groups (P2): one device per group, members along the topological order.
+    order : {"free", "topological"}
+        Unrestricted per-device orders (default), or each device's fixed to the topological order.
+    time_limit : float, optional
+        Seconds for the solver.
+    solver : {"cbc", "highs"}
+    threads : int, optional
+    gap : float, optional
+        Relative gap (default :func:`stagecut._mip.data_gap` of the times).
+
+    Returns
+    -------
+    IPResult
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad problem, edge size, group, order or solver option.
+    BackendUnavailableError
+        ``solver="highs"`` without HiGHS.
+    SolverError
+        The solver failed.
+    """
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    if order not in ("free", "topological"):
+        raise InvalidArgumentError(f"order: expected 'free' or 'topological', got {shown(order)}")
+    check_options(time_limit, gap, threads, 0, solver)
+    t0 = time.perf_counter()
+    w = _edge_sizes(problem, edge_size)
+    units = _Units(problem, groups)
+    start = _heuristic(problem, units, w)
+    upper = start[2] if start is not None else _trivial_upper(problem, w)
+    mip = import_mip()
+    n, nd = len(problem), problem.num_devices
+    scale = reference_scale([upper], upper)
+    U = upper / scale * (1 + 1e-6) + MODEL_TOL
+    p = problem.times / scale
+    allowed = units.allowed(problem, upper * (1 + 1e-6))
+    if any(not a for a in allowed):
+        return IPResult(None, None, None, math.inf, "infeasible", {"reason": "a group fits on no device"})
+    values = [float(p[v, d]) for v in range(n) for d in allowed[units.of[v]]]
+    m = new_model("quickp", solver=solver, gap=gap if gap is not None else data_gap(values, 1.0), threads=threads)
+    x = {(k, d): m.add_var(var_type=mip.BINARY) for k, a in enumerate(allowed) for d in a}
+    for k, a in enumerate(allowed):
+        add(m, mip.xsum(x[k, d] for d in a) == 1)
+    # head: longest path into v, tail: longest path from v to a sink (fastest times, no transfers)
+    fastest = [min(float(p[v, d]) for d in allowed[units.of[v]]) for v in range(n)]
+    head, tail = [0.0] * n, [0.0] * n
+    for v in problem.order:
+        head[v] = max((head[u] + fastest[u] for u in problem.pred[v]), default=0.0)
+    for v in reversed(problem.order):
+        tail[v] = fastest[v] + max((tail[s] for s in problem.succ[v]), default=0.0)
+    S = [m.add_var(lb=head[v], ub=max(head[v], U - tail[v])) for v in range(n)]
+    C = m.add_var(lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
+    m.objective = mip.minimize(C)
+
+    def run(v: int) -> Any:
+        k = units.of[v]
+        return mip.xsum(float(p[v, d]) * x[k, d] for d in allowed[k])
+
+    for v in range(n):
+        add(m, C >= S[v] + run(v) + tail[v] - fastest[v])
+    for d in range(nd):
+        rows = [(k, mm) for k, mm in enumerate(units.members) if d in allowed[k]]
+        if math.isfinite(problem.capacity[d]):
+            add(m, mip.xsum(float(problem.memory[mm].sum()) * x[k, d] for k, mm in rows
+                            if problem.memory[mm].sum()) <= float(problem.capacity[d]))
+        if not problem.parallel[d]:
+            add(m, mip.xsum(float(p[mm, d].sum()) * x[k, d] for k, mm in rows) <= C)
+    classes = _interchangeable(problem)
+    for g in classes:   # devices of a class used in the order of their first unit
+        for k in range(len(units.members)):
+            for j in range(1, len(g)):
+                if (k, g[j]) in x:
+                    add(m, x[k, g[j]] <= mip.xsum(x[q, g[j - 1]] for q in range(k) if (q, g[j - 1]) in x))
+    bw = problem.bandwidth
+    for (u, v), size in w.items():
+        ku, kv = units.of[u], units.of[v]
+        if ku == kv or not size:
+            add(m, S[v] >= S[u] + run(u))
+            continue
+        for b in allowed[kv]:
+            tr = {a: size / bw[a, b] / scale for a in allowed[ku] if a != b}
+            big = max(tr.values(), default=0.0)
+            if big == 0:
+                add(m, S[v] >= S[u] + run(u))
+            else:
+                add(m, S[v] >= S[u] + run(u) + mip.xsum(t * x[ku, a] for a, t in tr.items()) - big * (1 - x[kv, b]))
+    reach, rank = _descendants(problem), units.rank
+    y: dict[tuple[int, int], Any] = {}
+    pairs = 0
+    for u in range(n):
+        for v in range(n):
+            if rank[u] >= rank[v] or reach[u] >> v & 1 or reach[v] >> u & 1:
+                continue
+            ku, kv = units.of[u], units.of[v]
+            if ku == kv:
+                add(m, S[v] >= S[u] + run(u))
+                continue
+            shared = [d for d in allowed[ku] if d in allowed[kv] and not problem.parallel[d]]
+            if not shared:
+                continue
+            pairs += 1
+            if order == "free":
+                y[u, v] = m.add_var(var_type=mip.BINARY)
+            for d in shared:
+                # void unless active: S[u] <= U - tail[u] and S[v] >= head[v]
+                muv = max(0.0, U - tail[u] + float(p[u, d]) - head[v])
+                if order == "free":
+                    mvu = max(0.0, U - tail[v] + float(p[v, d]) - head[u])
+                    add(m, S[v] >= S[u] + float(p[u, d]) - muv * (3 - y[u, v] - x[ku, d] - x[kv, d]))
+                    add(m, S[u] >= S[v] + float(p[v, d]) - mvu * (2 + y[u, v] - x[ku, d] - x[kv, d]))
+                else:
+                    add(m, S[v] >= S[u] + float(p[u, d]) - muv * (2 - x[ku, d] - x[kv, d]))
+    hint = None
+    if start is not None:
+        sdev, sorder = _canonical(classes, units, start[0], start[1])
+        st, _ = edge_asap(problem, w, sdev, sorder)
+        hint = [(x[k, d], 1.0 if sdev[mm[0]] == d else 0.0) for k, mm in enumerate(units.members)
+                for d in allowed[k]]
+        hint += [(S[v], st[v] / scale) for v in range(n)] + [(C, U)]
+        hint += [(yv, 1.0 if (st[u], rank[u]) < (st[v], rank[v]) else 0.0) for (u, v), yv in y.items()]
+    build_s = time.perf_counter() - t0
+    out = solve(m, time_limit=time_limit, start=hint)
+    stats: dict[str, Stat] = {"mip_vars": out.cols, "mip_constraints": out.rows, "mip_pairs": pairs,
+                              "units": len(units.members), "build_s": build_s, "solve_s": out.seconds,
+                              "mip_status": out.status, "upper": float(upper)}
+    if out.status == "infeasible" or (out.objective is None and start is None):
+        none: Literal["infeasible", "time_limit", "unknown"] = \
+            "infeasible" if out.status == "infeasible" else "time_limit" if out.status == "time_limit" else "unknown"
+        return IPResult(None, None, None, math.inf if none == "infeasible" else problem.lower_bound(), none,
+                        {**stats, "reason": "no placement fits in memory" if none == "infeasible"
+                         else "the IP found no schedule"})
+    best: tuple[float, list[int], list[list[int]]] | None = None
+    if out.objective is not None:
+        dev = [next(d for d in allowed[units.of[v]] if x[units.of[v], d].x >= 0.5) for v in range(n)]
+        seq = _orders(problem, dev, [float(s.x) for s in S], rank)
+        best = (max(edge_asap(problem, w, dev, seq)[1]), dev, seq)
+    if start is not None:
+        dev, seq = _canonical(classes, units, start[0], start[1])
+        ms = max(edge_asap(problem, w, dev, seq)[1])
+        if best is None or ms < best[0]:
+            best = (ms, dev, seq)
+    assert best is not None
+    ms, dev, seq = best
+    bound = max(problem.lower_bound(), out.bound * scale) if math.isfinite(out.bound) else problem.lower_bound()
+    bound = min(bound, ms)
+    optimal = out.status == "optimal" and ms - bound <= stated_tolerance(ms, scale, gap)
+    status: Literal["optimal", "feasible", "time_limit"] = \
+        "optimal" if optimal else ("time_limit" if out.status == "time_limit" else "feasible")
+    return IPResult(dev, seq, ms, bound, status, stats)
+
+
+def _orders(problem: LatencyProblem, dev: list[int], start: list[float], rank: list[int]) -> list[list[int]]:
+    """Per device, its nodes by start time (ties by topological rank), as a linear extension of
+    the DAG (Kahn's algorithm taking the earliest start first)."""
+    indeg = [len(pp) for pp in problem.pred]
+    heap = [(start[v], rank[v], v) for v in range(len(problem)) if not indeg[v]]
+    heapq.heapify(heap)
+    out: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    while heap:
+        _, _, v = heapq.heappop(heap)
+        out[dev[v]].append(v)
+        for s in problem.succ[v]:
+            indeg[s] -= 1
+            if not indeg[s]:
+                heapq.heappush(heap, (start[s], rank[s], s))
+    return out
+
+
+def fused_edge_sizes(fusion: Fusion) -> dict[tuple[Hashable, Hashable], float]:
+    """The tensor on each edge of a fused problem: the outputs of the members of ``A`` read by
+    some member of ``B``, each once (QuickP's fused edge weight).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A fusion made from a graph (no problem, so no sizes).
+    """
+    if fusion.original_problem is None:
+        raise InvalidArgumentError("fusion: made from a graph; fuse a LatencyProblem to get its sizes")
+    orig = fusion.original_problem
+    of, fid = fusion.fused_of.tolist(), fusion.graph.ids
+    seen: set[tuple[int, int]] = set()
+    out: dict[tuple[Hashable, Hashable], float] = {}
+    for u in range(len(orig)):
+        for v in orig.succ[u]:
+            a, b = of[u], of[v]
+            if a != b and (u, b) not in seen:
+                seen.add((u, b))
+                key = (fid[a], fid[b])
+                out[key] = out.get(key, 0.0) + float(orig.size[u])
+    return out
+
+
+def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
+           output_bytes: Mapping[Hashable, float] | str | None = None, colocate: bool = True,
+           order: Order = "free", time_limit: float | None = None, solver: str = "cbc",
+           threads: int | None = None, gap: float | None = None, alpha: float | None = None) -> Schedule:
+    """QuickP: fuse (:func:`~stagecut.latency.fusion.fuse`), co-locate (P2; ``colocate=False``:
+    P1), solve :func:`solve_ip` on the fused problem, and re-score the plan on the original graph.
+
+    Parameters
+    ----------
+    source : Graph or LatencyProblem
+    devices : Devices, optional
+        Needed with a graph.
+    output_bytes : see :class:`~stagecut.latency.LatencyProblem`.
+    colocate : bool
+        P2 (default) or P1.
+    order, time_limit, solver, threads, gap : see :func:`solve_ip`.
+    alpha : float, optional
+        The fusion threshold (default: the 90th percentile of the node times).
+
+    Returns
+    -------
+    Schedule
+        On the original graph (``method`` ``"quickp"`` or ``"quickp-p1"``), status ``"feasible"``
+        (``"time_limit"`` when the IP ran out of time, ``"infeasible"`` when it found nothing);
+        ``stats`` hold the fusion's and the IP's (``fused_nodes``, ``groups``, ``ip_makespan``,
+        ``ip_bound``: the fused IP's bound, not one of the original problem, ``fusion_s``, ``ip_s``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A graph without devices, bad options (see :func:`solve_ip`).
+    """
+    t0 = time.perf_counter()
+    if isinstance(source, LatencyProblem):
+        problem = source
+    elif devices is None:
+        raise InvalidArgumentError("devices: needed with a graph (or pass a LatencyProblem)")
+    else:
+        problem = LatencyProblem(source, devices, output_bytes)
+    method = "quickp" if colocate else "quickp-p1"
+    fusion = fuse(problem, alpha=alpha)
+    fp = fusion.problem
+    assert fp is not None
+    t1 = time.perf_counter()
+    groups = colocation_groups(fp).groups if colocate else ()
+    r = solve_ip(fp, edge_size=fused_edge_sizes(fusion), groups=groups, order=order, time_limit=time_limit,
+                 solver=solver, threads=threads, gap=gap)
+    stats: dict[str, Stat] = {**{k: v for k, v in fusion.stats.items() if isinstance(v, (int, float))},
+                              **r.stats, "fused_nodes": len(fusion), "groups": len(groups),
+                              "fusion_s": fusion.stats["time_s"], "ip_s": time.perf_counter() - t1,
+                              "ip_status": r.status}
+    if r.dev is None or r.order is None or r.makespan is None:
+        return Schedule.infeasible(method, str(r.stats.get("reason", "the IP found no schedule")),
+                                   devices=problem.devices.names, runtime_s=time.perf_counter() - t0, stats=stats)
+    stats.update(ip_makespan=r.makespan, ip_bound=r.bound if r.bound is not None else math.nan)
+    names, fid = fp.devices.names, fp.ids
+    fused = Schedule(objective=r.makespan, status="feasible", method=method,
+                     placement={fid[v]: names[r.dev[v]] for v in range(len(fp))},
+                     order={names[d]: tuple(fid[v] for v in seq) for d, seq in enumerate(r.order) if seq},
+                     devices=names, stats=stats)
+    out = fusion.expand_schedule(fused)
+    status: Literal["feasible", "time_limit"] = "time_limit" if r.status == "time_limit" else "feasible"
+    return dataclasses.replace(out, status=status, runtime_s=time.perf_counter() - t0)
