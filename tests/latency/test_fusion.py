@@ -482,3 +482,18 @@ def test_synthetic_operator_graphs(shape):
         assert len(operator_graph_from_data(synthetic_operator_graph(n, shape)).graph) == n
     with pytest.raises(InvalidArgumentError, match="shape"):
         synthetic_operator_graph(100, "rnn")
+
+
+def test_heuristics_keep_colocation_groups_on_one_device():
+    from stagecut.latency.heuristics import greedy, heft
+
+    g, out, _ = operator_graph_from_data(synthetic_operator_graph(400, "transformer", seed=3, devices=2))
+    p = LatencyProblem(g, operator_devices(2), output_bytes=out)
+    f = fuse(p)
+    c = colocation_groups(f.problem)
+    assert c.groups
+    q = c.problem(f.problem)
+    for solver in (greedy, heft):
+        s = solver(q)
+        for grp in c.groups:
+            assert len({s.placement[v] for v in grp}) == 1
