@@ -8,7 +8,7 @@ random_dag O(n^2) draws. Each case records the node and edge counts in ``extra_i
 
 import pytest
 
-from stagecut.examples import REGAL_MODELS, random_dag, regal_graph
+from stagecut.examples import REGAL_MODELS, RWNN_MODELS, random_dag, regal_graph, rwnn
 from stagecut.graph import Graph
 
 
@@ -29,6 +29,15 @@ def test_random_dag_100k(benchmark, kw):
 def test_random_dag_exact_stream_5000(benchmark):
     # the largest size drawn pair by pair (12.5 million uniforms, the graphs of earlier releases)
     g = benchmark.pedantic(random_dag, args=(5_000,), kwargs={"edge_prob": 1e-3, "seed": 1}, rounds=3, iterations=1)
+    benchmark.extra_info.update(nodes=len(g), edges=len(g.edges))
+
+
+@pytest.mark.parametrize("model", RWNN_MODELS)
+def test_rwnn_1000_modules_of_32(benchmark, model):
+    # issue 13: DiviML's randomly wired networks at scale, 4 weakly dependent channels
+    # (34,000 + 6,000 nodes); target a second or two
+    g = benchmark.pedantic(rwnn, args=(1000, 4), kwargs={"model": model, "size": 32, "dep": "wdep", "seed": 1},
+                           rounds=3, iterations=1)
     benchmark.extra_info.update(nodes=len(g), edges=len(g.edges))
 
 

@@ -7,7 +7,11 @@
   Watts-Strogatz, random geometric), made acyclic by orienting every edge along a uniformly
   random order of the nodes; every node's output tensor size is drawn from ``N(50, 10)``
   (clipped at 0), and a node's cost is the sum of its input and output tensor sizes plus a
-  uniformly random fraction of that sum. Everything is drawn from one seeded generator.
+  uniformly random fraction of that sum. Everything is drawn from one seeded generator;
+* :func:`rwnn` (and :func:`rwnn_devices`), from :mod:`stagecut.rwnn`: the randomly wired
+  networks of DiviML, stacked Erdos-Renyi, Watts-Strogatz or Barabasi-Albert modules turned
+  into DAGs the Xie et al. way, joined by 1 to 4 channels, with times in ms for a CPU, a T4
+  and an A100 and output sizes in bytes (``comm``) for the latency planner.
 
 The generators run in time and memory O(n + m) (100,000 nodes in about a second). The random
 graph models are drawn exactly as networkx 3 draws them from a ``random.Random`` seeded by our
@@ -38,9 +42,11 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.rwnn import RWNN_DEPS, RWNN_MODELS, rwnn, rwnn_devices
 from stagecut.validate import check_int, check_number
 
-__all__ = ["transformer_like", "random_dag", "regal_graph", "REGAL_MODELS"]
+__all__ = ["transformer_like", "random_dag", "regal_graph", "REGAL_MODELS", "rwnn", "rwnn_devices", "RWNN_MODELS",
+           "RWNN_DEPS"]
 
 _BLOCK = (  # name, relative accelerator time, relative params, relative activation size
     ("ln1", 0.05, 0.0, 1.0),
