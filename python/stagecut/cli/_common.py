@@ -44,10 +44,17 @@ __all__ = [
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
 
+#: the grammar of a randomly wired network (:func:`stagecut.rwnn.rwnn`) as a GRAPH
+RWNN_SPEC = "rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S]"
+
 GRAPH_HELP = ("the input: a workload JSON FILE (the format of ../shared/workloads: times in ms, "
-              "sizes in bytes), example:NAME (a built-in synthetic graph: %s), or "
+              "sizes in bytes), example:NAME (a built-in synthetic graph: %s), "
               "regal:N[:MODEL[:SEED]] (a seeded random REGAL-style DAG of N nodes; MODEL "
-              "erdos_renyi (default), barabasi_albert, watts_strogatz or random_geometric; SEED 0)")
+              "erdos_renyi (default), barabasi_albert, watts_strogatz or random_geometric; SEED 0), or "
+              f"{RWNN_SPEC} (stacked randomly wired modules of DiviML for the latency planner: "
+              "modules of 10 (default) or 32 nodes, Erdos-Renyi (default), Watts-Strogatz or "
+              "Barabasi-Albert, joined by C channels, strongly (default) or weakly dependent; "
+              "times in ms for the device kinds cpu, t4 and a100, outputs (comm) in bytes; SEED 0)")
 
 
 # ------------------------------------------------------------------------------------ parser
@@ -244,7 +251,8 @@ def load_graph(spec: str) -> Graph:
     Raises
     ------
     InvalidGraphError
-        Unreadable or malformed file, unknown example, malformed ``regal:`` spec.
+        Unreadable or malformed file, unknown example, malformed ``regal:`` or ``rwnn:`` spec
+        (naming the bad part).
     """
     if spec.startswith("example:"):
         name = spec.split(":", 1)[1]
@@ -266,9 +274,43 @@ def load_graph(spec: str) -> Graph:
         if model not in REGAL_MODELS:
             raise InvalidGraphError(f"{spec!r}: unknown model {model!r}; choose one of {', '.join(REGAL_MODELS)}")
         return regal_graph(n, model=model, seed=seed)
+    if spec.startswith("rwnn:"):
+        return _rwnn(spec)
     from stagecut.formats import read_workload
 
     return read_workload(spec)
+
+
+def _rwnn(spec: str) -> Graph:
+    """The graph of an ``rwnn:KEY=VALUE:...`` spec (:data:`RWNN_SPEC`); a bad part is an
+    ``InvalidGraphError`` naming it."""
+    from stagecut.rwnn import rwnn
+
+    given: dict[str, str] = {}
+    for part in spec.split(":")[1:]:
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise InvalidGraphError(f"{spec!r}: {part!r} is not KEY=VALUE; expected {RWNN_SPEC}")
+        if key not in ("modules", "channels", "dep", "size", "model", "seed"):
+            raise InvalidGraphError(f"{spec!r}: unknown key {key!r} in {part!r}; expected {RWNN_SPEC}")
+        if key in given:
+            raise InvalidGraphError(f"{spec!r}: {key} is given twice")
+        given[key] = value
+    for key in ("modules", "channels"):
+        if key not in given:
+            raise InvalidGraphError(f"{spec!r}: {key}= is missing; expected {RWNN_SPEC}")
+    ints: dict[str, int] = {}
+    for key in ("modules", "channels", "size", "seed"):
+        if key in given:
+            text = given[key]
+            if not (text.isascii() and text.isdecimal() and len(text) <= 20):
+                raise InvalidGraphError(f"{spec!r}: {key}={text[:40]}: expected a non-negative integer")
+            ints[key] = int(text)
+    try:
+        return rwnn(ints["modules"], ints["channels"], model=given.get("model", "er"), size=ints.get("size", 10),
+                    dep=given.get("dep", "sdep"), seed=ints.get("seed", 0))
+    except InvalidArgumentError as e:
+        raise InvalidGraphError(f"{spec!r}: {e}") from None
 
 
 def read_json(path: str, what: str) -> Any:

@@ -55,7 +55,8 @@ Terms:
   TMPC    one of a layer's profiled ways to run in Piper: a tensor-parallel degree t and
           memory options (e.g. activation recomputation) with its time, parameters, memory.
 
-Common grammar: GRAPH is a workload FILE, example:NAME or regal:N[:MODEL[:SEED]];
+Common grammar: GRAPH is a workload FILE, example:NAME, regal:N[:MODEL[:SEED]] or
+rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S];
 -k/--devices is the number of devices (stages); --memory and --bandwidth take units
 (16GiB, 512MB, 25GB/s); memory defaults to the file's; --json prints the result JSON;
 -o FILE saves it.
