@@ -1,0 +1,83 @@
+"""What the front ends share: the missing-extra error, the bandwidth argument, the
+not-expressible error of the exports, and the warnings about suspicious sizes."""
+
+from __future__ import annotations
+
+import importlib
+import math
+import warnings
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
+
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError, StagecutWarning
+from stagecut.units import parse_bandwidth
+from stagecut.validate import check_number
+
+__all__ = ["NotExpressibleError", "require", "bandwidth_bytes_per_s", "check_sizes", "UnionFind"]
+
+
+class NotExpressibleError(InvalidArgumentError):
+    """A plan cannot be written in the target's terms (a stage that does not start at a module,
+    stages that are not contiguous in program order...); the message names the stage, the node
+    and the reason."""
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import ``module`` or raise :class:`BackendUnavailableError` naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise BackendUnavailableError(
+            f"this front end needs {module.split('.')[0]}, which is not installed: "
+            f"pip install 'stagecut[{extra}]'") from e
+
+
+def bandwidth_bytes_per_s(bandwidth: Any) -> float:
+    """The ``bandwidth`` argument in bytes per second: a positive number, or a string with units
+    (``"25GB/s"``); a plain number is bytes per second."""
+    if isinstance(bandwidth, str):
+        value = parse_bandwidth(bandwidth, time_unit_s=1.0, flag="bandwidth")
+    else:
+        value = check_number(bandwidth, "bandwidth (bytes per second)", positive=True,
+                             error=InvalidArgumentError)
+    if not 0 < value < math.inf:
+        raise InvalidArgumentError(
+            f"bandwidth: expected a finite positive number of bytes per second, got {bandwidth!r}")
+    return float(value)
+
+
+def check_sizes(output_bytes: Iterable[float], comm: float, compute: float, notes: list[str]) -> None:
+    """Warn (a :class:`StagecutWarning`, also added to ``notes``) when every output size is 0, or
+    when the communication exceeds the compute by orders of magnitude (mismatched units)."""
+    sizes = list(output_bytes)
+    if len(sizes) > 1 and not any(sizes):
+        msg = "every node's output size is 0 bytes: communication will cost nothing"
+        notes.append(msg)
+        warnings.warn(msg, StagecutWarning, stacklevel=3)
+    if compute > 0 and comm > 1000 * compute:
+        msg = (f"the nodes' communication ({comm:.3g} s in total) exceeds their compute ({compute:.3g} s) "
+               "by over 1000x: check that bandwidth is in bytes per second")
+        notes.append(msg)
+        warnings.warn(msg, StagecutWarning, stacklevel=3)
+
+
+class UnionFind:
+    """Colocation classes: ``union(a, b)`` merges; ``find(a)`` is the class's first-added key."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, a: str) -> str:
+        self.parent.setdefault(a, a)
+        root = a
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[a] != root:
+            self.parent[a], a = root, self.parent[a]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra

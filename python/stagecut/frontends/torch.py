@@ -1,0 +1,544 @@
+"""PyTorch front end (``pip install 'stagecut[torch]'``): an ``nn.Module`` and example inputs ->
+a :class:`~stagecut.Graph` whose nodes are the operators of the traced program.
+
+The model is traced with ``torch.export`` (ATen operators; node ids are the exported graph's node
+names), or with ``torch.fx.symbolic_trace`` when export fails (module calls and functions; the
+trace's ``notes`` say so and why). The traced program is then run once on the example inputs,
+node by node, which gives every node's real output (its size in bytes: ``numel *
+element_size`` summed over the tensors it returns), its FLOPs (``torch.utils.flop_counter``;
+an operator with no FLOP formula that makes a new tensor counts one FLOP per output element, a
+view counts none) and, with ``timing="measure"``, its run time (the median of ``repeat`` runs
+after ``warmup`` runs, on the device the model and inputs are on).
+
+Units: times in **seconds**, sizes in **bytes**, ``bandwidth`` in **bytes per second**; a node's
+``comm`` is its output bytes divided by ``bandwidth``. ``timing="flops"`` turns FLOPs into
+seconds with ``flops_per_s`` (the device's sustained FLOP rate).
+
+What the graph keeps, and what it drops (each counted in the trace's ``notes``):
+
+* parameters, buffers and lifted constants are not nodes: ``torch.export`` lifts them to
+  placeholder nodes that have no producer, and such isolated nodes would multiply the ideals
+  the exact DP enumerates (each one doubles them) and push ``method="auto"`` to DPL. Their bytes
+  become the ``memory`` of the operator that uses them; one used by several operators (a shared
+  weight) is counted once, on the first, and the users are colocated (one stage holds it);
+* the model's inputs and the output node are dropped (the inputs are there before any stage
+  runs); so are nodes whose result nobody uses;
+* ``getitem`` nodes that pick a tensor out of an operator's tuple result are merged into that
+  operator, whose output bytes are then those of the picked tensors;
+* a module that holds parameters or buffers and is called several times (a shared block) has
+  all the nodes of all its calls in one colocation class.
+
+A node whose output size cannot be known (it returns something that is neither a tensor nor a
+number) gets 0 bytes with a :class:`~stagecut.errors.StagecutWarning` naming it; never silently.
+"""
+
+from __future__ import annotations
+
+import operator
+import statistics
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stagecut.errors import InvalidArgumentError, StagecutWarning
+from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require
+from stagecut.graph import ACCELERATOR, Graph, Node
+from stagecut.validate import check_int, check_number
+
+__all__ = ["TorchTrace", "trace_torch", "from_torch", "output_bytes"]
+
+#: bytes charged for an output that is a Python number (a symbolic size, a scalar)
+SCALAR_BYTES = 8
+
+
+@dataclass(frozen=True)
+class TorchTrace:
+    """A traced model: the graph, and what the exports need to map a plan back to the model.
+
+    Attributes
+    ----------
+    graph : Graph
+        Node ids are the traced program's node names; ``compute={"accelerator": seconds}``,
+        ``memory`` = bytes of the parameters and buffers a node holds, ``comm`` = output bytes /
+        bandwidth (seconds).
+    order : tuple of str
+        The graph's node ids in program order (the order the model runs them).
+    modules : mapping of str to tuple of str
+        For each node, the fully qualified names of the modules whose call it is part of,
+        outermost first (``("layer1", "layer1.0", "layer1.0.conv1")``; ``()`` for a node of the
+        top-level ``forward``).
+    children : tuple of str
+        The names of the model's direct submodules, in definition order (the layers of an
+        ``nn.Sequential``).
+    calls : mapping of str to int
+        How many times each submodule (by fully qualified name) was called in one forward pass.
+    flops, output_bytes, memory : mapping of str to float
+        Per node: FLOPs, output bytes, parameter and buffer bytes.
+    targets : mapping of str to str
+        Per node, the operator or module it runs (``"aten.linear.default"``, ``"fc1"``...).
+    method : {"export", "fx"}
+        The tracer that produced the program.
+    timing : {"flops", "measure"}
+        How the times were obtained.
+    notes : tuple of str
+        What was dropped, merged, colocated or warned about.
+    """
+
+    graph: Graph
+    order: tuple[str, ...]
+    modules: Mapping[str, tuple[str, ...]]
+    children: tuple[str, ...]
+    calls: Mapping[str, int]
+    flops: Mapping[str, float]
+    output_bytes: Mapping[str, float]
+    memory: Mapping[str, float]
+    targets: Mapping[str, str]
+    method: str
+    timing: str
+    notes: tuple[str, ...] = field(default=())
+
+
+def output_bytes(value: Any) -> float | None:
+    """Bytes of a node's output: ``numel * element_size`` summed over the tensors in ``value``
+    (nested tuples, lists and dicts included), :data:`SCALAR_BYTES` for a Python number, ``0``
+    for ``None``; ``None`` when the size cannot be known (some other object).
+
+    Parameters
+    ----------
+    value : object
+        What a node returned.
+
+    Returns
+    -------
+    float or None
+
+    Raises
+    ------
+    BackendUnavailableError
+        torch is not installed.
+    """
+    torch = require("torch", "torch")
+    if isinstance(value, torch.Tensor):
+        return float(value.numel() * value.element_size())
+    if value is None:
+        return 0.0
+    if isinstance(value, (bool, int, float)) or isinstance(value, (torch.SymInt, torch.SymFloat)):
+        return float(SCALAR_BYTES)
+    if isinstance(value, (tuple, list)):
+        parts = [output_bytes(v) for v in value]
+        return None if any(p is None for p in parts) else float(sum(p for p in parts if p is not None))
+    if isinstance(value, dict):
+        return output_bytes(list(value.values()))
+    return None
+
+
+# ----------------------------------------------------------------------------- tracing
+@dataclass
+class _Program:
+    gm: Any  # torch.fx.GraphModule
+    inputs: list[Any]  # the values of its placeholders, in order
+    weights: dict[str, str]  # placeholder or get_attr node name -> parameter / buffer name
+    method: str
+    notes: list[str]
+
+
+def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Program:
+    torch = require("torch", "torch")
+    InputKind = require("torch.export.graph_signature", "torch").InputKind
+
+    ep = torch.export.export(model, args, kwargs)
+    state = dict(ep.state_dict)
+    consts = dict(getattr(ep, "constants", {}) or {})
+    user = iter(torch.utils._pytree.tree_leaves((args, kwargs)))
+    inputs: list[Any] = []
+    weights: dict[str, str] = {}
+    for spec in ep.graph_signature.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.USER_INPUT:
+            inputs.append(next(user))
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            target = spec.target
+            inputs.append(state[target] if target in state else consts[target])
+            weights[name] = target
+        else:
+            raise InvalidArgumentError(f"torch.export gave an input of kind {spec.kind.name} ({name}), "
+                                       "which this front end does not handle")
+    return _Program(ep.graph_module, inputs, weights, "export", [])
+
+
+def _fx(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> _Program:
+    torch = require("torch", "torch")
+    gm = torch.fx.symbolic_trace(model)
+    values = list(args) + list(kwargs.values())
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    inputs = values[:len(placeholders)]
+    weights = {n.name: str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    note = f"torch.export failed ({why}); traced with torch.fx.symbolic_trace instead (module-level nodes)"
+    return _Program(gm, inputs, weights, "fx", [note])
+
+
+def _capture(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: str) -> _Program:
+    if tracer == "fx":
+        return _fx(model, args, kwargs, "tracer='fx' was asked for")
+    try:
+        return _export(model, args, kwargs)
+    except Exception as e:  # export refuses data-dependent control flow, unsupported ops...
+        if tracer == "export":
+            raise InvalidArgumentError(f"torch.export could not trace the model: {type(e).__name__}: "
+                                       f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        first = str(e).splitlines()[0] if str(e) else ""
+        return _fx(model, args, kwargs, f"{type(e).__name__}: {first[:200]}")
+
+
+def _count_calls(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, int]:
+    """Forward calls of each submodule in one run of the model (forward pre-hooks)."""
+    torch = require("torch", "torch")
+    calls: dict[str, int] = {}
+    handles = []
+    for name, mod in model.named_modules():
+        if name:
+            def hook(_m: Any, _a: Any, name: str = name) -> None:
+                calls[name] = calls.get(name, 0) + 1
+            handles.append(mod.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            model(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return calls
+
+
+def _module_path(path: str) -> str:
+    """A module path of ``nn_module_stack`` as a fully qualified name: ``"layer1.0.conv"`` stays,
+    dynamo's ``"L['self'].layer1[0].conv"`` / ``"L__self___layer1_0"`` spellings are rewritten."""
+    if path.startswith("L['self']"):
+        path = path[len("L['self']"):].lstrip(".")
+        return path.replace("[", ".").replace("]", "").replace("'", "").replace("..", ".")
+    return path
+
+
+def _module_stack(node: Any, method: str) -> tuple[str, ...]:
+    stack = node.meta.get("nn_module_stack") or {}
+    paths = [_module_path(str(v[0])) for v in stack.values()]
+    paths = [p for p in paths if p]
+    if method == "fx" and node.op == "call_module":
+        target = str(node.target)
+        parts = target.split(".")
+        paths = paths + [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    out: list[str] = []
+    for p in paths:  # outermost first, each once
+        if p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def _target(node: Any) -> str:
+    t = node.target
+    if isinstance(t, str):
+        return t
+    return str(getattr(t, "__name__", None) if node.op == "call_function" and not hasattr(t, "_schema") else t)
+
+
+# --------------------------------------------------------------------------- running
+def _run(program: _Program, timing: str, warmup: int, repeat: int) -> tuple[dict[str, Any], dict[str, float],
+                                                                              dict[str, float]]:
+    """Run the program node by node: outputs, FLOPs and (``timing="measure"``) median seconds."""
+    torch = require("torch", "torch")
+    FlopCounterMode = require("torch.utils.flop_counter", "torch").FlopCounterMode
+    Interpreter: Any = torch.fx.Interpreter
+
+    outputs: dict[str, Any] = {}
+    flops: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+
+    def storages(value: Any) -> set[int]:
+        leaves = torch.utils._pytree.tree_leaves(value)
+        return {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)}
+
+    class Runner(Interpreter):  # type: ignore[misc]
+        def run_node(self, n: Any) -> Any:
+            if n.op not in ("call_function", "call_method", "call_module"):
+                return super().run_node(n)
+            with FlopCounterMode(display=False) as counter:
+                out = super().run_node(n)
+            f = float(counter.get_total_flops())
+            if f == 0 and isinstance(out, torch.Tensor) and n.target is not operator.getitem:
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                if out.untyped_storage().data_ptr() not in storages((args, kwargs)):
+                    f = float(out.numel())  # a new tensor with no FLOP formula: one per element
+            flops[n.name] = f
+            outputs[n.name] = out
+            if timing == "measure":
+                for _ in range(warmup):
+                    super().run_node(n)
+                runs = []
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    super().run_node(n)
+                    runs.append(time.perf_counter() - t0)
+                seconds[n.name] = float(statistics.median(runs))
+            return out
+
+    with torch.no_grad():
+        Runner(program.gm).run(*program.inputs)
+    return outputs, flops, seconds
+
+
+# --------------------------------------------------------------------------- building
+def trace_torch(
+    model: Any,
+    example_inputs: Sequence[Any] | Any,
+    example_kwargs: Mapping[str, Any] | None = None,
+    *,
+    bandwidth: float | str,
+    timing: str = "flops",
+    flops_per_s: float = 1e12,
+    warmup: int = 2,
+    repeat: int = 5,
+    tracer: str = "auto",
+) -> TorchTrace:
+    """Trace ``model`` on example inputs into a :class:`TorchTrace` (its ``graph`` is what
+    :func:`from_torch` returns).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model, in the mode (train/eval) and on the device to plan for. Its parameters and
+        buffers are restored after the runs tracing and timing make.
+    example_inputs : tuple or tensor
+        Positional inputs of one (micro)batch; a single tensor is taken as ``(tensor,)``.
+    example_kwargs : mapping, optional
+        Keyword inputs.
+    bandwidth : float or str
+        The link between stages: bytes per second (``25e9``) or a string with units
+        (``"25GB/s"``). Every node's ``comm`` is its output bytes divided by it.
+    timing : {"flops", "measure"}
+        ``"flops"``: seconds = FLOPs / ``flops_per_s``. ``"measure"``: the median wall time of
+        ``repeat`` runs of each node after ``warmup`` runs, on the inputs' device.
+    flops_per_s : float
+        Sustained FLOP rate of a device, for ``timing="flops"`` (default 1e12, a nominal
+        1 TFLOP/s: set your device's).
+    warmup, repeat : int
+        Runs per node before and while timing (``timing="measure"``).
+    tracer : {"auto", "export", "fx"}
+        ``"auto"``: ``torch.export``, then ``torch.fx.symbolic_trace`` if export fails (said in
+        the notes); ``"export"``/``"fx"``: only that one.
+
+    Returns
+    -------
+    TorchTrace
+
+    Raises
+    ------
+    BackendUnavailableError
+        torch is not installed (``pip install 'stagecut[torch]'``).
+    InvalidArgumentError
+        An unknown ``timing`` or ``tracer``, a bad ``bandwidth``, ``flops_per_s``, ``warmup`` or
+        ``repeat``, a model that is not an ``nn.Module``, or one that no tracer asked for can
+        trace.
+    InvalidGraphError
+        The traced program has no operator left to place.
+
+    Examples
+    --------
+    >>> import torch  # doctest: +SKIP
+    >>> t = trace_torch(torch.nn.Linear(4, 2), torch.randn(8, 4), bandwidth="10GB/s")  # doctest: +SKIP
+    >>> t.graph.nodes[0].memory  # doctest: +SKIP
+    40.0
+    """
+    torch = require("torch", "torch")
+    if timing not in ("flops", "measure"):
+        raise InvalidArgumentError(f"timing must be 'flops' or 'measure', got {timing!r}")
+    if tracer not in ("auto", "export", "fx"):
+        raise InvalidArgumentError(f"tracer must be 'auto', 'export' or 'fx', got {tracer!r}")
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    bw = bandwidth_bytes_per_s(bandwidth)
+    rate = check_number(flops_per_s, "flops_per_s", positive=True, error=InvalidArgumentError)
+    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
+    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    args = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
+    kwargs = dict(example_kwargs or {})
+
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    try:  # the runs below may update buffers (BatchNorm's statistics in train mode): put them back
+        calls = _count_calls(model, args, kwargs)
+        program = _capture(model, args, kwargs, tracer)
+        outputs, flops, seconds = _run(program, timing, warmup, repeat)
+    finally:
+        model.load_state_dict(saved)
+    return _build(program, model, calls, outputs, flops, seconds, bw, rate, timing)
+
+
+def from_torch(model: Any, example_inputs: Sequence[Any] | Any, example_kwargs: Mapping[str, Any] | None = None,
+               *, bandwidth: float | str, **options: Any) -> Graph:
+    """The :class:`~stagecut.Graph` of ``model`` (:func:`trace_torch`'s ``graph``; same arguments).
+
+    Parameters
+    ----------
+    model, example_inputs, example_kwargs, bandwidth, **options
+        As for :func:`trace_torch` (``timing``, ``flops_per_s``, ``warmup``, ``repeat``,
+        ``tracer``).
+
+    Returns
+    -------
+    Graph
+        Times in seconds, memory in bytes, ``comm`` in seconds (output bytes / bandwidth).
+
+    Raises
+    ------
+    BackendUnavailableError
+        torch is not installed (``pip install 'stagecut[torch]'``).
+    InvalidArgumentError
+        As for :func:`trace_torch`.
+    InvalidGraphError
+        As for :func:`trace_torch`.
+    """
+    return trace_torch(model, example_inputs, example_kwargs, bandwidth=bandwidth, **options).graph
+
+
+def _tensor_bytes(value: Any) -> float:
+    return float(value.numel() * value.element_size()) if hasattr(value, "numel") else float(SCALAR_BYTES)
+
+
+def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Mapping[str, Any],
+           flops: Mapping[str, float], seconds: Mapping[str, float], bw: float, rate: float,
+           timing: str) -> TorchTrace:
+    notes = list(program.notes)
+    nodes = list(program.gm.graph.nodes)
+    by_name = {n.name: n for n in nodes}
+    weight_values = dict(zip([n.name for n in nodes if n.op == "placeholder"], program.inputs))
+    for n in nodes:
+        if n.op == "get_attr":
+            weight_values[n.name] = _fetch_attr(program.gm, str(n.target))
+
+    def is_pick(n: Any) -> bool:  # getitem on a tuple/list result: merged into its producer
+        return (n.op == "call_function" and n.target is operator.getitem and n.args
+                and not isinstance(outputs.get(n.args[0].name), type(None))
+                and isinstance(outputs.get(n.args[0].name), (tuple, list)))
+
+    def source(n: Any) -> Any:
+        while is_pick(n):
+            n = n.args[0]
+        return n
+
+    ops = [n for n in nodes if n.op in ("call_function", "call_method", "call_module")]
+    keep = [n for n in ops if not is_pick(n)]
+    picks = [n for n in ops if is_pick(n)]
+    used = {source(u).name for n in nodes for u in n.all_input_nodes if n.op != "placeholder"}
+    dead = [n.name for n in keep if n.name not in used]
+    keep = [n for n in keep if n.name in used]
+    if not keep:
+        from stagecut.errors import InvalidGraphError
+        raise InvalidGraphError("the traced model has no operator to place (it returns its inputs or constants)")
+    kept = {n.name for n in keep}
+
+    out_bytes: dict[str, float] = {}
+    unknown: list[str] = []
+    for n in keep:
+        value = outputs[n.name]
+        if isinstance(value, (tuple, list)) and any(p.args[0] is n for p in picks):
+            taken = [p for p in picks if p.args[0] is n and p.users]
+            sizes = [output_bytes(outputs[p.name]) for p in taken]
+        else:
+            sizes = [output_bytes(value)]
+        if any(s is None for s in sizes):
+            unknown.append(n.name)
+        out_bytes[n.name] = float(sum(s for s in sizes if s is not None))
+    if unknown:
+        msg = (f"{len(unknown)} node(s) return something whose size is unknown (neither tensors nor numbers); "
+               f"their output counts as 0 bytes: {', '.join(unknown[:10])}")
+        notes.append(msg)
+        warnings.warn(msg, StagecutWarning, stacklevel=3)
+
+    # parameters and buffers: memory of their first user, users colocated
+    position = {n.name: i for i, n in enumerate(keep)}
+    uses: dict[str, list[str]] = {}
+    wsize: dict[str, float] = {}
+    for name, fqn in program.weights.items():  # lifted placeholders (export) or get_attr nodes (fx)
+        uses.setdefault(fqn, []).extend(source(u).name for u in by_name[name].users)
+        wsize[fqn] = _tensor_bytes(weight_values[name])
+    for n in keep:  # fx: a call_module node holds its module's parameters and buffers
+        if n.op == "call_module":
+            mod = program.gm.get_submodule(str(n.target))
+            for pname, p in [*mod.named_parameters(), *mod.named_buffers()]:
+                fqn = f"{n.target}.{pname}"
+                uses.setdefault(fqn, []).append(n.name)
+                wsize[fqn] = _tensor_bytes(p)
+    classes = UnionFind()
+    memory = {n.name: 0.0 for n in keep}
+    unused_weights: list[str] = []
+    for fqn, names in uses.items():
+        users = sorted({u for u in names if u in kept}, key=position.__getitem__)
+        if not users:
+            unused_weights.append(fqn)
+            continue
+        memory[users[0]] += wsize[fqn]
+        for u in users:
+            classes.union("weight:" + fqn, u)
+    notes.append(f"{len(uses)} parameters/buffers are not nodes: their bytes are the memory of the first "
+                 "operator using them")
+    if unused_weights:
+        notes.append(f"{len(unused_weights)} parameter(s)/buffer(s) used by no operator were dropped "
+                     f"(not counted in memory): {', '.join(unused_weights[:10])}")
+    placeholders = [n.name for n in nodes if n.op == "placeholder" and n.name not in program.weights]
+    n_weights = len(program.weights)
+    notes.append(f"{n_weights} parameter/buffer {'placeholders' if program.method == 'export' else 'attributes'} "
+                 "are not nodes: their bytes are the memory of the operator using them")
+    if unused_weights:
+        notes.append(f"{len(unused_weights)} parameter(s)/buffer(s) used by no operator were dropped "
+                     f"(not counted in memory): {', '.join(unused_weights[:10])}")
+    if placeholders:
+        notes.append(f"{len(placeholders)} model input(s) dropped: {', '.join(placeholders[:10])}")
+    if dead:
+        notes.append(f"{len(dead)} node(s) whose result nobody uses dropped: {', '.join(dead[:10])}")
+    if picks:
+        notes.append(f"{len(picks)} getitem node(s) merged into the operator whose tuple result they pick from")
+
+    modules = {n.name: _module_stack(n, program.method) for n in keep}
+    shared = sorted(name for name, m in model.named_modules() if name and calls.get(name, 0) > 1
+                    and (any(True for _ in m.parameters()) or any(True for _ in m.buffers())))
+    for m in shared:
+        for n in keep:
+            if m in modules[n.name]:
+                classes.union("module:" + m, n.name)
+    if shared:
+        notes.append(f"module(s) called several times, with all their calls' nodes colocated: {', '.join(shared)}")
+
+    members: dict[str, list[str]] = {}
+    for n in keep:
+        members.setdefault(classes.find(n.name), []).append(n.name)
+    colocation = {v: (min(ms) if len(ms) > 1 else None) for ms in members.values() for v in ms}
+
+    graph_nodes = []
+    for n in keep:
+        t = seconds[n.name] if timing == "measure" else flops[n.name] / rate
+        where = modules[n.name][-1] if modules[n.name] else "forward"
+        graph_nodes.append(Node(id=n.name, compute={ACCELERATOR: t}, memory=memory[n.name],
+                                comm=out_bytes[n.name] / bw, colocation=colocation[n.name],
+                                name=f"{_target(n)} [{where}]"))
+    edges = []
+    for n in keep:
+        for u in n.all_input_nodes:
+            s = source(u)
+            if s.name in kept and (s.name, n.name) not in edges:
+                edges.append((s.name, n.name))
+    graph = Graph(graph_nodes, edges)
+    check_sizes(out_bytes.values(), sum(x.comm for x in graph.nodes),
+                sum(x.compute[ACCELERATOR] for x in graph.nodes), notes)
+    return TorchTrace(
+        graph=graph, order=tuple(n.name for n in keep), modules=modules,
+        children=tuple(name for name, _ in model.named_children()), calls=dict(calls),
+        flops={n.name: flops[n.name] for n in keep}, output_bytes=out_bytes, memory=memory,
+        targets={n.name: _target(n) for n in keep}, method=program.method, timing=timing, notes=tuple(notes))
+
+
+def _fetch_attr(gm: Any, target: str) -> Any:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
