@@ -1,0 +1,291 @@
+"""ONNX front end (``pip install 'stagecut[onnx]'``): an ONNX model (a ``ModelProto`` or a file)
+-> a :class:`~stagecut.Graph` with one node per ONNX operator.
+
+* node ids are the ONNX node names (an operator without a name, or with a name already taken,
+  is called ``"<op_type>_<position>"``, and the notes say so);
+* output bytes come from ONNX shape inference (``onnx.shape_inference.infer_shapes``):
+  ``prod(shape) * itemsize`` summed over the outputs some operator or the graph output uses.
+  A symbolic dimension (``"batch"``) needs a value in ``dims``; an output whose size stays
+  unknown counts as 0 bytes, with a :class:`~stagecut.errors.StagecutWarning` naming it;
+* initializers (weights) and ``Constant`` operators are not nodes: their bytes are the
+  ``memory`` of the first operator that uses them, and all their users are colocated;
+* times come from a FLOP model, in seconds (FLOPs / ``flops_per_s``): ``MatMul`` ``2 * numel(out)
+  * k``; ``Gemm`` ``2 * m * n * k`` (plus ``m * n`` with a bias); ``Conv`` ``2 * numel(out) *
+  (C_in / group) * prod(kernel)`` (plus ``numel(out)`` with a bias); shape-only operators
+  (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``, ``Shape``) none; any other
+  operator one FLOP per output element;
+* ``comm`` is output bytes / ``bandwidth`` (bytes per second), in seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
+from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require
+from stagecut.graph import ACCELERATOR, Graph, Node
+from stagecut.validate import check_number
+
+__all__ = ["OnnxTrace", "trace_onnx", "from_onnx"]
+
+_SHAPE_ONLY = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size"}
+
+
+@dataclass(frozen=True)
+class OnnxTrace:
+    """An ONNX model as a graph, with what was computed on the way.
+
+    Attributes
+    ----------
+    graph : Graph
+        Times in seconds, memory and sizes in bytes, ``comm`` in seconds.
+    order : tuple of str
+        Node ids in the model's node order (a topological order).
+    flops, output_bytes, memory : mapping of str to float
+        Per node.
+    notes : tuple of str
+        What was renamed, folded, colocated or left unknown.
+    """
+
+    graph: Graph
+    order: tuple[str, ...]
+    flops: Mapping[str, float]
+    output_bytes: Mapping[str, float]
+    memory: Mapping[str, float]
+    notes: tuple[str, ...] = field(default=())
+
+
+def _shape(value_info: Any, dims: Mapping[str, int]) -> tuple[list[int] | None, int | None]:
+    """(shape, element type) of a ValueInfoProto; shape ``None`` when a dimension is unknown."""
+    t = value_info.type
+    if not t.HasField("tensor_type"):
+        return None, None
+    tt = t.tensor_type
+    if not tt.HasField("shape"):
+        return None, tt.elem_type
+    shape: list[int] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            shape.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param in dims:
+            shape.append(int(dims[d.dim_param]))
+        else:
+            return None, tt.elem_type
+    return shape, tt.elem_type
+
+
+def _itemsize(elem_type: int | None) -> int | None:
+    onnx = require("onnx", "onnx")
+    if not elem_type:
+        return None
+    try:
+        import numpy as np
+
+        dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return None if dt.kind in "OSU" else int(dt.itemsize)
+
+
+def _load(model: Any) -> Any:
+    onnx = require("onnx", "onnx")
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            return onnx.load(os.fspath(model))
+        except (OSError, ValueError) as e:
+            raise InvalidArgumentError(f"cannot read the ONNX model {os.fspath(model)!r}: {e}") from e
+    if isinstance(model, onnx.ModelProto):
+        return model
+    raise InvalidArgumentError(f"model must be an onnx.ModelProto or a path, got {type(model).__name__}")
+
+
+def _flops(op: str, node: Any, shapes: Mapping[str, list[int] | None]) -> float | None:
+    """FLOPs of one operator from its shapes (``None`` when a shape it needs is unknown)."""
+    outs = [shapes.get(o) for o in node.output if o]
+    if any(s is None for s in outs):
+        return None
+    numel = sum(math.prod(s) for s in outs if s is not None)
+    if op in _SHAPE_ONLY:
+        return 0.0
+    ins = [shapes.get(i) if i else None for i in node.input]
+    if op == "MatMul":
+        if ins[0] is None:
+            return None
+        return 2.0 * numel * ins[0][-1]
+    if op == "Gemm":
+        a = ins[0]
+        if a is None:
+            return None
+        trans_a = next((x.i for x in node.attribute if x.name == "transA"), 0)
+        k = a[0] if trans_a else a[-1]
+        return 2.0 * numel * k + (numel if len(node.input) > 2 and node.input[2] else 0)
+    if op == "Conv":
+        w = ins[1] if len(ins) > 1 else None
+        if w is None:
+            return None
+        return 2.0 * numel * w[1] * math.prod(w[2:]) + (numel if len(node.input) > 2 and node.input[2] else 0)
+    return float(numel)
+
+
+def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
+               dims: Mapping[str, int] | None = None) -> OnnxTrace:
+    """Read an ONNX model into an :class:`OnnxTrace` (its ``graph`` is what :func:`from_onnx` returns).
+
+    Parameters
+    ----------
+    model : onnx.ModelProto or path
+    bandwidth : float or str
+        Bytes per second between stages (or ``"25GB/s"``); ``comm`` = output bytes / bandwidth.
+    flops_per_s : float
+        Sustained FLOP rate of a device (default a nominal 1e12): seconds = FLOPs / it.
+    dims : mapping of str to int, optional
+        Values of symbolic dimensions (``{"batch": 8}``).
+
+    Returns
+    -------
+    OnnxTrace
+
+    Raises
+    ------
+    BackendUnavailableError
+        onnx is not installed (``pip install 'stagecut[onnx]'``).
+    InvalidArgumentError
+        A model that is neither a ``ModelProto`` nor a readable file, a bad ``bandwidth`` or
+        ``flops_per_s``.
+    InvalidGraphError
+        The model has no operator, or its node list is not a DAG.
+    """
+    onnx = require("onnx", "onnx")
+    bw = bandwidth_bytes_per_s(bandwidth)
+    rate = check_number(flops_per_s, "flops_per_s", positive=True, error=InvalidArgumentError)
+    dims = dict(dims or {})
+    proto = _load(model)
+    if dims:  # give the inputs' symbolic dimensions their values first, so that inference propagates them
+        proto = onnx.ModelProto.FromString(proto.SerializeToString())
+        for vi in proto.graph.input:
+            for d in vi.type.tensor_type.shape.dim:
+                if d.HasField("dim_param") and d.dim_param in dims:
+                    d.dim_value = int(dims[d.dim_param])
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto)
+    except Exception as e:  # a model shape inference rejects: keep the shapes the file has
+        warnings.warn(f"ONNX shape inference failed ({e}); using the shapes stored in the model", StagecutWarning,
+                      stacklevel=2)
+    g = proto.graph
+    notes: list[str] = []
+    shapes: dict[str, list[int] | None] = {}
+    nbytes: dict[str, float | None] = {}
+    for vi in [*g.input, *g.value_info, *g.output]:
+        shape, elem = _shape(vi, dims)
+        size = _itemsize(elem)
+        shapes[vi.name] = shape
+        nbytes[vi.name] = None if shape is None or size is None else float(math.prod(shape) * size)
+    weights: dict[str, float] = {}
+    for init in g.initializer:
+        size = _itemsize(init.data_type)
+        shapes[init.name] = list(init.dims)
+        weights[init.name] = float(math.prod(init.dims) * (size or 0))
+    ops = []
+    for node in g.node:
+        if node.op_type == "Constant" and not node.input:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            for out in node.output:
+                weights[out] = float(math.prod(value.dims) * (_itemsize(value.data_type) or 0)) if value else 0.0
+                shapes.setdefault(out, list(value.dims) if value is not None else None)
+        else:
+            ops.append(node)
+    if len(ops) < len(g.node):
+        notes.append(f"{len(g.node) - len(ops)} Constant operator(s) folded into their users' memory")
+    if not ops:
+        raise InvalidGraphError("the ONNX model has no operator to place")
+
+    ids: list[str] = []
+    renamed = 0
+    for i, node in enumerate(ops):
+        name = node.name
+        if not name or name in ids:
+            name, renamed = f"{node.op_type}_{i}", renamed + 1
+        ids.append(name)
+    if renamed:
+        notes.append(f"{renamed} operator(s) without a unique name called <op_type>_<position>")
+    producer = {out: ids[i] for i, node in enumerate(ops) for out in node.output if out}
+    consumers: dict[str, list[str]] = {}
+    for i, node in enumerate(ops):
+        for t in node.input:
+            if t:
+                consumers.setdefault(t, []).append(ids[i])
+    graph_outputs = {o.name for o in g.output}
+
+    classes = UnionFind()
+    memory = dict.fromkeys(ids, 0.0)
+    for w, wbytes in weights.items():
+        users = list(dict.fromkeys(consumers.get(w, [])))
+        if users:
+            memory[users[0]] += wbytes
+            for u in users:
+                classes.union("weight:" + w, u)
+    unused = [w for w in weights if w not in consumers]
+    if unused:
+        notes.append(f"{len(unused)} initializer(s) used by no operator dropped: {', '.join(unused[:10])}")
+
+    flops: dict[str, float] = {}
+    out_bytes: dict[str, float] = {}
+    unknown: list[str] = []
+    for i, node in enumerate(ops):
+        used = [o for o in node.output if o and (o in consumers or o in graph_outputs)]
+        sizes = [nbytes.get(o) for o in used]
+        if any(s is None for s in sizes):
+            unknown.append(ids[i])
+        out_bytes[ids[i]] = float(sum(s for s in sizes if s is not None))
+        f = _flops(node.op_type, node, shapes)
+        flops[ids[i]] = 0.0 if f is None else f
+        if f is None and ids[i] not in unknown:
+            unknown.append(ids[i])
+    if unknown:
+        msg = (f"{len(unknown)} operator(s) with an output shape unknown after shape inference (give symbolic "
+               f"dimensions in dims=): their output bytes or FLOPs count as 0: {', '.join(unknown[:10])}")
+        notes.append(msg)
+        warnings.warn(msg, StagecutWarning, stacklevel=2)
+
+    members: dict[str, list[str]] = {}
+    for v in ids:
+        members.setdefault(classes.find(v), []).append(v)
+    colocation = {v: (ms[0] if len(ms) > 1 else None) for ms in members.values() for v in ms}
+    nodes = [Node(id=v, compute={ACCELERATOR: flops[v] / rate}, memory=memory[v], comm=out_bytes[v] / bw,
+                  colocation=colocation[v], name=ops[i].op_type) for i, v in enumerate(ids)]
+    edges = list(dict.fromkeys((producer[t], ids[i]) for i, node in enumerate(ops) for t in node.input
+                               if t in producer and producer[t] != ids[i]))
+    graph = Graph(nodes, edges)
+    check_sizes(out_bytes.values(), sum(n.comm for n in nodes), sum(n.compute[ACCELERATOR] for n in nodes), notes)
+    return OnnxTrace(graph=graph, order=tuple(ids), flops=flops, output_bytes=out_bytes, memory=memory,
+                     notes=tuple(notes))
+
+
+def from_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
+              dims: Mapping[str, int] | None = None) -> Graph:
+    """The :class:`~stagecut.Graph` of an ONNX model (:func:`trace_onnx`'s ``graph``).
+
+    Parameters
+    ----------
+    model, bandwidth, flops_per_s, dims
+        As for :func:`trace_onnx`.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    BackendUnavailableError
+        onnx is not installed (``pip install 'stagecut[onnx]'``).
+    InvalidArgumentError
+        As for :func:`trace_onnx`.
+    InvalidGraphError
+        As for :func:`trace_onnx`.
+    """
+    return trace_onnx(model, bandwidth=bandwidth, flops_per_s=flops_per_s, dims=dims).graph
