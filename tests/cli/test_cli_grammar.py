@@ -13,7 +13,7 @@ from stagecut.cli.main import build_parser
 
 from .cli_support import SUMMARY_LABELS, labels
 
-SOLVING = ("partition", "evaluate", "slice", "certify", "plan")
+SOLVING = ("partition", "evaluate", "slice", "certify", "plan", "latency")
 
 
 def _subparsers():
@@ -30,7 +30,7 @@ def test_version_in_a_subprocess():
 def test_top_level_help_says_which_subcommand_answers_what(run):
     code, out, _ = run("--help")
     assert code == 0
-    for word in ("partition", "evaluate", "slice", "certify", "plan", "show", "demo"):
+    for word in ("partition", "evaluate", "slice", "certify", "plan", "latency", "show", "demo"):
         assert f"\n  {word}" in out
     for term in ("MTPP", "DPL", "ideals", "TMPC"):  # each explained on its own line
         assert any(line.strip().startswith(term + " ") for line in out.splitlines()), term
