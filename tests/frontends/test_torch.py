@@ -107,7 +107,7 @@ def test_cnn_residual_output_bytes_match_the_modules_outputs():
     # every parameter and buffer an operator uses is counted once; BatchNorm's step counter is not used in eval
     unused = model.block.bn.num_batches_tracked
     assert sum(n.memory for n in t.graph.nodes) == weight_bytes(model) - unused.numel() * unused.element_size()
-    assert any("used by no operator" in note for note in t.notes)
+    assert any("used by no operator" in note for note in t.notes) and len(set(t.notes)) == len(t.notes)
     # no isolated node: auto runs the exact DP
     assert all(t.graph.succ[i] or t.graph.pred[i] for i in range(len(t.graph)))
     plan = sc.partition(t.graph, devices=3)
@@ -149,6 +149,13 @@ def test_fx_fallback_when_export_fails(monkeypatch):
     assert [t.output_bytes[v] for v in t.order] == [3 * 16 * 4, 3 * 16 * 4, 3 * 4 * 4]
     with pytest.raises(InvalidArgumentError, match="torch.export could not trace"):
         trace_torch(model, x, bandwidth=BW, tracer="export")
+
+    class DataDependent(nn.Module):
+        def forward(self, v):
+            return v * 2 if v.sum() > 0 else v
+
+    with pytest.raises(InvalidArgumentError, match="symbolic_trace failed too"):
+        trace_torch(DataDependent(), x, bandwidth=BW)
 
 
 def test_from_torch_and_bad_arguments():

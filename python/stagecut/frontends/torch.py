@@ -170,18 +170,24 @@ def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Progr
 
 def _fx(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> _Program:
     torch = require("torch", "torch")
-    gm = torch.fx.symbolic_trace(model)
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as e:  # data-dependent control flow, untraceable Python...
+        first = str(e).splitlines()[0] if str(e) else ""
+        raise InvalidArgumentError(f"the model cannot be traced ({why}; torch.fx.symbolic_trace failed too: "
+                                   f"{type(e).__name__}: {first[:200]})") from e
     values = list(args) + list(kwargs.values())
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     inputs = values[:len(placeholders)]
     weights = {n.name: str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
-    note = f"torch.export failed ({why}); traced with torch.fx.symbolic_trace instead (module-level nodes)"
+    note = (f"traced with torch.fx.symbolic_trace ({why}): nodes are module calls and functions, not ATen "
+            "operators")
     return _Program(gm, inputs, weights, "fx", [note])
 
 
 def _capture(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: str) -> _Program:
     if tracer == "fx":
-        return _fx(model, args, kwargs, "tracer='fx' was asked for")
+        return _fx(model, args, kwargs, "tracer='fx'")
     try:
         return _export(model, args, kwargs)
     except Exception as e:  # export refuses data-dependent control flow, unsupported ops...
@@ -189,7 +195,7 @@ def _capture(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: 
             raise InvalidArgumentError(f"torch.export could not trace the model: {type(e).__name__}: "
                                        f"{str(e).splitlines()[0] if str(e) else ''}") from e
         first = str(e).splitlines()[0] if str(e) else ""
-        return _fx(model, args, kwargs, f"{type(e).__name__}: {first[:200]}")
+        return _fx(model, args, kwargs, f"torch.export failed: {type(e).__name__}: {first[:200]}")
 
 
 def _count_calls(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, int]:
@@ -485,12 +491,6 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
         notes.append(f"{len(unused_weights)} parameter(s)/buffer(s) used by no operator were dropped "
                      f"(not counted in memory): {', '.join(unused_weights[:10])}")
     placeholders = [n.name for n in nodes if n.op == "placeholder" and n.name not in program.weights]
-    n_weights = len(program.weights)
-    notes.append(f"{n_weights} parameter/buffer {'placeholders' if program.method == 'export' else 'attributes'} "
-                 "are not nodes: their bytes are the memory of the operator using them")
-    if unused_weights:
-        notes.append(f"{len(unused_weights)} parameter(s)/buffer(s) used by no operator were dropped "
-                     f"(not counted in memory): {', '.join(unused_weights[:10])}")
     if placeholders:
         notes.append(f"{len(placeholders)} model input(s) dropped: {', '.join(placeholders[:10])}")
     if dead:
