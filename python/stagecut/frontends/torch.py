@@ -422,9 +422,8 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
             weight_values[n.name] = _fetch_attr(program.gm, str(n.target))
 
     def is_pick(n: Any) -> bool:  # getitem on a tuple/list result: merged into its producer
-        return (n.op == "call_function" and n.target is operator.getitem and n.args
-                and not isinstance(outputs.get(n.args[0].name), type(None))
-                and isinstance(outputs.get(n.args[0].name), (tuple, list)))
+        return bool(n.op == "call_function" and n.target is operator.getitem and n.args
+                    and hasattr(n.args[0], "name") and isinstance(outputs.get(n.args[0].name), (tuple, list)))
 
     def source(n: Any) -> Any:
         while is_pick(n):
@@ -434,6 +433,9 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
     ops = [n for n in nodes if n.op in ("call_function", "call_method", "call_module")]
     keep = [n for n in ops if not is_pick(n)]
     picks = [n for n in ops if is_pick(n)]
+    picked: dict[str, list[Any]] = {}
+    for p in picks:
+        picked.setdefault(p.args[0].name, []).append(p)
     used = {source(u).name for n in nodes for u in n.all_input_nodes if n.op != "placeholder"}
     dead = [n.name for n in keep if n.name not in used]
     keep = [n for n in keep if n.name in used]
@@ -446,8 +448,8 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
     unknown: list[str] = []
     for n in keep:
         value = outputs[n.name]
-        if isinstance(value, (tuple, list)) and any(p.args[0] is n for p in picks):
-            taken = [p for p in picks if p.args[0] is n and p.users]
+        if isinstance(value, (tuple, list)) and n.name in picked:
+            taken = [p for p in picked[n.name] if p.users]
             sizes = [output_bytes(outputs[p.name]) for p in taken]
         else:
             sizes = [output_bytes(value)]
@@ -520,12 +522,8 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
         graph_nodes.append(Node(id=n.name, compute={ACCELERATOR: t}, memory=memory[n.name],
                                 comm=out_bytes[n.name] / bw, colocation=colocation[n.name],
                                 name=f"{_target(n)} [{where}]"))
-    edges = []
-    for n in keep:
-        for u in n.all_input_nodes:
-            s = source(u)
-            if s.name in kept and (s.name, n.name) not in edges:
-                edges.append((s.name, n.name))
+    edges = list(dict.fromkeys((source(u).name, n.name) for n in keep for u in n.all_input_nodes
+                               if source(u).name in kept))
     graph = Graph(graph_nodes, edges)
     check_sizes(out_bytes.values(), sum(x.comm for x in graph.nodes),
                 sum(x.compute[ACCELERATOR] for x in graph.nodes), notes)
