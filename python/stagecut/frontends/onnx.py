@@ -31,7 +31,7 @@ from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_s
 from stagecut.graph import ACCELERATOR, Graph, Node
 from stagecut.validate import check_number
 
-__all__ = ["OnnxTrace", "trace_onnx", "from_onnx"]
+__all__ = ["OnnxTrace", "trace_onnx", "from_onnx", "extract_stages"]
 
 _SHAPE_ONLY = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Shape", "Size"}
 
@@ -58,6 +58,12 @@ class OnnxTrace:
     output_bytes: Mapping[str, float]
     memory: Mapping[str, float]
     notes: tuple[str, ...] = field(default=())
+    #: per node, the names of the tensors it reads and writes (for :func:`extract_stages`)
+    reads: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    writes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the model's output tensors, and the tensors that are weights or constants
+    model_outputs: tuple[str, ...] = ()
+    constants: frozenset[str] = frozenset()
 
 
 def _shape(value_info: Any, dims: Mapping[str, int]) -> tuple[list[int] | None, int | None]:
@@ -263,7 +269,9 @@ def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
     graph = Graph(nodes, edges)
     check_sizes(out_bytes.values(), sum(n.comm for n in nodes), sum(n.compute[ACCELERATOR] for n in nodes), notes)
     return OnnxTrace(graph=graph, order=tuple(ids), flops=flops, output_bytes=out_bytes, memory=memory,
-                     notes=tuple(notes))
+                     notes=tuple(notes), reads={v: tuple(t for t in ops[i].input if t) for i, v in enumerate(ids)},
+                     writes={v: tuple(t for t in ops[i].output if t) for i, v in enumerate(ids)},
+                     model_outputs=tuple(o.name for o in g.output), constants=frozenset(weights))
 
 
 def from_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
@@ -289,3 +297,68 @@ def from_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
         As for :func:`trace_onnx`.
     """
     return trace_onnx(model, bandwidth=bandwidth, flops_per_s=flops_per_s, dims=dims).graph
+
+
+def extract_stages(plan: Any, trace: OnnxTrace, model: Any, directory: str | os.PathLike[str]) -> list[Any]:
+    """One ONNX file per stage of ``plan``, in pipeline order (``onnx.utils.extract_model``).
+
+    Stage ``i`` reads the tensors its operators use that earlier stages (or the model's inputs)
+    produce, and writes those that later stages or the model's outputs use; weights and
+    constants go with the operators that use them. Running the files in order, each fed from
+    the tensors computed so far, gives the model's outputs. The files are not passed through
+    ``onnx.checker`` (an output declared without a shape in the source model fails it; they run
+    all the same).
+
+    Parameters
+    ----------
+    plan : Plan
+        A plan over ``trace.graph``.
+    trace : OnnxTrace
+        The trace of ``model``.
+    model : onnx.ModelProto or path
+        The model the trace was read from.
+    directory : path
+        Where to write ``stage_0.onnx``, ``stage_1.onnx``... (created if missing).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files, in pipeline order.
+
+    Raises
+    ------
+    BackendUnavailableError
+        onnx is not installed.
+    InvalidArgumentError
+        A plan that is not over this trace's graph, or a stage the extractor refuses.
+    """
+    import pathlib
+    import tempfile
+
+    onnx = require("onnx", "onnx")
+    where = plan.assignment()
+    if set(where) != set(trace.order):
+        missing = sorted(str(v) for v in set(trace.order) ^ set(where))
+        raise InvalidArgumentError(f"the plan is not over this trace's graph (node {missing[0]!r})")
+    out_dir = pathlib.Path(directory)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    produced_in = {t: where[v] for v in trace.order for t in trace.writes[v]}
+    stages = sorted({where[v] for v in trace.order})
+    with tempfile.TemporaryDirectory() as tmp:
+        source = pathlib.Path(tmp) / "model.onnx"
+        onnx.save(_load(model), str(source))
+        files = []
+        for i, s in enumerate(stages):
+            nodes = [v for v in trace.order if where[v] == s]
+            inputs = list(dict.fromkeys(t for v in nodes for t in trace.reads[v]
+                                        if produced_in.get(t, -1) != s and t not in trace.constants))
+            later = {t for v in trace.order if where[v] != s for t in trace.reads[v]}
+            outputs = list(dict.fromkeys(t for v in nodes for t in trace.writes[v]
+                                         if t in later or t in trace.model_outputs))
+            path = out_dir / f"stage_{i}.onnx"
+            try:
+                onnx.utils.extract_model(str(source), str(path), inputs, outputs, check_model=False)
+            except Exception as e:  # the extractor's own errors (unknown tensor, unreachable output...)
+                raise InvalidArgumentError(f"stage {i}: onnx.utils.extract_model failed: {e}") from e
+            files.append(path)
+    return files
