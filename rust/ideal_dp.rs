@@ -15,17 +15,32 @@
 //! grows, so once the bound reaches the worst current value of `I`'s row, no larger block can
 //! improve it and that branch of the descent is cut. The answer is unaffected.
 //!
+//! With a finite `upper` and pruning, only the cells that can lie on a solution of cost
+//! `<= upper` are computed ([`CellFilter`], from per-node lower bounds): an ideal with no such
+//! cell is skipped, and a row's thresholds are taken over its useful cells only. On a chain of
+//! `n` nodes and `k` devices that leaves `O(k)` descents of `O(n / k)` pairs instead of `n`.
+//!
+//! Levels of a few ideals (a chain has one per level) run on the calling thread with one block
+//! state; wider levels run in parallel, the states taken from a pool (a state may hold arrays
+//! of the graph's size, so none is allocated per level). Rows are written in place.
+//!
 //! Device counts are capped at the number of nodes (blocks are non-empty, so more devices
 //! cannot be used); the tables are estimated against the [`crate::memory`] budget before they
 //! are allocated, and the descent polls a [`Cancel`] token.
+
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 
 use crate::cancel::{Cancel, Stop};
 use crate::error::CoreResult;
+use crate::ideal_bounds::{CellFilter, FILTER_BYTES_PER_IDEAL};
 use crate::ideals::Ideals;
 use crate::memory;
 use crate::numeric::INF;
+
+/// Levels with fewer ideals than this run on the calling thread.
+const PARALLEL_LEVEL: usize = 4;
 
 /// Costs of the current block on each device kind, with monotone lower bounds.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +62,12 @@ pub trait BlockCost: Sync {
     /// Undo the last `push(v)`.
     fn pop(&self, st: &mut Self::State, v: usize);
     fn eval(&self, st: &Self::State) -> Costs;
+    /// Additive lower bounds `(accelerator, CPU)` of node `v` (`INF`: never fits that kind):
+    /// every block's `acc_lb` is at least the sum of its nodes' first bounds, its `cpu_lb` at
+    /// least the sum of the second. The default (zeros) is always valid and filters nothing.
+    fn node_lb(&self, _v: usize) -> (f64, f64) {
+        (0.0, 0.0)
+    }
 }
 
 /// One block of the optimal split, on a device of the given kind.
@@ -96,8 +117,23 @@ struct Frame {
     added: u32,
 }
 
-/// One ideal's DP row, its back-pointers and the number of sub-ideal pairs visited.
-type Row = (Vec<f64>, Vec<(u32, u8)>, u64);
+/// A useful cell of a row: its index, and whether it has a CPU (`c > 0`) and an accelerator
+/// (`f > 0`) to take one more block.
+type Cell = (u32, bool, bool);
+
+/// A block state borrowed from a pool for one rayon task, given back when the task ends.
+struct Pooled<'a, S> {
+    pool: &'a Mutex<Vec<S>>,
+    st: Option<S>,
+}
+
+impl<S> Drop for Pooled<'_, S> {
+    fn drop(&mut self) {
+        if let Some(s) = self.st.take() {
+            self.pool.lock().unwrap_or_else(|e| e.into_inner()).push(s);
+        }
+    }
+}
 
 /// Run the DP with `accelerators` accelerators and `cpus` CPUs.
 ///
@@ -132,7 +168,9 @@ pub fn solve_with<C: BlockCost>(
     let cpus = cpus.min(ideals.num_nodes());
     let kf = accelerators + 1;
     let width = (cpus + 1) * kf;
-    check_memory(ideals, width)?;
+    let filtered = prune && upper.is_finite();
+    check_memory(ideals, width, filtered)?;
+    let filter = filtered.then(|| CellFilter::new(ideals, cost, accelerators, cpus, upper));
     let shape = Shape {
         accelerators,
         cpus,
@@ -148,23 +186,54 @@ pub fn solve_with<C: BlockCost>(
         *x = 0.0;
     }
     let mut pairs_total = 0u64;
+    let mut st = cost.new_state();
+    let mut cells = Vec::new();
+    let pool: Mutex<Vec<C::State>> = Mutex::new(Vec::new());
+    let filter = filter.as_ref();
     for level in ideals.levels().into_iter().skip(1) {
-        let start = level.start;
-        let dp_ref = &dp;
         cancel.check()?;
-        let rows: Vec<Row> = level
-            .into_par_iter()
-            .map_init(
-                || cost.new_state(),
-                |st, id| row_for(ideals, cost, st, dp_ref, id, &shape, cancel),
-            )
-            .collect::<Result<_, Stop>>()?;
-        for (i, (row, brow, pairs)) in rows.into_iter().enumerate() {
-            let id = start + i;
-            dp[id * width..(id + 1) * width].copy_from_slice(&row);
-            back[id * width..(id + 1) * width].copy_from_slice(&brow);
-            pairs_total += pairs;
+        // every sub-ideal of the level has a smaller id: read rows below, write rows in place
+        let (done, rest) = dp.split_at_mut(level.start * width);
+        let rows = &mut rest[..level.len() * width];
+        let brows = &mut back[level.start * width..level.end * width];
+        if level.len() < PARALLEL_LEVEL {
+            for (i, (row, brow)) in rows
+                .chunks_mut(width)
+                .zip(brows.chunks_mut(width))
+                .enumerate()
+            {
+                let id = level.start + i;
+                useful_cells(ideals, filter, &shape, id, &mut cells);
+                let ctx = (ideals, cost, &*done, &shape, cancel);
+                pairs_total += row_for(ctx, &mut st, id, &cells, row, brow)?;
+            }
+            continue;
         }
+        let done = &*done;
+        pairs_total += rows
+            .par_chunks_mut(width)
+            .zip(brows.par_chunks_mut(width))
+            .enumerate()
+            .map_init(
+                || {
+                    let st = pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let st = st.unwrap_or_else(|| cost.new_state());
+                    (
+                        Pooled {
+                            pool: &pool,
+                            st: Some(st),
+                        },
+                        Vec::new(),
+                    )
+                },
+                |(p, cells), (i, (row, brow))| {
+                    let id = level.start + i;
+                    useful_cells(ideals, filter, &shape, id, cells);
+                    let st = p.st.as_mut().expect("a pooled state");
+                    row_for((ideals, cost, done, &shape, cancel), st, id, cells, row, brow)
+                },
+            )
+            .try_reduce(|| 0, |a, b| Ok(a + b))?;
     }
     let full = ideals.full();
     let objective = dp[full * width + cpus * kf + accelerators];
@@ -182,10 +251,14 @@ pub fn solve_with<C: BlockCost>(
 }
 
 /// Refuse (`MemoryLimit`) tables that would not fit: per ideal and cell, a value and a
-/// back-pointer (16 bytes), plus the rows of the largest level while it is computed.
-fn check_memory(ideals: &Ideals, width: usize) -> CoreResult<()> {
+/// back-pointer (16 bytes), plus the rows of the largest level (the estimate of when rows were
+/// copied: kept as a margin), plus the [`CellFilter`]'s sums when one is used.
+fn check_memory(ideals: &Ideals, width: usize, filtered: bool) -> CoreResult<()> {
     let widest = ideals.levels().iter().map(|l| l.len()).max().unwrap_or(1);
-    let bytes = memory::product(&[ideals.len() + widest, width, 16]);
+    let mut bytes = memory::product(&[ideals.len() + widest, width, 16]);
+    if filtered {
+        bytes += memory::product(&[ideals.len(), FILTER_BYTES_PER_IDEAL]);
+    }
     let what = format!(
         "the DP table ({} ideals x {width} device combinations)",
         ideals.len()
@@ -205,9 +278,7 @@ fn blocks_from(ideals: &Ideals, back: &[(u32, u8)], shape: &Shape) -> Vec<Block>
             CPU_SKIP => c -= 1,
             _ => {
                 let sub = sub as usize;
-                let nodes: Vec<usize> = (0..ideals.num_nodes())
-                    .filter(|&v| ideals.contains(id, v) && !ideals.contains(sub, v))
-                    .collect();
+                let nodes = ideals.difference(id, sub);
                 let accelerator = kind == ACC_BLOCK;
                 blocks.push(Block { accelerator, nodes });
                 if accelerator {
@@ -223,30 +294,47 @@ fn blocks_from(ideals: &Ideals, back: &[(u32, u8)], shape: &Shape) -> Vec<Block>
     blocks
 }
 
-/// The largest value among the cells that can take one more accelerator block
-/// (`f > 0`) and one more CPU block (`c > 0`): a block whose lower bound reaches it cannot
-/// improve the row.
-fn thresholds(shape: &Shape, row: &[f64]) -> (f64, f64) {
-    let mut t_acc = -INF;
-    let mut t_cpu = -INF;
+/// The useful cells of ideal `id` (all but `(0, 0)` without a filter).
+fn useful_cells(
+    ideals: &Ideals,
+    filter: Option<&CellFilter>,
+    shape: &Shape,
+    id: usize,
+    out: &mut Vec<Cell>,
+) {
+    out.clear();
     for c in 0..=shape.cpus {
         for f in 0..=shape.accelerators {
-            let x = row[c * shape.kf + f];
-            if f > 0 && x > t_acc {
-                t_acc = x;
+            if (c > 0 || f > 0) && filter.is_none_or(|x| x.useful(ideals, id, c, f)) {
+                out.push(((c * shape.kf + f) as u32, c > 0, f > 0));
             }
-            if c > 0 && x > t_cpu {
-                t_cpu = x;
-            }
+        }
+    }
+}
+
+/// The largest value among the useful cells that can take one more accelerator block
+/// (`f > 0`) and one more CPU block (`c > 0`): a block whose lower bound reaches it cannot
+/// improve the row.
+fn thresholds(cells: &[Cell], row: &[f64]) -> (f64, f64) {
+    let mut t_acc = -INF;
+    let mut t_cpu = -INF;
+    for &(j, has_c, has_f) in cells {
+        let x = row[j as usize];
+        if has_f && x > t_acc {
+            t_acc = x;
+        }
+        if has_c && x > t_cpu {
+            t_cpu = x;
         }
     }
     (t_acc, t_cpu)
 }
 
 /// Try the block `I \ J` (costs `cs`, `J = sub` with DP row `prev`) as the last block of every
-/// cell of `I`'s row; true if some cell improved.
+/// useful cell of `I`'s row; true if some cell improved.
 fn relax(
     shape: &Shape,
+    cells: &[Cell],
     row: &mut [f64],
     brow: &mut [(u32, u8)],
     prev: &[f64],
@@ -255,24 +343,22 @@ fn relax(
 ) -> bool {
     let kf = shape.kf;
     let mut changed = false;
-    for c in 0..=shape.cpus {
-        for f in 0..=shape.accelerators {
-            let j = c * kf + f;
-            if f > 0 && cs.acc < row[j] {
-                let cand = prev[j - 1].max(cs.acc);
-                if cand < row[j] {
-                    row[j] = cand;
-                    brow[j] = (sub, ACC_BLOCK);
-                    changed = true;
-                }
+    for &(j, has_c, has_f) in cells {
+        let j = j as usize;
+        if has_f && cs.acc < row[j] {
+            let cand = prev[j - 1].max(cs.acc);
+            if cand < row[j] {
+                row[j] = cand;
+                brow[j] = (sub, ACC_BLOCK);
+                changed = true;
             }
-            if c > 0 && cs.cpu < row[j] {
-                let cand = prev[j - kf].max(cs.cpu);
-                if cand < row[j] {
-                    row[j] = cand;
-                    brow[j] = (sub, CPU_BLOCK);
-                    changed = true;
-                }
+        }
+        if has_c && cs.cpu < row[j] {
+            let cand = prev[j - kf].max(cs.cpu);
+            if cand < row[j] {
+                row[j] = cand;
+                brow[j] = (sub, CPU_BLOCK);
+                changed = true;
             }
         }
     }
@@ -297,29 +383,35 @@ fn leave_unused(shape: &Shape, row: &mut [f64], brow: &mut [(u32, u8)], id: usiz
     }
 }
 
-/// The DP row of ideal `id`: canonical descent over its sub-ideals `J`, the block `I \ J`
-/// growing one node at a time in `st`, cut by the pruning rule of [`solve`].
+/// What every row reads: the ideals, the cost, the rows done so far, the shape, the token.
+type Ctx<'a, C> = (&'a Ideals, &'a C, &'a [f64], &'a Shape, &'a Cancel);
+
+/// Fill the DP row of ideal `id` (`row`, `brow`: all `INF` / skips on entry) over its useful
+/// `cells`: canonical descent over its sub-ideals `J`, the block `I \ J` growing one node at a
+/// time in `st`, cut by the pruning rule of [`solve`]. Returns the pairs visited; no descent at
+/// all when no cell is useful.
 fn row_for<C: BlockCost>(
-    ideals: &Ideals,
-    cost: &C,
+    (ideals, cost, dp, shape, cancel): Ctx<'_, C>,
     st: &mut C::State,
-    dp: &[f64],
     id: usize,
-    shape: &Shape,
-    cancel: &Cancel,
-) -> Result<Row, Stop> {
+    cells: &[Cell],
+    row: &mut [f64],
+    brow: &mut [(u32, u8)],
+) -> Result<u64, Stop> {
     let width = shape.width;
-    let mut row = vec![INF; width];
-    let mut brow = vec![(id as u32, ACC_SKIP); width];
+    brow.fill((id as u32, ACC_SKIP));
     let mut pairs = 0u64;
     let (mut t_acc, mut t_cpu) = (INF, INF);
     let mut tick = cancel.ticker(256);
-    let mut stack = vec![Frame {
-        k: id as u32,
-        r: u32::MAX,
-        next: 0,
-        added: u32::MAX,
-    }];
+    let mut stack = Vec::new();
+    if !cells.is_empty() {
+        stack.push(Frame {
+            k: id as u32,
+            r: u32::MAX,
+            next: 0,
+            added: u32::MAX,
+        });
+    }
     while let Some(top) = stack.last_mut() {
         let subs = ideals.immediate_subs(top.k as usize);
         while top.next < subs.len() && ideals.rank(subs[top.next].0 as usize) >= top.r {
@@ -348,8 +440,8 @@ fn row_for<C: BlockCost>(
         pairs += 1;
         let cs = cost.eval(st);
         let prev = &dp[sub as usize * width..(sub as usize + 1) * width];
-        if relax(shape, &mut row, &mut brow, prev, &cs, sub) {
-            (t_acc, t_cpu) = thresholds(shape, &row);
+        if relax(shape, cells, row, brow, prev, &cs, sub) {
+            (t_acc, t_cpu) = thresholds(cells, row);
         }
         let upper = shape.upper;
         if shape.prune
@@ -366,8 +458,8 @@ fn row_for<C: BlockCost>(
             added: v,
         });
     }
-    leave_unused(shape, &mut row, &mut brow, id);
-    Ok((row, brow, pairs))
+    leave_unused(shape, row, brow, id);
+    Ok(pairs)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Enumeration of the ideals (downsets) of a DAG.
 //!
-//! An ideal is a set of nodes closed under predecessors. Ideals are produced level by level
-//! (by cardinality), so ideal ids are sorted by size: id 0 is the empty set, the last id is
-//! the full node set, and every strict sub-ideal of `I` has a smaller id than `I`.
+//! An ideal is a set of nodes closed under predecessors. Ideal ids are sorted by size: id 0 is
+//! the empty set, the last id is the full node set, and every strict sub-ideal of `I` has a
+//! smaller id than `I`.
 //!
 //! For each ideal we keep its *immediate sub-ideals*: `I \ {v}` for every maximal `v` of `I`,
 //! sorted by the topological rank of `v`, descending. Every sub-ideal `J` of `I` is reached
@@ -10,25 +10,123 @@
 //! (each is maximal when removed). So a DFS from `I` that, from a state reached by removing a
 //! node of rank `r`, only removes nodes of rank `< r`, visits each sub-ideal once, and each
 //! step grows the difference `I \ J` by one node: solvers keep their block costs incrementally.
-
-use std::collections::HashMap;
+//!
+//! # Representation: no node sets
+//!
+//! No ideal is stored as a set of nodes. Each non-empty ideal `I` has a *top*, its node of
+//! largest rank (always maximal), and a *canonical parent* `I \ {top}`; the parent links form a
+//! tree rooted at the empty set, and membership is recovered by walking it
+//! ([`Ideals::members`], [`Ideals::difference`]). Memory is `O(ideals + immediate subs)`, not
+//! `O(ideals * n)`.
+//!
+//! Enumeration is a reverse search over that tree: the children of `I` are `I + {v}` for every
+//! *addable* `v` (not in `I`, all its predecessors in `I`) of rank above `I`'s top. A DFS keeps
+//! the current ideal incrementally (missing-predecessor counters and the set of addable ranks),
+//! so each ideal costs `O(degree)` plus a few bitset searches, whatever `n`.
+//!
+//! The immediate subs need no lookup table: for `I` with top `t` and parent `P`, the maximal
+//! nodes of `I` are `t` and the maximal nodes `m` of `P` that are not predecessors of `t`; and
+//! `I \ {m}` is the child of `P \ {m}` (an immediate sub of `P`, known already) by `t`, since
+//! `t` is still the largest rank there. Ideals are then renumbered by cardinality (stably, so
+//! the result is deterministic).
 
 use crate::cancel::{self, Cancel};
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
 use crate::memory;
 
+/// "No node / no ideal".
+const NONE: u32 = u32::MAX;
+
+/// Estimated bytes per ideal while enumerating: parent, top and cardinality (12), the child
+/// lists (8), the sub offsets (12), the renumbering (4) and the renumbered copies (24), rounded
+/// up. Each immediate sub costs 8 more.
+const BYTES_PER_IDEAL: f64 = 64.0;
+const BYTES_PER_SUB: f64 = 8.0;
+
 #[derive(Debug, Clone)]
 pub struct Ideals {
     n: usize,
-    words: usize,
-    bits: Vec<u64>,
     card: Vec<u32>,
     /// Topological rank of each node (position in a fixed topological order).
     rank: Vec<u32>,
-    sub_off: Vec<usize>,
-    /// `(removed node, sub-ideal id)` pairs, rank of the node descending.
+    /// Canonical parent (`I` minus its top); `NONE` for the empty set.
+    parent: Vec<u32>,
+    /// The node of largest rank; `NONE` for the empty set.
+    top: Vec<u32>,
+    sub_start: Vec<usize>,
+    sub_len: Vec<u32>,
+    /// `(removed node, sub-ideal id)` pairs, per ideal rank of the node descending.
     sub: Vec<(u32, u32)>,
+}
+
+/// Ranks `0..n` as a two-level bitset: insert, remove, and the next member from a rank.
+struct RankSet {
+    words: Vec<u64>,
+    /// Bit `w` set when `words[w]` is non-zero.
+    summary: Vec<u64>,
+}
+
+impl RankSet {
+    fn new(n: usize) -> RankSet {
+        let w = n.div_ceil(64).max(1);
+        RankSet {
+            words: vec![0; w],
+            summary: vec![0; w.div_ceil(64)],
+        }
+    }
+
+    fn insert(&mut self, r: u32) {
+        let w = r as usize / 64;
+        self.words[w] |= 1 << (r % 64);
+        self.summary[w / 64] |= 1 << (w % 64);
+    }
+
+    fn remove(&mut self, r: u32) {
+        let w = r as usize / 64;
+        self.words[w] &= !(1 << (r % 64));
+        if self.words[w] == 0 {
+            self.summary[w / 64] &= !(1 << (w % 64));
+        }
+    }
+
+    /// The smallest member `>= r`.
+    fn next_from(&self, r: u32) -> Option<u32> {
+        let w = r as usize / 64;
+        if w >= self.words.len() {
+            return None;
+        }
+        let here = self.words[w] & (!0u64 << (r % 64));
+        if here != 0 {
+            return Some((w * 64) as u32 + here.trailing_zeros());
+        }
+        let w = w + 1;
+        let mut s = w / 64;
+        if s >= self.summary.len() {
+            return None;
+        }
+        let mut bits = self.summary[s] & (!0u64 << (w % 64));
+        loop {
+            if bits != 0 {
+                let word = s * 64 + bits.trailing_zeros() as usize;
+                return Some((word * 64) as u32 + self.words[word].trailing_zeros());
+            }
+            s += 1;
+            if s >= self.summary.len() {
+                return None;
+            }
+            bits = self.summary[s];
+        }
+    }
+}
+
+/// The canonical tree found by the reverse search, ids in DFS preorder.
+struct Tree {
+    parent: Vec<u32>,
+    top: Vec<u32>,
+    card: Vec<u32>,
+    /// Total number of immediate subs (maximal nodes summed over the ideals).
+    subs: usize,
 }
 
 impl Ideals {
@@ -39,94 +137,23 @@ impl Ideals {
         Ideals::enumerate_with(dag, max_ideals, &Cancel::never())
     }
 
-    /// [`Ideals::enumerate`], polling `cancel`, and refused (`MemoryLimit`) once the ideals
-    /// found so far pass the memory budget (each is a bitset of `n` bits, about twice over
-    /// while its level is indexed).
+    /// [`Ideals::enumerate`], polling `cancel`, and refused (`MemoryLimit`) as soon as the
+    /// ideals found so far pass the memory budget: about 64 bytes per ideal and 8 per
+    /// immediate sub (never `n` bits per ideal), counted before the sub lists are built.
     pub fn enumerate_with(dag: &Dag, max_ideals: usize, cancel: &Cancel) -> CoreResult<Ideals> {
         let n = dag.len();
         // a DAG on n nodes has at least n + 1 ideals (the prefixes of a topological order)
         if n >= max_ideals {
             return Err(CoreError::TooManyIdeals { limit: max_ideals });
         }
-        let words = n.div_ceil(64).max(1);
         let order = dag.topo_order()?;
         let mut rank = vec![0u32; n];
         for (i, &v) in order.iter().enumerate() {
             rank[v] = i as u32;
         }
-        let mut bits: Vec<u64> = vec![0; words];
-        let mut card: Vec<u32> = vec![0];
-        // per ideal, its immediate subs (filled as supersets are generated)
-        let mut subs: Vec<Vec<(u32, u32)>> = vec![Vec::new()];
-        let mut level_start = 0usize;
-        let mut level_end = 1usize;
-        let mut scratch = vec![0u64; words];
-        let per_ideal = (words * 16 + 64) as f64;
-        let room = memory::budget()? / per_ideal;
-        let mut tick = cancel.ticker((1 << 16) / (n as u32).saturating_add(1));
-        while level_start < level_end {
-            let mut index: HashMap<Box<[u64]>, u32> = HashMap::new();
-            for id in level_start..level_end {
-                if let Err(stop) = tick.tick() {
-                    // millions of small allocations take a while to free: not on the way out
-                    cancel::drop_in_background((index, subs, bits));
-                    return Err(stop.into());
-                }
-                for v in 0..n {
-                    let (w, b) = (v / 64, 1u64 << (v % 64));
-                    let cur = &bits[id * words..(id + 1) * words];
-                    if cur[w] & b != 0 {
-                        continue;
-                    }
-                    if !dag
-                        .preds(v)
-                        .iter()
-                        .all(|&u| cur[u as usize / 64] >> (u % 64) & 1 == 1)
-                    {
-                        continue;
-                    }
-                    scratch.copy_from_slice(cur);
-                    scratch[w] |= b;
-                    let new_id = match index.get(&scratch[..]) {
-                        Some(&x) => x as usize,
-                        None => {
-                            let x = card.len();
-                            if x >= max_ideals {
-                                return Err(CoreError::TooManyIdeals { limit: max_ideals });
-                            }
-                            if x as f64 >= room {
-                                return Err(too_big(n, x, per_ideal));
-                            }
-                            index.insert(scratch.clone().into_boxed_slice(), x as u32);
-                            bits.extend_from_slice(&scratch);
-                            card.push(card[id] + 1);
-                            subs.push(Vec::new());
-                            x
-                        }
-                    };
-                    subs[new_id].push((v as u32, id as u32));
-                }
-            }
-            level_start = level_end;
-            level_end = card.len();
-        }
-        let mut sub_off = Vec::with_capacity(card.len() + 1);
-        let mut sub = Vec::new();
-        sub_off.push(0);
-        for mut s in subs {
-            s.sort_unstable_by_key(|&(v, _)| std::cmp::Reverse(rank[v as usize]));
-            sub.extend(s);
-            sub_off.push(sub.len());
-        }
-        Ok(Ideals {
-            n,
-            words,
-            bits,
-            card,
-            rank,
-            sub_off,
-            sub,
-        })
+        let tree = reverse_search(dag, &order, &rank, max_ideals, cancel)?;
+        let (sub_start, sub_len, sub) = immediate_subs(dag, &rank, &tree, cancel)?;
+        Ok(renumber(n, rank, tree, sub_start, sub_len, sub))
     }
 
     /// Number of ideals (including the empty and the full set).
@@ -156,23 +183,65 @@ impl Ideals {
         self.rank[v]
     }
 
+    /// The canonical parent of a non-empty ideal (`I` minus its top), `None` for the empty set.
+    pub fn parent(&self, id: usize) -> Option<usize> {
+        (self.parent[id] != NONE).then_some(self.parent[id] as usize)
+    }
+
+    /// The node of largest rank of a non-empty ideal (`None` for the empty set).
+    pub fn top(&self, id: usize) -> Option<usize> {
+        (self.top[id] != NONE).then_some(self.top[id] as usize)
+    }
+
+    /// Nodes of the ideal by rank, descending (the tops along the canonical parent chain).
+    fn chain(&self, id: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut k = id;
+        std::iter::from_fn(move || {
+            let t = self.top[k];
+            (t != NONE).then(|| {
+                k = self.parent[k] as usize;
+                t as usize
+            })
+        })
+    }
+
+    /// Whether `v` is in ideal `id`: `O(|I|)` (a walk up the canonical parent chain), for tests
+    /// and small inputs.
     pub fn contains(&self, id: usize, v: usize) -> bool {
-        self.bits[id * self.words + v / 64] >> (v % 64) & 1 == 1
+        let r = self.rank[v];
+        self.chain(id)
+            .take_while(|&t| self.rank[t] >= r)
+            .any(|t| t == v)
     }
 
-    /// The ideal as a bitset of `ceil(n / 64)` words.
-    pub fn bits(&self, id: usize) -> &[u64] {
-        &self.bits[id * self.words..(id + 1) * self.words]
-    }
-
-    /// Nodes of the ideal, ascending.
+    /// Nodes of the ideal, ascending: `O(|I| log |I|)`.
     pub fn members(&self, id: usize) -> Vec<usize> {
-        (0..self.n).filter(|&v| self.contains(id, v)).collect()
+        let mut out: Vec<usize> = self.chain(id).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Nodes of `I \ J` ascending, for a sub-ideal `J` of `I`: `O(|I|)` (both canonical chains
+    /// list their nodes by rank, descending, so one merge finds the difference).
+    pub fn difference(&self, i: usize, j: usize) -> Vec<usize> {
+        let mut inner = self.chain(j).peekable();
+        let mut out = Vec::new();
+        for v in self.chain(i) {
+            if inner.peek() == Some(&v) {
+                inner.next();
+            } else {
+                out.push(v);
+            }
+        }
+        debug_assert!(inner.next().is_none(), "J is not a sub-ideal of I");
+        out.sort_unstable();
+        out
     }
 
     /// `(v, id of I \ {v})` for each maximal node `v` of ideal `id`, rank of `v` descending.
     pub fn immediate_subs(&self, id: usize) -> &[(u32, u32)] {
-        &self.sub[self.sub_off[id]..self.sub_off[id + 1]]
+        let s = self.sub_start[id];
+        &self.sub[s..s + self.sub_len[id] as usize]
     }
 
     /// Ranges of ideal ids with equal cardinality, in increasing cardinality.
@@ -205,12 +274,208 @@ impl Ideals {
     }
 }
 
+/// The reverse search: every ideal once, as a child of its canonical parent, ids in DFS
+/// preorder (children in increasing rank of the added node). Counts the immediate subs and
+/// checks the limit and the memory estimate at each new ideal.
+fn reverse_search(
+    dag: &Dag,
+    order: &[usize],
+    rank: &[u32],
+    max_ideals: usize,
+    cancel: &Cancel,
+) -> CoreResult<Tree> {
+    let n = dag.len();
+    let max_ideals = max_ideals.min(NONE as usize);
+    let room = memory::budget()?;
+    // predecessors not yet in the current ideal; successors in it
+    let mut missing: Vec<u32> = (0..n).map(|v| dag.preds(v).len() as u32).collect();
+    let mut succ_in = vec![0u32; n];
+    let mut addable = RankSet::new(n);
+    for (v, &m) in missing.iter().enumerate() {
+        if m == 0 {
+            addable.insert(rank[v]);
+        }
+    }
+    let mut maximal = 0usize;
+    let mut t = Tree {
+        parent: vec![NONE],
+        top: vec![NONE],
+        card: vec![0],
+        subs: 0,
+    };
+    let mut tick = cancel.ticker(1 << 12);
+    // (ideal, smallest rank its next child may add)
+    let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
+    while let Some(&(id, from)) = stack.last() {
+        if let Err(stop) = tick.tick() {
+            cancel::drop_in_background(t);
+            return Err(stop.into());
+        }
+        let Some(r) = addable.next_from(from) else {
+            stack.pop();
+            if id != 0 {
+                let v = t.top[id as usize] as usize;
+                // v leaves the ideal: its successors miss it again, it is addable again
+                for &s in dag.succs(v) {
+                    if missing[s as usize] == 0 {
+                        addable.remove(rank[s as usize]);
+                    }
+                    missing[s as usize] += 1;
+                }
+                addable.insert(rank[v]);
+                for &u in dag.preds(v) {
+                    succ_in[u as usize] -= 1;
+                    maximal += usize::from(succ_in[u as usize] == 0);
+                }
+                maximal -= 1;
+            }
+            continue;
+        };
+        stack.last_mut().expect("non-empty").1 = r + 1;
+        let x = t.parent.len();
+        if x >= max_ideals {
+            return Err(CoreError::TooManyIdeals { limit: max_ideals });
+        }
+        let v = order[r as usize];
+        addable.remove(r);
+        for &s in dag.succs(v) {
+            missing[s as usize] -= 1;
+            if missing[s as usize] == 0 {
+                addable.insert(rank[s as usize]);
+            }
+        }
+        // v is maximal (no successor of a node outside an ideal is in it); its preds may stop
+        maximal += 1;
+        for &u in dag.preds(v) {
+            succ_in[u as usize] += 1;
+            maximal -= usize::from(succ_in[u as usize] == 1);
+        }
+        t.subs += maximal;
+        let bytes = (x + 1) as f64 * BYTES_PER_IDEAL + t.subs as f64 * BYTES_PER_SUB;
+        if bytes > room {
+            return Err(too_big(n, x + 1, bytes, room));
+        }
+        t.parent.push(id);
+        t.top.push(v as u32);
+        t.card.push(t.card[id as usize] + 1);
+        stack.push((x as u32, r + 1));
+    }
+    Ok(t)
+}
+
+/// Sub lists `(start, len, entries)` indexed by preorder id: `I`'s are `(top, parent)` and,
+/// for each `(m, S)` of the parent's with `m` not a predecessor of the top, `(m, child of S
+/// by the top)`; so they come out rank-descending.
+type SubLists = (Vec<usize>, Vec<u32>, Vec<(u32, u32)>);
+
+fn immediate_subs(dag: &Dag, rank: &[u32], t: &Tree, cancel: &Cancel) -> CoreResult<SubLists> {
+    let m = t.parent.len();
+    // children of each ideal, in preorder: increasing rank of the added node
+    let mut child_off = vec![0u32; m + 1];
+    for &p in &t.parent[1..] {
+        child_off[p as usize + 1] += 1;
+    }
+    for i in 0..m {
+        child_off[i + 1] += child_off[i];
+    }
+    let mut fill = child_off.clone();
+    let mut children = vec![0u32; m - 1];
+    for x in 1..m {
+        let p = t.parent[x] as usize;
+        children[fill[p] as usize] = x as u32;
+        fill[p] += 1;
+    }
+    drop(fill);
+    let child_by = |s: usize, v: u32| -> u32 {
+        let cs = &children[child_off[s] as usize..child_off[s + 1] as usize];
+        let want = rank[v as usize];
+        let at = cs.partition_point(|&c| rank[t.top[c as usize] as usize] < want);
+        debug_assert_eq!(t.top[cs[at] as usize], v);
+        cs[at]
+    };
+    let mut sub_start = vec![0usize; m];
+    let mut sub_len = vec![0u32; m];
+    let mut sub: Vec<(u32, u32)> = Vec::with_capacity(t.subs);
+    let mut is_pred = vec![false; dag.len()];
+    let mut tick = cancel.ticker(1 << 12);
+    for x in 1..m {
+        tick.tick()?;
+        let (p, v) = (t.parent[x] as usize, t.top[x]);
+        let start = sub.len();
+        sub.push((v, p as u32));
+        for &u in dag.preds(v as usize) {
+            is_pred[u as usize] = true;
+        }
+        for i in sub_start[p]..sub_start[p] + sub_len[p] as usize {
+            let (w, s) = sub[i];
+            if !is_pred[w as usize] {
+                sub.push((w, child_by(s as usize, v)));
+            }
+        }
+        for &u in dag.preds(v as usize) {
+            is_pred[u as usize] = false;
+        }
+        sub_start[x] = start;
+        sub_len[x] = (sub.len() - start) as u32;
+    }
+    debug_assert_eq!(sub.len(), t.subs);
+    Ok((sub_start, sub_len, sub))
+}
+
+/// Renumber by cardinality (stable: preorder within a level), mapping every stored id.
+fn renumber(
+    n: usize,
+    rank: Vec<u32>,
+    t: Tree,
+    sub_start: Vec<usize>,
+    sub_len: Vec<u32>,
+    mut sub: Vec<(u32, u32)>,
+) -> Ideals {
+    let m = t.parent.len();
+    let mut next = vec![0u32; n + 2];
+    for &c in &t.card {
+        next[c as usize + 1] += 1;
+    }
+    for c in 0..=n {
+        next[c + 1] += next[c];
+    }
+    let mut new_id = vec![0u32; m];
+    for (x, &c) in t.card.iter().enumerate() {
+        new_id[x] = next[c as usize];
+        next[c as usize] += 1;
+    }
+    let mut ids = Ideals {
+        n,
+        card: vec![0; m],
+        rank,
+        parent: vec![NONE; m],
+        top: vec![NONE; m],
+        sub_start: vec![0; m],
+        sub_len: vec![0; m],
+        sub: Vec::new(),
+    };
+    for x in 0..m {
+        let y = new_id[x] as usize;
+        ids.card[y] = t.card[x];
+        ids.top[y] = t.top[x];
+        if t.parent[x] != NONE {
+            ids.parent[y] = new_id[t.parent[x] as usize];
+        }
+        ids.sub_start[y] = sub_start[x];
+        ids.sub_len[y] = sub_len[x];
+    }
+    for e in sub.iter_mut() {
+        e.1 = new_id[e.1 as usize];
+    }
+    ids.sub = sub;
+    ids
+}
+
 /// The refusal of an enumeration that passed the memory budget at `count` ideals.
-fn too_big(n: usize, count: usize, per_ideal: f64) -> CoreError {
+fn too_big(n: usize, count: usize, bytes: f64, limit: f64) -> CoreError {
     let what = format!("enumerating the ideals of this {n}-node graph ({count} found so far)");
     let hint = "lower max_ideals, or use a method that does not enumerate ideals";
-    let limit = memory::budget().unwrap_or(memory::DEFAULT_BUDGET);
-    memory::refusal(count as f64 * per_ideal, limit, &what, hint)
+    memory::refusal(bytes, limit, &what, hint)
 }
 
 #[cfg(test)]
@@ -255,6 +520,23 @@ mod tests {
                 assert_eq!(total, expected);
             }
         }
+    }
+
+    #[test]
+    fn rank_sets_find_the_next_member() {
+        let mut s = RankSet::new(10_000);
+        assert_eq!(s.next_from(0), None);
+        for r in [3, 64, 4095, 4096, 9999] {
+            s.insert(r);
+        }
+        assert_eq!(s.next_from(0), Some(3));
+        assert_eq!(s.next_from(4), Some(64));
+        assert_eq!(s.next_from(65), Some(4095));
+        assert_eq!(s.next_from(4096), Some(4096));
+        assert_eq!(s.next_from(4097), Some(9999));
+        s.remove(9999);
+        assert_eq!(s.next_from(4097), None);
+        assert_eq!(s.next_from(20_000), None);
     }
 
     #[test]

@@ -24,6 +24,7 @@
 pub mod cancel;
 pub mod dag;
 pub mod error;
+pub mod ideal_bounds;
 pub mod ideal_dp;
 pub mod ideals;
 pub mod memory;

@@ -7,6 +7,7 @@ use pyo3::types::PyDict;
 use super::{owned, pairs, run, u32s};
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
+use crate::ideal_bounds::solve_bounded;
 use crate::ideal_dp::solve_with;
 use crate::ideals::Ideals;
 use crate::throughput::{MaxLoadCost, OriginalNodes};
@@ -81,15 +82,13 @@ fn max_load_dp<'py>(
         let dag = Dag::from_edges(n_units, &unit_edges)?;
         let cost = MaxLoadCost::new(&orig, &unit_members, acc_memory, cpu_memory)?;
         let ideals = Ideals::enumerate_with(&dag, max_ideals, cancel)?;
-        solve_with(
-            &ideals,
-            &cost,
-            accelerators,
-            cpus,
-            prune,
-            upper_bound.unwrap_or(f64::INFINITY),
-            cancel,
-        )
+        let upper = upper_bound.unwrap_or(f64::INFINITY);
+        if prune {
+            // with a bound of its own (a greedy split) when the caller has none or a worse one
+            solve_bounded(&ideals, &cost, accelerators, cpus, upper, cancel)
+        } else {
+            solve_with(&ideals, &cost, accelerators, cpus, false, upper, cancel)
+        }
     })?;
     let out = PyDict::new(py);
     out.set_item("objective", sol.objective)?;

@@ -151,6 +151,21 @@ fn the_table_estimate_meets_the_memory_budget() {
     std::env::remove_var("STAGECUT_MEMORY_BUDGET");
 }
 
+#[test]
+fn the_ideal_estimate_meets_the_memory_budget() {
+    let _one = serial();
+    // a chain of 99: 100 ideals, 99 immediate subs; estimated at 64 bytes per ideal and 8 per
+    // sub as they are found (never n bits per ideal): 6,400 + 792 = 7,192 bytes
+    let dag = Dag::from_edges(99, &(1..99u32).map(|i| (i - 1, i)).collect::<Vec<_>>()).unwrap();
+    std::env::set_var("STAGECUT_MEMORY_BUDGET", "7192");
+    assert_eq!(Ideals::enumerate(&dag, 1000).unwrap().len(), 100);
+    std::env::set_var("STAGECUT_MEMORY_BUDGET", "7191");
+    let err = Ideals::enumerate(&dag, 1000).unwrap_err();
+    assert!(matches!(err, CoreError::MemoryLimit(_)), "{err:?}");
+    assert!(err.to_string().contains("ideals of this 99-node graph"), "{err}");
+    std::env::remove_var("STAGECUT_MEMORY_BUDGET");
+}
+
 /// [`Sum`], interrupting `cancel` at the `at`-th push, and counting pushes minus pops.
 struct Interrupting<'c> {
     inner: Sum,

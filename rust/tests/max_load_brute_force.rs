@@ -8,6 +8,7 @@ mod common;
 
 use common::{for_each_assignment, quotient_acyclic, random_dag, Lcg};
 use stagecut_core::dag::Dag;
+use stagecut_core::ideal_bounds::solve_bounded;
 use stagecut_core::ideal_dp::solve;
 use stagecut_core::ideals::Ideals;
 use stagecut_core::throughput::{MaxLoadCost, OriginalNodes};
@@ -163,6 +164,11 @@ fn max_load_dp_equals_an_independent_brute_force() {
         for prune in [false, true] {
             let sol = solve(&ideals, &cost, c.accelerators, c.cpus, prune, INF).unwrap();
             assert_eq!(sol.objective, want, "trial {trial} prune {prune}");
+            // with the greedy bound and the cell filter of the Python entry point
+            let never = stagecut_core::Cancel::never();
+            let bounded =
+                solve_bounded(&ideals, &cost, c.accelerators, c.cpus, INF, &never).unwrap();
+            assert_eq!(bounded.objective, want, "trial {trial}: bounded");
             if want.is_finite() {
                 let tight = solve(&ideals, &cost, c.accelerators, c.cpus, prune, want).unwrap();
                 assert_eq!(tight.objective, want, "trial {trial} upper = optimum");

@@ -275,6 +275,17 @@ impl BlockCost for MaxLoadCost {
             cpu_lb: if cpu_ok { st.cpu } else { INF },
         }
     }
+
+    /// A unit's compute time on each kind (`INF` when it alone breaks the memory limit or holds
+    /// an unsupported node): `acc_lb` and `cpu_lb` are the sums of these over the block.
+    fn node_lb(&self, v: usize) -> (f64, f64) {
+        let acc_ok = self.unit_bad_acc[v] == 0 && self.unit_size[v] <= self.acc_memory;
+        let cpu_ok = self.unit_bad_cpu[v] == 0 && self.unit_size[v] <= self.cpu_memory;
+        (
+            if acc_ok { self.unit_acc[v] } else { INF },
+            if cpu_ok { self.unit_cpu[v] } else { INF },
+        )
+    }
 }
 
 #[cfg(test)]
