@@ -205,3 +205,12 @@ def test_transformer_trace_partition_pipeline_end_to_end():
     with torch.no_grad():
         assert torch.allclose(y, model(x), atol=1e-5)
     assert split.objective >= plan.objective - 1e-15
+
+
+def test_training_plan_maps_to_pipelining_and_balance():
+    model, x = seq_model(), torch.randn(4, 8)
+    t = trace_torch(model, x, bandwidth=BW, flops_per_s=1e9, training=True)
+    plan = sc.partition(t.graph, devices=3)
+    split = plan_to_pipelining(plan, t)
+    assert split.objective == pytest.approx(plan.objective)
+    assert sum(plan_to_balance(plan, t)) == len(model)

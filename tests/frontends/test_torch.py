@@ -203,3 +203,21 @@ def test_no_silent_zero_sizes():
         t = trace_torch(SmallCNN().eval(), torch.randn(1, 3, 8, 8), bandwidth=BW)
     assert all(b > 0 for b in t.output_bytes.values())
     assert math.isclose(sum(n.comm for n in t.graph.nodes), sum(t.output_bytes.values()) / BW)
+
+
+def test_training_adds_colocated_backward_nodes():
+    model, x = mlp(), torch.randn(3, 8)
+    fwd = trace_torch(model, x, bandwidth=BW, flops_per_s=1e9)
+    t = trace_torch(model, x, bandwidth=BW, flops_per_s=1e9, training=True, backward_factor=2.0)
+    g = t.graph
+    assert len(g) == 6 and sum(n.backward for n in g.nodes) == 3 and t.order == fwd.order
+    for v in t.order:
+        f, b = g.node(v), g.node(f"{v}_bwd")
+        assert b.backward and b.colocation == f.colocation is not None
+        assert b.compute["accelerator"] == pytest.approx(2 * f.compute["accelerator"]) and b.memory == 0
+    first, second = t.order[:2]
+    assert (second + "_bwd", first + "_bwd") in g.edges and g.node(second + "_bwd").comm == g.node(first).comm
+    assert sum(n.memory for n in g.nodes) == weight_bytes(model)
+    plan = sc.partition(g, devices=2)
+    where = plan.assignment()
+    assert all(where[v] == where[f"{v}_bwd"] for v in t.order)

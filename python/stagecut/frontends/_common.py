@@ -14,7 +14,7 @@ from stagecut.errors import BackendUnavailableError, InvalidArgumentError, Stage
 from stagecut.units import parse_bandwidth
 from stagecut.validate import check_number
 
-__all__ = ["NotExpressibleError", "require", "bandwidth_bytes_per_s", "check_sizes", "UnionFind"]
+__all__ = ["NotExpressibleError", "require", "bandwidth_bytes_per_s", "check_sizes", "UnionFind", "with_backward"]
 
 
 class NotExpressibleError(InvalidArgumentError):
@@ -81,3 +81,36 @@ class UnionFind:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
+
+
+def with_backward(graph: Any, factor: float = 2.0) -> Any:
+    """``graph`` (forward only) plus one backward node per node, the convention of the training
+    workloads: ``<id>_bwd`` with ``backward=True``, ``factor`` times the forward node's time, no
+    memory (the weights are counted on the forward node), and as ``comm`` the gradients it sends
+    back: the outputs of the node's predecessors (the same sizes as the activations). Edges
+    ``v -> v_bwd`` (the stashed activation) and ``v_bwd -> u_bwd`` for each edge ``u -> v``; each
+    node and its backward node share a colocation class (the forward node's, or a new one named
+    after it).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A negative or non-finite ``factor``, or a graph that already has backward nodes.
+    """
+    from stagecut.graph import Graph, Node
+
+    factor = check_number(factor, "backward_factor", error=InvalidArgumentError)
+    if graph.is_training:
+        raise InvalidArgumentError("the graph already has backward nodes")
+    nodes = list(graph.nodes)
+    fwd = [n.id for n in graph.nodes]
+    cls = {n.id: (n.colocation if n.colocation is not None else n.id) for n in graph.nodes}
+    out = [Node(id=n.id, compute=n.compute, memory=n.memory, comm=n.comm, kinds=n.kinds, colocation=cls[n.id],
+                name=n.name) for n in nodes]
+    for i, n in enumerate(nodes):
+        comm = math.fsum(nodes[j].comm for j in graph.pred[i])
+        out.append(Node(id=f"{n.id}_bwd", compute={k: factor * t for k, t in n.compute.items()}, memory=0.0,
+                        comm=comm, kinds=n.kinds, colocation=cls[n.id], backward=True,
+                        name=f"{n.name or n.id} (backward)"))
+    edges = list(graph.edges) + [(v, f"{v}_bwd") for v in fwd] + [(f"{v}_bwd", f"{u}_bwd") for u, v in graph.edges]
+    return Graph(out, edges, graph.defaults)

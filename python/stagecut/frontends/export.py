@@ -45,7 +45,8 @@ class PipelineSplit:
         One split per stage boundary, in pipeline order: the submodule's fully qualified name and
         ``"beginning"`` or ``"end"``.
     stages : tuple of tuple of str
-        The node ids of each stage once split there, in program order.
+        The node ids of each stage once split there, in program order (forward nodes; a
+        backward node goes with its forward node).
     objective : float
         The time per sample of those stages (seconds, :func:`stagecut.evaluate`); the plan's own
         when nothing had to move.
@@ -76,10 +77,11 @@ class PipelineSplit:
         return {fqn: kind[where] for fqn, where in self.points}
 
 
-def _stage_sequence(plan: Plan, order: Sequence[Hashable]) -> list[int]:
+def _stage_sequence(plan: Plan, order: Sequence[Hashable], graph: Graph) -> list[int]:
+    """The stage of each forward node in program order (backward nodes sit with their forward)."""
     if not isinstance(plan, Plan):
         raise NotExpressibleError(f"plan must be a stagecut.Plan (from stagecut.partition), got {type(plan).__name__}")
-    where = plan.assignment()
+    where = {v: s for v, s in plan.assignment().items() if not (v in graph.index and graph.node(v).backward)}
     missing = [v for v in order if v not in where]
     if missing or len(where) != len(order):
         extra = sorted(str(v) for v in set(where) - set(order))
@@ -182,7 +184,7 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
         raise InvalidArgumentError(f"mode must be 'error' or 'nearest', got {mode!r}")
     order = list(trace.order)
     notes: list[str] = []
-    seq = _stage_sequence(plan, order)
+    seq = _stage_sequence(plan, order, trace.graph)
     starts = _program_order_stages(seq, order, mode, notes)
     cands = _candidates(_module_spans(trace), len(order))
     points: list[tuple[str, str]] = []
@@ -222,6 +224,10 @@ def _rescore(plan: Plan, graph: Graph, stages: Sequence[Sequence[Hashable]], not
     from stagecut.throughput import evaluate
 
     split = {v: ("accelerator", i) for i, s in enumerate(stages) for v in s}
+    by_class = {graph.node(v).colocation: d for v, d in split.items()}
+    for n in graph.nodes:  # a backward node goes with its forward node (same colocation class)
+        if n.backward:
+            split[n.id] = by_class.get(n.colocation, ("accelerator", len(stages) - 1))
     ev = evaluate(graph, split, devices=len(stages), cpus=0)
     if not ev.feasible:
         notes.append("the mapped split breaks a limit: " + "; ".join(ev.issues))
@@ -272,7 +278,7 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
     if mode not in ("error", "nearest"):
         raise InvalidArgumentError(f"mode must be 'error' or 'nearest', got {mode!r}")
     order = list(trace.order)
-    seq = _stage_sequence(plan, order)
+    seq = _stage_sequence(plan, order, trace.graph)
     layers = list(trace.children)
     stage_of: dict[str, dict[int, float]] = {name: {} for name in layers}
     for v, s in zip(order, seq):

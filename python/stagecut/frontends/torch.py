@@ -34,6 +34,7 @@ number) gets 0 bytes with a :class:`~stagecut.errors.StagecutWarning` naming it;
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import statistics
 import time
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
-from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require
+from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, with_backward
 from stagecut.graph import ACCELERATOR, Graph, Node
 from stagecut.validate import check_int, check_number
 
@@ -305,6 +306,8 @@ def trace_torch(
     warmup: int = 2,
     repeat: int = 5,
     tracer: str = "auto",
+    training: bool = False,
+    backward_factor: float = 2.0,
 ) -> TorchTrace:
     """Trace ``model`` on example inputs into a :class:`TorchTrace` (its ``graph`` is what
     :func:`from_torch` returns).
@@ -329,6 +332,10 @@ def trace_torch(
         1 TFLOP/s: set your device's).
     warmup, repeat : int
         Runs per node before and while timing (``timing="measure"``).
+    training, backward_factor
+        ``training=True`` adds a backward node per node (``<id>_bwd``, ``backward_factor`` times
+        the forward time, colocated with its forward node; see
+        :func:`stagecut.frontends._common.with_backward`); ``order`` stays the forward nodes'.
     tracer : {"auto", "export", "fx"}
         ``"auto"``: ``torch.export``, then ``torch.fx.symbolic_trace`` if export fails (said in
         the notes); ``"export"``/``"fx"``: only that one.
@@ -376,7 +383,11 @@ def trace_torch(
         outputs, flops, seconds = _run(program, timing, warmup, repeat)
     finally:
         model.load_state_dict(saved)
-    return _build(program, model, calls, outputs, flops, seconds, bw, rate, timing)
+    trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, timing)
+    if not training:
+        return trace
+    notes = (*trace.notes, f"training: a backward node per node at {backward_factor:g}x its forward time")
+    return dataclasses.replace(trace, graph=with_backward(trace.graph, backward_factor), notes=notes)
 
 
 def from_torch(model: Any, example_inputs: Sequence[Any] | Any, example_kwargs: Mapping[str, Any] | None = None,
