@@ -3,8 +3,9 @@
     stagecut latency GRAPH [-k K] [--topology pcie|servers|DEVICES.json] [--gpus-per-server G]
                            [--intra-bandwidth RATE] [--inter-bandwidth RATE] [--comm-bandwidth RATE]
                            [--memory SIZE] [--method auto|best-device|met|greedy|heft|sa|ea|local|milp|ip|
-                           pcie-greedy|brute] [--time-limit S] [--seed S] [--solver cbc|highs] [--q Q]
-                           [--evaluate SPLIT [--semantics asap|pieces]] [--json] [-o RESULT.json]
+                           pcie-greedy|brute|quickp|quickp-p1|metis|mcmc] [--time-limit S] [--seed S]
+                           [--solver cbc|highs] [--q Q] [--evaluate SPLIT [--semantics asap|pieces]]
+                           [--json] [-o RESULT.json]
 
 Topologies: ``pcie`` (default): a CPU pool and K accelerators (the file's maxFPGAs) of the
 file's maxSizePerFPGA, a node's ``comm`` paid once between an accelerator and the CPU, twice
@@ -14,15 +15,27 @@ a workload file's ``comm`` is a time, so say at which bandwidth it was measured
 (--comm-bandwidth) to turn it into bytes. A JSON file: explicit devices and bandwidths (see
 ``stagecut.latency.Devices.from_dict``). ``--evaluate SPLIT`` scores a given split instead of
 solving (``pieces``: the PCIe-star semantics of the workloads' authors; ``asap``: the general
-one). Example:
+one).
+
+A networkx node-link JSON *operator graph* (QuickP's format: ``directed``, ``nodes`` with
+``comp_cost`` in microseconds and ``mem``, ``links`` with ``tensor_size_in_bit``; see
+``stagecut.latency.opgraph``) is recognised by its ``directed`` and ``links`` keys: it runs on K
+GPUs (default: every device of the file) with the times of the file's first K devices, in
+servers of --gpus-per-server GPUs (default 2), NVLink (--intra-bandwidth) inside and Ethernet
+(--inter-bandwidth) across; only its largest weakly connected component is kept (a note says
+how many nodes were dropped). Examples:
 
     stagecut latency ../shared/workloads/latency-inputs/LayerGraphs/bert24_inference.json --method heft
+    stagecut latency operators.json -k 4 --method quickp --time-limit 60
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from stagecut.cli import _common
@@ -38,11 +51,11 @@ def _devices(args: argparse.Namespace, graph: Any) -> tuple[Any, Any]:
     from stagecut.latency import Devices
     from stagecut.units import parse_bandwidth
 
-    unit = TIME_UNITS[args.time_unit]
+    unit = TIME_UNITS[args.time_unit or "ms"]
     memory = _common.memory_of(args, graph)
     memory = math.inf if memory is None else memory
     k = args.devices if args.devices is not None else graph.defaults.get("accelerators")
-    topo = args.topology
+    topo = args.topology or "pcie"
     servers_only = (("gpus_per_server", "--gpus-per-server"), ("intra_bandwidth", "--intra-bandwidth"),
                     ("inter_bandwidth", "--inter-bandwidth"), ("comm_bandwidth", "--comm-bandwidth"))
     _common.requires(args, topo == "servers", "--topology servers", servers_only)
@@ -82,27 +95,85 @@ def _output_bytes(args: argparse.Namespace, graph: Any, unit: float) -> Any:
     return {n.id: n.comm * rate for n in graph.nodes}
 
 
+def _node_link(spec: str) -> Mapping[str, Any] | None:
+    """The parsed file when ``spec`` names a node-link operator graph (a JSON object with
+    ``directed`` and ``links``), else ``None`` (then :func:`_common.load_graph` reads it)."""
+    if spec.startswith(("example:", "regal:", "rwnn:")) or not os.path.isfile(spec):
+        return None
+    data = _common.read_json(spec, "a workload or a node-link operator graph")
+    if isinstance(data, Mapping) and "directed" in data and "links" in data:
+        return data
+    return None
+
+
+def _operator_problem(args: argparse.Namespace, data: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    """The :class:`LatencyProblem` of a node-link operator graph on K GPUs, and the reader's
+    notes."""
+    from stagecut.errors import StagecutWarning
+    from stagecut.latency import Devices, LatencyProblem, operator_devices
+    from stagecut.latency.opgraph import operator_graph_from_data
+    from stagecut.units import parse_bandwidth
+
+    if args.topology == "pcie":
+        raise _common.bad_argument("--topology", "pcie is for workload files; a node-link operator graph "
+                                   "runs on GPU servers (servers, or a JSON device description)")
+    for attr, flag, why in (("comm_bandwidth", "--comm-bandwidth", "gives tensor sizes in bits"),
+                            ("time_unit", "--time-unit", "gives times in microseconds")):
+        if getattr(args, attr) is not None:
+            raise _common.bad_argument(flag, f"not for a node-link operator graph: it {why}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", StagecutWarning)   # the dropped nodes: a note instead
+        graph, output_bytes, info = operator_graph_from_data(data, args.devices, where=args.graph)
+    memory = _common.memory_of(args)
+    memory = math.inf if memory is None else memory
+    k = int(info["gpus"])
+    if args.topology not in (None, "servers"):
+        _common.requires(args, False, "--topology servers", (("gpus_per_server", "--gpus-per-server"),
+                                                               ("intra_bandwidth", "--intra-bandwidth"),
+                                                               ("inter_bandwidth", "--inter-bandwidth")))
+        try:
+            devs = Devices.from_dict(_common.read_json(args.topology, "a device description"))
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{args.topology}: {e}") from None
+    else:
+        per = args.gpus_per_server or 2
+        if k > per and k % per:
+            raise _common.bad_argument("--gpus-per-server", f"{per} does not divide the {k} GPUs")
+        rates = [parse_bandwidth(text, flag=flag, time_unit_s=1e-6) / 1e3
+                 for text, flag in ((args.intra_bandwidth or "50GB/s", "--intra-bandwidth"),
+                                    (args.inter_bandwidth or "20GB/s", "--inter-bandwidth"))]
+        devs = operator_devices(k, gpus_per_server=per, intra_gbps=rates[0], inter_gbps=rates[1], memory=memory)
+    notes = [*info["notes"], f"operator graph: {info['nodes']} operators on {k} GPUs (times in microseconds)"]
+    return LatencyProblem(graph, devs, output_bytes), notes
+
+
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
     from stagecut.latency import LatencyProblem, place
 
     _common.requires(args, args.method == "ip", "--method ip", (("q", "--q"),))
-    _common.requires(args, args.method in ("milp", "ip", "auto"), "--method milp, ip or auto",
-                     (("solver", "--solver"),))
-    graph = _common.load_graph(args.graph)
-    devices, output_bytes = _devices(args, graph)
-    problem = LatencyProblem(graph, devices, output_bytes)
+    _common.requires(args, args.method in ("milp", "ip", "auto", "quickp", "quickp-p1"),
+                     "--method milp, ip, quickp, quickp-p1 or auto", (("solver", "--solver"),))
+    data = _node_link(args.graph)
+    notes: list[str] = []
+    if data is not None:
+        problem, notes = _operator_problem(args, data)
+        graph = problem.graph
+    else:
+        graph = _common.load_graph(args.graph)
+        devices, output_bytes = _devices(args, graph)
+        problem = LatencyProblem(graph, devices, output_bytes)
     if args.evaluate:
         if args.method != "auto":
             raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
-        return _common.report(_evaluate(args, graph, problem), args)
+        return _common.report(_evaluate(args, graph, problem), args, extra_notes=notes)
     _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
     options: dict[str, Any] = {}
     if args.q is not None:
         options["q"] = args.q
     schedule = place(problem, method=args.method, time_limit=args.time_limit, seed=args.seed,
                      solver=args.solver or "cbc", **options)
-    return _common.report(schedule, args)
+    return _common.report(schedule, args, extra_notes=notes)
 
 
 def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
@@ -113,8 +184,11 @@ def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
     placement = {}
     for v, (kind, idx) in split.items():
         name = "cpu" if kind == "cpu" and "cpu" in names else f"{kind}:{idx}"
+        if name not in names and kind == "accelerator" and f"gpu:{idx}" in names:
+            name = f"gpu:{idx}"   # blocks without a device kind, on GPUs
         placement[v] = name
-    if (args.semantics or "pieces") == "pieces":
+    default = "pieces" if problem.devices.topology == "pcie" else "asap"
+    if (args.semantics or default) == "pieces":
         if problem.devices.topology != "pcie":
             raise _common.bad_argument("--semantics", "pieces is the PCIe-star semantics: use --topology pcie")
         from stagecut.latency.pieces import evaluate_pieces
@@ -131,11 +205,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                               description=_common.doc(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     _common.add_graph(p)
     _common.add_devices(p, "accelerators (pcie) or GPUs (servers)", "the file's maxFPGAs")
-    p.add_argument("--topology", default="pcie", metavar="pcie|servers|FILE",
+    p.add_argument("--topology", default=None, metavar="pcie|servers|FILE",
                    help="pcie: a CPU pool and K accelerators; servers: K GPUs in servers of --gpus-per-server; "
-                        "FILE: a JSON device description (default: pcie)")
+                        "FILE: a JSON device description (default: pcie; servers for a node-link operator graph)")
     p.add_argument("--gpus-per-server", type=_common.positive_int, default=None, metavar="G",
-                   help="servers only: GPUs per server (default: all K in one server)")
+                   help="servers only: GPUs per server (default: all K in one server; 2 for a node-link "
+                        "operator graph)")
     _common.add_bandwidth(p, "servers only: bandwidth between GPUs of one server", "50GB/s",
                           "bytes per time unit of the input", dest="intra_bandwidth", flag="--intra-bandwidth")
     _common.add_bandwidth(p, "servers only: bandwidth between servers", "20GB/s",
@@ -143,14 +218,17 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common.add_bandwidth(p, "servers only: the bandwidth at which the file's comm times were measured",
                           "none: required when nodes have comm", "bytes per time unit of the input",
                           dest="comm_bandwidth", flag="--comm-bandwidth")
-    p.add_argument("--time-unit", choices=tuple(TIME_UNITS), default="ms",
-                   help="time unit of the input's costs, to convert bandwidths given with units (default: ms)")
+    p.add_argument("--time-unit", choices=tuple(TIME_UNITS), default=None,
+                   help="time unit of the input's costs, to convert bandwidths given with units (default: ms; "
+                        "a node-link operator graph is in microseconds)")
     _common.add_memory(p, "memory per accelerator or GPU", "the file's maxSizePerFPGA, else unlimited")
     p.add_argument("--method", choices=METHODS, default="auto",
                    help="best-device, met, greedy, heft: list-scheduling baselines; sa, ea, local: searches; "
                         "milp: the exact DiviML MILP; brute: every placement and order (8 nodes at most); "
                         "pcie-greedy, ip: the PCIe-star greedy and latency IP of the workloads' authors "
-                        "(their pieces semantics); auto: the baselines, local search, then the MILP in the "
+                        "(their pieces semantics); quickp, quickp-p1: QuickP (fusion, co-location groups for "
+                        "quickp, the reduced IP on the fused graph); metis, mcmc: QuickP's baselines (a balanced "
+                        "cut, single-node MCMC); auto: the baselines, local search, then the MILP in the "
                         "time left, with the gap (default: auto)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best schedule so far (status time_limit) and its bound "
@@ -160,9 +238,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--q", type=_common.positive_int, default=None, metavar="Q",
                    help="ip only: contiguous pieces per accelerator (default: 1)")
     p.add_argument("--evaluate", metavar="SPLIT", default=None,
-                   help="score this split (a fpgas/cpus split or a saved result) instead of solving")
+                   help="score this split (a fpgas/cpus split or a saved result) instead of solving "
+                        "(default: solve)")
     p.add_argument("--semantics", choices=("pieces", "asap"), default=None,
-                   help="--evaluate only: pieces (PCIe star, the authors' semantics) or asap (default: pieces)")
+                   help="--evaluate only: pieces (PCIe star, the authors' semantics) or asap (default: pieces on "
+                        "the PCIe star, else asap)")
     _common.add_output(p)
     p.set_defaults(func=run)
     return p

@@ -13,6 +13,13 @@ method           semantics  what it does
 ``sa``, ``ea``   asap       simulated annealing / biased (1+1) EA over device strings (seeded)
 ``local``        asap       best single-node moves from the best constructive heuristic
 ``milp``         asap       the DiviML MILP (exact; warm-started from the best heuristic)
+``quickp``       asap       QuickP: fuse, co-locate on the critical path, solve the reduced IP
+                            (P2) on the fused graph, re-score on the original graph (the time
+                            limit bounds the IP; fusion and re-scoring come on top)
+``quickp-p1``    asap       the same without co-location groups (P1)
+``metis``        asap       a Metis-style balanced cut (pymetis, else recursive Kernighan–Lin),
+                            heavier parts on faster devices, repaired to fit (seeded)
+``mcmc``         asap       MCMC: single-node moves accepted when better (seeded, budgeted)
 ``brute``        asap       every placement and order (n <= 8; the tests' oracle)
 ``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
@@ -44,7 +51,7 @@ from stagecut.validate import check_int, shown
 __all__ = ["place", "METHODS", "AUTO_TIME_LIMIT", "problem_of"]
 
 METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "brute",
-           "pcie-greedy", "ip")
+           "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc")
 #: ``auto``'s time limit when none is given (seconds).
 AUTO_TIME_LIMIT = 60.0
 #: the constructive heuristics ``auto`` and ``local`` start from
@@ -75,7 +82,14 @@ def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
 
 
 def _solvers() -> dict[str, Callable[..., Schedule]]:
-    from stagecut.latency import brute, heuristics, milp, pcie, pcie_ip, search
+    from stagecut.latency import brute, heuristics, milp, partition_baselines, pcie, pcie_ip, search
+    from stagecut.latency.quickp import quickp
+
+    def quickp_p2(problem: LatencyProblem, **kw: Any) -> Schedule:
+        return quickp(problem, colocate=True, **kw)
+
+    def quickp_p1(problem: LatencyProblem, **kw: Any) -> Schedule:
+        return quickp(problem, colocate=False, **kw)
 
     return {
         "best-device": heuristics.best_device,
@@ -89,6 +103,10 @@ def _solvers() -> dict[str, Callable[..., Schedule]]:
         "brute": brute.solve_brute,
         "pcie-greedy": pcie.pcie_greedy,
         "ip": pcie_ip.solve_pcie_ip,
+        "quickp": quickp_p2,
+        "quickp-p1": quickp_p1,
+        "metis": partition_baselines.metis,
+        "mcmc": partition_baselines.mcmc,
     }
 
 
@@ -111,12 +129,14 @@ def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *
     seed : int
         Seed of the randomised methods (the same seed gives the same schedule).
     solver : {"cbc", "highs"}
-        MIP backend of ``milp`` and ``ip``.
+        MIP backend of ``milp``, ``ip``, ``quickp`` and ``quickp-p1``.
     threads : int, optional
         MIP solver threads.
     output_bytes : see :class:`LatencyProblem`.
     **options
-        Passed to the method (``q`` for ``ip``, ``max_evaluations`` for ``sa``/``ea``/``local``).
+        Passed to the method (``q`` for ``ip``, ``max_evaluations`` for ``sa``/``ea``/``local``/
+        ``mcmc``, ``order``/``gap``/``alpha`` for ``quickp``/``quickp-p1``, ``backend``/``imbalance``
+        for ``metis``).
 
     Returns
     -------
@@ -155,13 +175,24 @@ def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *
     return _auto(problem, solvers, AUTO_TIME_LIMIT if limit is None else limit, seed, solver, threads, t0)
 
 
+#: the options the QuickP methods and their baselines take (anything else is refused by name)
+OPTIONS = {"quickp": ("order", "gap", "alpha"), "quickp-p1": ("order", "gap", "alpha"),
+           "metis": ("backend", "imbalance"), "mcmc": ("start", "max_evaluations")}
+
+
 def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: int | None,
             options: Mapping[str, Any]) -> dict[str, Any]:
     kw: dict[str, Any] = dict(options)
-    if method in ("milp", "ip"):
+    unknown = sorted(set(options) - set(OPTIONS.get(method, options)))
+    if unknown:
+        raise InvalidArgumentError(f"{unknown[0]}: not an option of {method} (it takes "
+                                   f"{', '.join(OPTIONS[method])})")
+    if method in ("milp", "ip", "quickp", "quickp-p1"):
         kw.update(time_limit=limit, solver=solver, threads=threads)
-    elif method in ("sa", "ea", "local"):
+    elif method in ("sa", "ea", "local", "mcmc"):
         kw.update(time_limit=limit, seed=seed)
+    elif method == "metis":
+        kw.update(seed=seed)
     elif options:
         raise InvalidArgumentError(f"{method}: takes no options, got {', '.join(sorted(options))}")
     return kw
