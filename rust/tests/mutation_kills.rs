@@ -1,0 +1,53 @@
+//! Tests written to kill the mutants that cargo-mutants found alive (issue 11, item 4; see
+//! benches/MUTATION.md). Each test names the mutant(s) it kills; each one fails on them.
+
+use stagecut_core::mtpp::fenwick::Fenwick2D;
+
+/// Every cell of a `side x side` Fenwick tree, by point query and by materialization.
+fn cells(fw: &Fenwick2D, side: usize) -> (Vec<f64>, Vec<f64>) {
+    let got: Vec<f64> = (0..side * side)
+        .map(|c| fw.get(c / side, c % side))
+        .collect();
+    (got, fw.clone().materialize())
+}
+
+/// An empty rectangle (`i0 > i1` or `j0 > j1`, inside the table) adds nothing. The solvers
+/// never ask for one, so without this test `add_rect`'s guard could lose either emptiness
+/// check (`||` replaced with `&&` in `Fenwick2D::add_rect`) and still pass: the corner
+/// updates of an inverted range then leave `x` on the cells between `i1 + 1` and `i0`.
+#[test]
+fn fenwick_empty_rectangles_add_nothing() {
+    let side = 6;
+    for (i0, i1, j0, j1) in [
+        (3, 1, 0, 4), // rows inverted
+        (0, 4, 3, 1), // columns inverted
+        (4, 2, 5, 0), // both inverted
+        (5, 4, 0, 0),
+        (1, 1, 2, 1),
+    ] {
+        let mut fw = Fenwick2D::new(side);
+        fw.add_rect(i0, i1, j0, j1, 7.0);
+        let (got, dense) = cells(&fw, side);
+        assert!(
+            got.iter().all(|&x| x == 0.0),
+            "rect ({i0}, {i1}, {j0}, {j1}): point queries {got:?}"
+        );
+        assert!(
+            dense.iter().all(|&x| x == 0.0),
+            "rect ({i0}, {i1}, {j0}, {j1}): table {dense:?}"
+        );
+        // and a real rectangle next to it is still exact
+        fw.add_rect(1, 2, 2, 3, 1.5);
+        let (got, dense) = cells(&fw, side);
+        for c in 0..side * side {
+            let (i, j) = (c / side, c % side);
+            let want = if (1..=2).contains(&i) && (2..=3).contains(&j) {
+                1.5
+            } else {
+                0.0
+            };
+            assert_eq!(got[c], want, "({i}, {j})");
+            assert_eq!(dense[c], want, "({i}, {j})");
+        }
+    }
+}
