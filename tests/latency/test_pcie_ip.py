@@ -233,6 +233,11 @@ def test_highs_is_selectable():
         assert "highs" in str(exc).lower()
         pytest.skip("HiGHS is not installed")
     assert s.objective == 6.0 and s.status == "optimal" and s.stats["solver"] == "highs"
+    for seed in range(8):  # and it agrees with brute force
+        problem = random_problem(random.Random(seed))
+        best, h = brute_force(problem), solve_pcie_ip(problem, solver="highs")
+        assert (h.status == "infeasible") if best == math.inf else \
+            (h.status == "optimal" and h.objective == pytest.approx(best, rel=1e-6, abs=1e-9))
 
 
 @pytest.mark.parametrize("kwargs, match", [
