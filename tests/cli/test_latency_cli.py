@@ -85,3 +85,10 @@ def test_bad_flags_for_an_operator_graph_are_one_line_and_exit_2(run, ops, argv,
     code, out, err = run("latency", ops, *argv)
     assert code == 2 and not out
     assert len(err.strip().splitlines()) == 1 and word in err
+
+
+def test_a_saved_plan_evaluates_back_on_the_operator_graph(run, ops, tmp_path):
+    saved = tmp_path / "plan.json"
+    got = run.json("latency", ops, "-k", 2, "--method", "mcmc", "-o", saved)
+    back = run.json("latency", ops, "-k", 2, "--evaluate", saved)
+    assert back["placement"] == got["placement"] and back["objective"] == pytest.approx(got["objective"])
