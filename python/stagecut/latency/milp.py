@@ -1,0 +1,565 @@
+"""The DiviML MILP for one request: the exact minimum makespan on heterogeneous devices.
+
+Variables (times in model units, see below): ``x[v, d]`` binary, node ``v`` runs on device
+``d`` (only where it can run and fits, and its time there is at most the upper bound ``U``);
+``S[v] >= 0`` the start of ``v`` (one per node: ``F[v] = S[v] + sum_d p[v, d] x[v, d]`` is its
+finish); ``y[u, v]`` binary, ``u`` before ``v``, for the pairs below; ``C`` the makespan.
+
+* Assignment: ``sum_d x[v, d] = 1``. Memory: ``sum_v mem[v] x[v, d] <= capacity[d]`` (each
+  row divided by the capacity). Colocation: the nodes of a colocation class
+  (:attr:`stagecut.Node.colocation`) have equal ``x`` rows, on the devices that can run and
+  hold them all.
+* Precedence with the transfer only across devices, for each edge ``u -> v`` and each device
+  ``b`` of ``v``: ``S[v] >= F[u] + sum_{a != b} tr(u, a, b) x[u, a] - M_ub (1 - x[v, b])``
+  with ``M_ub = max_{a != b} tr(u, a, b)``: when ``v`` is on ``b`` this is the arrival of
+  ``u``'s output on ``b``; otherwise it is at most ``S[v] >= F[u]``, which the row of ``v``'s
+  own device implies. No time horizon enters these rows. (Zero transfers: ``S[v] >= F[u]``.)
+* Non-overlap on each device without parallelism, only for the pairs ``u, v`` that the DAG
+  leaves unordered (neither reaches the other: ordered pairs never overlap, since a path
+  from ``u`` to ``v`` forces ``S[v] >= F[u]``), and only on the devices both can use:
+  ``S[v] >= S[u] + p[u, d] - M (3 - y[u, v] - x[u, d] - x[v, d])`` and the mirror row with
+  ``y[u, v]`` for ``1 - y[u, v]``. The big-M is ``M = U - tail(u) + p[u, d] - head(v)`` (at
+  least 0), where ``U`` is an upper bound on the optimum (the makespan of the warm start,
+  times ``1 + 1e-6``), ``tail(u)`` the longest path from ``u`` to a sink and ``head(v)`` the
+  longest path into ``v`` at the fastest times without transfers: every solution with
+  ``C <= U`` has ``S[u] <= U - tail(u)`` and ``S[v] >= head(v)``, so the row is void when
+  not active. ``C <= U`` is a constraint (and ``S`` is bounded by it); the optimum, which is at
+  most ``U``, is kept.
+* Makespan: ``C >= F[v] + tail(v) - fastest(v)`` for every node (its finish plus the longest
+  path after it: ``C >= F[v]`` for a sink); ``C >= `` the busy time of each device without
+  parallelism; ``C >= `` :meth:`~stagecut.latency.LatencyProblem.lower_bound` (valid cuts).
+* Symmetry: devices that swap without changing the problem
+  (:func:`~stagecut.latency.brute.symmetry_groups`: same times, capacity, parallelism and
+  bandwidths up to the swap) form groups ``g1 < g2 < ...``; node ``v`` may use ``g_j`` only if
+  a node before it in topological order is on ``g_{j-1}``
+  (``x[v, g_j] <= sum_{u before v} x[u, g_{j-1}]``): the group's devices are used in the order
+  of their first nodes, which a relabelling gives every schedule. The warm start is relabelled
+  so.
+
+**Scaling.** Times are divided by :func:`stagecut._mip.reference_scale` of ``U`` (``U`` is
+1000 model units), so the solvers' absolute tolerances are small next to the answer whatever
+the time unit; a node time above ``U`` removes that device for the node and a transfer above
+``2U`` is capped there (no schedule of makespan at most ``U`` changes, so the optimum and the
+bounds are exact). The default gap is :func:`stagecut._mip.data_gap`.
+
+**Re-scoring.** The MILP's placement and per-device orders (its ``y`` where it has one, its
+start times otherwise; any linear extension of the DAG) are timed by
+:func:`~stagecut.latency.evaluate.schedule_from`; the better of that schedule and the warm start
+is returned. ``"optimal"`` only when the evaluator's makespan and the proven bound agree within
+:func:`stagecut._mip.stated_tolerance`; the lower bound is the larger of the MILP's dual bound
+(never its primal value) and the problem's simple bound.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> from stagecut.latency import Devices, LatencyProblem
+>>> g = sc.Graph([sc.Node(v, {"gpu": t}, comm=5.0) for v, t in [("s", 1.0), ("a", 3.0), ("b", 3.0), ("t", 2.0)]],
+...              [("s", "a"), ("s", "b"), ("a", "t"), ("b", "t")])
+>>> p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0), output_bytes="comm")
+>>> s = solve_milp(p)
+>>> s.objective, s.status, s.lower_bound   # 1 + min(2 * 3, 3 + 5) + 2: both branches on one device
+(9.0, 'optimal', 9.0)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stagecut._deadline import deadline, remaining
+from stagecut._mip import (
+    MODEL_TOL,
+    MipOutcome,
+    add,
+    check_options,
+    data_gap,
+    import_mip,
+    new_model,
+    reference_scale,
+    solve,
+    stated_tolerance,
+)
+from stagecut.errors import InvalidArgumentError
+from stagecut.latency.brute import colocated, symmetry_groups
+from stagecut.latency.evaluate import TOL, schedule_from
+from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.schedule import Schedule
+from stagecut.results import Stat, Status
+from stagecut.validate import shown
+
+__all__ = ["solve_milp", "greedy_schedule"]
+
+
+# ---------------------------------------------------------------------------- helpers
+def greedy_schedule(problem: LatencyProblem) -> tuple[list[int], list[list[int]]] | None:
+    """A quick schedule to start from: nodes in topological order, each appended to the device
+    (with memory left) where it finishes first; a colocation class goes where its first node
+    goes, and reserves its whole memory there.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+
+    Returns
+    -------
+    tuple of (list of int, list of list of int), or None
+        The device of each node position and each device's order; ``None`` when memory runs
+        out on the way.
+
+    Raises
+    ------
+    None
+
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> greedy_schedule(LatencyProblem(sc.Graph.chain([1.0, 1.0], comm=0.5), Devices.pcie_star(2, cpu=False)))
+    ([0, 0], [[0, 1], []])
+    """
+    n, nd = len(problem), problem.num_devices
+    dev = [-1] * n
+    fin = [0.0] * n
+    avail = [0.0] * nd
+    used = [0.0] * nd
+    orders: list[list[int]] = [[] for _ in range(nd)]
+    mates = {v: c for c in colocated(problem) for v in c}  # a class reserves its memory at once
+    for v in problem.order:
+        best: tuple[float, int] | None = None
+        group = mates.get(v, [v])
+        placed = [dev[u] for u in group if dev[u] >= 0]
+        need = 0.0 if placed else float(problem.memory[group].sum())
+        for d in placed[:1] or range(nd):
+            p = float(problem.times[v, d])
+            if not math.isfinite(p) or not np.isfinite(problem.times[group, d]).all() \
+                    or used[d] + need > problem.capacity[d]:
+                continue
+            s = 0.0 if problem.parallel[d] else avail[d]
+            for u in problem.pred[v]:
+                s = max(s, fin[u] + problem.transfer(u, dev[u], d))
+            if best is None or s + p < best[0]:
+                best = (s + p, d)
+        if best is None:
+            return None
+        fin[v], d = best
+        dev[v] = d
+        used[d] += need
+        if not problem.parallel[d]:
+            avail[d] = fin[v]
+        orders[d].append(v)
+    return dev, orders
+
+
+def _class_fits_nowhere(problem: LatencyProblem) -> str | None:
+    """Why a colocation class has no device (none can run all its nodes and hold them), or ``None``."""
+    for members in colocated(problem):
+        ok = np.isfinite(problem.times[members]).all(axis=0) & (problem.memory[members].sum() <= problem.capacity)
+        if not ok.any():
+            return (f"the colocation class of node {shown(problem.ids[members[0]])} ({len(members)} nodes) "
+                    "fits on no device that can run all its nodes")
+    return None
+
+
+def _reach(problem: LatencyProblem) -> list[int]:
+    """Transitive closure: bit ``v`` of ``reach[u]`` is set when a path leads from ``u`` to ``v``."""
+    reach = [0] * len(problem)
+    for u in reversed(problem.order):
+        r = 0
+        for s in problem.succ[u]:
+            r |= reach[s] | (1 << s)
+        reach[u] = r
+    return reach
+
+
+def _from_start(problem: LatencyProblem, start: Schedule) -> tuple[list[int], list[list[int]] | None]:
+    """The placement and orders of a given schedule, as positions."""
+    names = problem.devices.names
+    if set(start.placement) != set(problem.ids):
+        raise InvalidArgumentError("start: its nodes are not the problem's nodes")
+    dev = []
+    for v in problem.ids:
+        d = start.placement[v]
+        if d not in names:
+            raise InvalidArgumentError(f"start: node {shown(v)} is on {shown(d)}, which is not a device")
+        dev.append(names.index(d))
+    order: list[list[int]] | None = [[] for _ in names]
+    assert order is not None
+    for name, ids in start.order.items():
+        if name not in names or any(v not in problem.index for v in ids):
+            return dev, None
+        order[names.index(name)] = [problem.index[v] for v in ids]
+    return dev, order
+
+
+def _canonical(problem: LatencyProblem, groups: list[list[int]], dev: list[int],
+               order: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """Relabel the devices of each symmetry group by their first node in topological order (the
+    MILP's symmetry rows hold then); the times are unchanged."""
+    rank = {v: r for r, v in enumerate(problem.order)}
+    perm = list(range(problem.num_devices))
+    for g in groups:
+        first = {d: min((rank[v] for v in order[d]), default=math.inf) for d in g}
+        for new, old in zip(g, sorted(g, key=lambda d: (first[d], d))):
+            perm[old] = new
+    new_order: list[list[int]] = [[] for _ in order]
+    for d, seq in enumerate(order):
+        new_order[perm[d]] = list(seq)
+    return [perm[d] for d in dev], new_order
+
+
+# ---------------------------------------------------------------------------- the model
+@dataclass
+class _Model:
+    """A built MILP and its handles."""
+
+    model: Any
+    scale: float
+    gap: float
+    upper: float
+    x: dict[tuple[int, int], Any] = field(default_factory=dict)
+    S: list[Any] = field(default_factory=list)
+    y: dict[tuple[int, int], Any] = field(default_factory=dict)
+    C: Any = None
+    pairs: int = 0
+    pruned_pairs: int = 0
+    groups: list[list[int]] = field(default_factory=list)
+
+
+def _trivial_upper(problem: LatencyProblem) -> float:
+    """The makespan of no ASAP schedule exceeds every node's largest time plus every edge's
+    largest transfer (a critical path uses each node and each edge at most once)."""
+    t = np.where(np.isfinite(problem.times), problem.times, 0.0)
+    total = float(t.max(axis=1).sum())
+    for u in range(len(problem)):
+        if problem.size[u] > 0 and problem.succ[u]:
+            worst = max(problem.transfer(u, a, b) for a in range(problem.num_devices)
+                        for b in range(problem.num_devices))
+            total += worst * len(problem.succ[u])
+    return total
+
+
+def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | None, threads: int | None,
+           seed: int, verbose: bool) -> _Model:
+    """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs)."""
+    mip = import_mip()
+    n, nd = len(problem), problem.num_devices
+    scale = reference_scale([upper], upper)
+    U = upper / scale * (1 + 1e-6) + MODEL_TOL
+    times = problem.times / scale
+    allowed = [[d for d in range(nd) if math.isfinite(times[v, d]) and times[v, d] <= U
+                and problem.memory[v] <= problem.capacity[d]] for v in range(n)]
+    classes = colocated(problem)
+    for members in classes:
+        ok = [d for d in range(nd) if all(d in allowed[v] for v in members)
+              and problem.memory[members].sum() <= problem.capacity[d]]
+        for v in members:
+            allowed[v] = ok
+    tr = np.zeros((n, nd, nd))
+    for u in range(n):
+        if problem.size[u] > 0:
+            for a in range(nd):
+                for b in range(nd):
+                    tr[u, a, b] = min(problem.transfer(u, a, b) / scale, 2 * U)
+    values = [float(times[v, d]) for v in range(n) for d in allowed[v]] + [float(x) for x in tr.flat if x > 0]
+    if gap is None:
+        gap = data_gap(values, 1.0)  # (values in model units)
+    m = new_model("latency_milp", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+    if str(solver).lower() == "cbc":
+        # CBC's preprocessing: off. Stopped by a time limit, its post-processing crashed the process
+        # (SIGSEGV in CglPreProcess::postProcess, about 1 run in 15 of a 12-node model at 0.5 s),
+        # and these models solve no slower without it.
+        m.preprocess = 0
+    h = _Model(model=m, scale=scale, gap=gap, upper=U, groups=symmetry_groups(problem))
+    fastest = [min((float(times[v, d]) for d in allowed[v]), default=math.inf) for v in range(n)]
+    head, tail = [0.0] * n, [0.0] * n
+    for v in problem.order:
+        head[v] = max((head[u] + fastest[u] for u in problem.pred[v]), default=0.0)
+    for v in reversed(problem.order):
+        tail[v] = fastest[v] + max((tail[s] for s in problem.succ[v]), default=0.0)
+    for v in range(n):
+        for d in allowed[v]:
+            h.x[v, d] = m.add_var(f"x_{v}_{d}", var_type=mip.BINARY)
+        h.S.append(m.add_var(f"S_{v}", lb=head[v], ub=max(head[v], U - tail[v])))
+        add(m, mip.xsum(h.x[v, d] for d in allowed[v]) == 1)
+    x, S = h.x, h.S
+    for members in classes:
+        for v in members[1:]:
+            for d in allowed[v]:
+                add(m, x[v, d] == x[members[0], d])
+    h.C = m.add_var("C", lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
+    m.objective = mip.minimize(h.C)
+
+    def finish(v: int) -> Any:
+        return S[v] + mip.xsum(float(times[v, d]) * x[v, d] for d in allowed[v])
+
+    # makespan: each node's finish plus its longest path after it, and each device's busy time
+    for v in range(n):
+        add(m, h.C >= finish(v) + (tail[v] - fastest[v]))
+    for d in range(nd):
+        on = [v for v in range(n) if d in allowed[v]]
+        if not problem.parallel[d] and on:
+            add(m, h.C >= mip.xsum(float(times[v, d]) * x[v, d] for v in on))
+        if math.isfinite(problem.capacity[d]) and problem.memory[on].sum() > problem.capacity[d]:
+            cap = float(problem.capacity[d])
+            add(m, mip.xsum(float(problem.memory[v]) / cap * x[v, d] for v in on) <= 1)
+    # precedence, the transfer only across devices
+    for v in range(n):
+        for u in problem.pred[v]:
+            fu = finish(u)
+            big = [max((tr[u, a, b] for a in allowed[u] if a != b), default=0.0) for b in allowed[v]]
+            if max(big, default=0.0) <= 0:
+                add(m, S[v] >= fu)
+                continue
+            for b, mb in zip(allowed[v], big):
+                arrive = mip.xsum(float(tr[u, a, b]) * x[u, a] for a in allowed[u] if a != b and tr[u, a, b] > 0)
+                add(m, S[v] >= fu + arrive - mb * (1 - x[v, b]))
+    # non-overlap on devices without parallelism, pairs the DAG leaves unordered
+    reach = _reach(problem)
+    seq = [d for d in range(nd) if not problem.parallel[d]]
+    for u in range(n):
+        for v in range(u + 1, n):
+            if (reach[u] >> v) & 1 or (reach[v] >> u) & 1:
+                h.pruned_pairs += 1
+                continue
+            common = [d for d in seq if d in allowed[u] and d in allowed[v]]
+            if not common:
+                continue
+            y = h.y[u, v] = m.add_var(f"y_{u}_{v}", var_type=mip.BINARY)
+            h.pairs += 1
+            for d in common:
+                m_uv = max(0.0, U - tail[u] + float(times[u, d]) - head[v])
+                m_vu = max(0.0, U - tail[v] + float(times[v, d]) - head[u])
+                add(m, S[v] >= S[u] + float(times[u, d]) - m_uv * (3 - y - x[u, d] - x[v, d]))
+                add(m, S[u] >= S[v] + float(times[v, d]) - m_vu * (2 + y - x[u, d] - x[v, d]))
+    # symmetry: a group's devices used in the order of their first nodes
+    for g in h.groups:
+        for j in range(1, len(g)):
+            earlier: list[Any] = []
+            for v in problem.order:
+                if (v, g[j]) in x:
+                    if earlier:
+                        add(m, x[v, g[j]] <= mip.xsum(earlier))
+                    else:
+                        x[v, g[j]].ub = 0.0
+                if (v, g[j - 1]) in x:
+                    earlier.append(x[v, g[j - 1]])
+    return h
+
+
+def _start_values(problem: LatencyProblem, h: _Model, sched: Schedule, dev: list[int],
+                  order: list[list[int]]) -> list[tuple[Any, float]]:
+    """The MIP start of a schedule (already relabelled for the symmetry rows)."""
+    out: list[tuple[Any, float]] = [(var, float(dev[v] == d)) for (v, d), var in h.x.items()]
+    start = [sched.start[i] / h.scale for i in problem.ids]
+    out += [(h.S[v], start[v]) for v in range(len(problem))]
+    pos = {}
+    for seq in order:
+        for k, v in enumerate(seq):
+            pos[v] = k
+    for (u, v), var in h.y.items():
+        if dev[u] == dev[v] and not problem.parallel[dev[u]]:
+            out.append((var, float(pos[u] < pos[v])))
+        else:
+            out.append((var, float(start[u] <= start[v])))
+    assert sched.objective is not None
+    out.append((h.C, sched.objective / h.scale))
+    return out
+
+
+def _read(problem: LatencyProblem, h: _Model) -> tuple[list[int], list[list[int]]]:
+    """The MILP's placement and per-device orders: a linear extension of the DAG that follows the
+    MILP's ``y`` between two nodes of one device where it can, then its start times."""
+    n = len(problem)
+    dev = [max((d for (w, d) in h.x if w == v), key=lambda d: h.x[v, d].x or 0.0) for v in range(n)]
+    rank = {v: r for r, v in enumerate(problem.order)}
+    start = [float(h.S[v].x or 0.0) for v in range(n)]
+    fin = [start[v] + float(problem.times[v, dev[v]]) / h.scale for v in range(n)]
+    before: list[set[int]] = [set() for _ in range(n)]  # same-device nodes the MILP puts first
+    for (u, v), var in h.y.items():
+        if dev[u] == dev[v]:
+            if (var.x or 0.0) > 0.5:
+                before[v].add(u)
+            else:
+                before[u].add(v)
+    waiting = [len(problem.pred[v]) for v in range(n)]
+    ready = {v for v in range(n) if not waiting[v]}
+    done: set[int] = set()
+    orders: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    while ready:
+        free = [v for v in ready if before[v] <= done] or list(ready)
+        v = min(free, key=lambda w: (start[w], fin[w], rank[w]))
+        ready.discard(v)
+        done.add(v)
+        orders[dev[v]].append(v)
+        for s in problem.succ[v]:
+            waiting[s] -= 1
+            if not waiting[s]:
+                ready.add(s)
+    return dev, orders
+
+
+# ---------------------------------------------------------------------------- the solve
+def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solver: str = "cbc",
+               start: Schedule | None = None, threads: int | None = None, gap: float | None = None,
+               seed: int = 0, verbose: bool = False) -> Schedule:
+    """Solve the DiviML MILP (see the module docs): the best schedule found and its bound.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    time_limit : float, optional
+        Seconds for the whole solve; on expiry the best schedule found and the proven bound come
+        back with status ``"time_limit"`` (``objective=None`` when none was found).
+    solver : {"cbc", "highs"}
+    start : Schedule, optional
+        A schedule of this problem to start from (e.g. the best heuristic's; re-scored under
+        the ASAP semantics with its per-device order, or the rank round-robin order when that
+        contradicts the DAG): the shorter of it and a greedy schedule
+        (:func:`greedy_schedule`) is the MIP start, and its makespan the upper bound ``U`` of
+        the big-M rows. A start that breaks a memory limit or splits a colocation class is not
+        used (a note says so). With neither, ``U`` is the sum of every node's largest time and
+        every edge's largest transfer.
+    threads : int, optional
+        Solver threads (default 1).
+    gap : float, optional
+        Relative gap at which to stop (default :func:`stagecut._mip.data_gap` of the times).
+    seed : int
+        The solver's random seed.
+    verbose : bool
+        Show the solver's log.
+
+    Returns
+    -------
+    Schedule
+        ``method="milp"``, re-scored by :func:`~stagecut.latency.evaluate.schedule_from`;
+        ``status`` ``"optimal"`` (bound and makespan within the stated tolerance),
+        ``"feasible"``, ``"time_limit"``, or ``"infeasible"`` (nothing fits in memory);
+        ``lower_bound`` the larger of the MILP's dual bound and the simple bound; ``stats``
+        the model size (``mip_vars``, ``mip_constraints``, ``mip_pairs`` disjunctive pairs,
+        ``mip_pairs_pruned`` pairs the DAG orders), ``build_s``, ``solve_s``, ``mip_status``,
+        ``mip_scale`` and ``warm_start``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``problem`` is not a LatencyProblem, a bad solver option, a ``start`` that is not a
+        schedule of this problem's nodes and devices.
+    BackendUnavailableError
+        ``solver="highs"`` without HiGHS installed.
+    SolverError
+        The solver failed.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    check_options(time_limit, gap, threads, seed, solver)
+    if start is not None and not isinstance(start, Schedule):
+        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    names = problem.devices.names
+    why = problem.fits_anywhere() or _class_fits_nowhere(problem)
+    if why is not None:
+        return Schedule.infeasible("milp", why, devices=names, runtime_s=time.perf_counter() - t0)
+    with deadline(time_limit):
+        notes: list[str] = []
+        known = _known(problem, start, notes)
+        upper = known[0].objective if known is not None else _trivial_upper(problem)
+        assert upper is not None
+        if not math.isfinite(upper):
+            raise InvalidArgumentError("the graph's times and transfers add up past the largest float")
+        h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+        build_s = time.perf_counter() - t0
+        mip_start = _start_values(problem, h, *known) if known is not None else None
+        left = remaining()
+        out = solve(h.model, time_limit=None if left is None else max(0.05, left), start=mip_start)
+    stats: dict[str, Stat] = {
+        "mip_vars": out.cols, "mip_constraints": out.rows, "mip_pairs": h.pairs, "mip_pairs_pruned": h.pruned_pairs,
+        "build_s": build_s, "solve_s": out.seconds, "solver": out.solver, "mip_status": out.status,
+        "mip_objective": None if out.objective is None else out.objective * h.scale, "mip_scale": h.scale,
+        "warm_start": int(known is not None)}
+    result = _verified(problem, h, out, None if known is None else known[0], notes, stats, time_limit)
+    return dataclasses.replace(result, runtime_s=time.perf_counter() - t0, seed=seed)
+
+
+def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
+           ) -> tuple[Schedule, list[int], list[list[int]]] | None:
+    """The schedule to start from (relabelled for the symmetry rows), re-scored: the shorter of
+    ``start`` (when it fits) and the greedy one; ``None`` when neither exists."""
+    groups = symmetry_groups(problem)
+    cand: tuple[list[int], list[list[int]] | None] | None = None
+    if start is not None and start.objective is not None:
+        cand = _from_start(problem, start)
+    found: list[tuple[Schedule, list[int], list[list[int]]]] = []
+    for attempt in (cand, greedy_schedule(problem)):
+        if attempt is None:
+            continue
+        dev, order = attempt
+        try:
+            s = schedule_from(problem, dev, order, method="milp")
+        except InvalidArgumentError:
+            if order is None:
+                raise
+            s = schedule_from(problem, dev, None, method="milp")  # (its order contradicts the DAG)
+        split = [c for c in colocated(problem) if len({dev[v] for v in c}) > 1]
+        if s.violations or split:
+            why = s.violations[0] if s.violations else \
+                f"it splits the colocation class of node {shown(problem.ids[split[0][0]])}"
+            notes.append(f"the start schedule is not used: {why}")
+            continue
+        order = [[problem.index[v] for v in s.order.get(name, ())] for name in problem.devices.names]
+        dev, order = _canonical(problem, groups, dev, order)
+        s2 = schedule_from(problem, dev, order, method="milp")
+        assert s2.objective is not None and s.objective is not None
+        if abs(s2.objective - s.objective) > TOL * max(1.0, abs(s.objective)):
+            continue  # (cannot happen: the group's devices are interchangeable)
+        found.append((s2, dev, order))
+    return min(found, key=lambda f: f[0].objective or 0.0, default=None)
+
+
+def _verified(problem: LatencyProblem, h: _Model, out: MipOutcome, known: Schedule | None, notes: list[str],
+              stats: dict[str, Stat], time_limit: float | None) -> Schedule:
+    """The answer with a status and bound that the evaluator and the bound agree on."""
+    names = problem.devices.names
+    simple = problem.lower_bound()
+    if out.status == "infeasible" and known is None:
+        return Schedule.infeasible("milp", "no placement fits in memory", devices=names, stats=stats)
+    if out.status == "infeasible":
+        notes.append("the MILP solver reported infeasible, yet a schedule fits (numerical trouble)")
+    found: Schedule | None = None
+    if out.objective is not None and out.status != "infeasible":
+        dev, orders = _read(problem, h)
+        found = schedule_from(problem, dev, orders, method="milp")
+        if found.violations:
+            notes.append(f"the MILP's placement breaks a limit (numerical trouble): {found.violations[0]}")
+            found = None
+    candidates = [s for s in (found, known) if s is not None and s.objective is not None]
+    lb = out.bound * h.scale if math.isfinite(out.bound) and out.status != "infeasible" else -math.inf
+    if not candidates:
+        bound = max(lb, simple)
+        if out.status == "time_limit":
+            return Schedule.infeasible("milp", f"no schedule found within the time limit of {time_limit:g} s",
+                                       devices=names, status="time_limit", lower_bound=bound, stats=stats)
+        return Schedule.infeasible("milp", f"the MILP solver stopped without a schedule ({out.status})",
+                                   devices=names, status="unknown", lower_bound=bound, stats=stats)
+    best = min(candidates, key=lambda s: s.objective if s.objective is not None else math.inf)
+    assert best.objective is not None
+    if found is not None and best is not found:
+        notes.append("the MILP's schedule is not better than the start schedule, which is returned")
+    tol = stated_tolerance(best.objective, h.scale, h.gap)
+    if lb > best.objective + tol:
+        notes.append(f"the MILP's bound {lb:.9g} is above a known makespan {best.objective:.9g} "
+                     "(numerical trouble): it proves nothing")
+        lb = -math.inf
+    bound = max(lb, simple)
+    status: Status = "time_limit" if out.status == "time_limit" else "feasible"
+    if best.objective - bound <= tol and out.status in ("optimal", "time_limit", "feasible"):
+        status = "optimal"
+    elif out.status == "optimal":
+        notes.append(f"the MILP solver reported optimal, but its bound {bound:.9g} is further than the "
+                     f"tolerance {tol:.3g} from the makespan: not proven")
+    dev = [names.index(best.placement[v]) for v in problem.ids]
+    order = [[problem.index[v] for v in best.order.get(name, ())] for name in names]
+    return schedule_from(problem, dev, order, method="milp", status=status, lower_bound=bound, stats=stats,
+                         notes=notes)
