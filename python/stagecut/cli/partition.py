@@ -1,6 +1,6 @@
 """``stagecut partition GRAPH``: the best contiguous pipeline split in the max-load model.
 
-    stagecut partition GRAPH [-k K] [-l L] [--memory SIZE] [--method auto|dp|dpl|ip]
+    stagecut partition GRAPH [-k K] [-l L] [--memory SIZE] [--method auto|dp|dpl|ip|local-search|pipedream|scotch]
                              [--max-ideals N] [--non-contiguous] [--time-limit S] [--solver cbc|highs]
                              [--json] [-o RESULT.json] [--split-out SPLIT.json]
 
@@ -71,7 +71,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--method", choices=METHODS, default="auto",
                    help="dp: exact DP over all ideals (optimal); dpl: the DP on one topological order "
                         "(fast, not proven optimal); ip: the integer program (python-mip); "
-                        "auto: dp when the ideals fit under --max-ideals, else dpl (default: auto)")
+                        "auto: dp when the ideals fit under --max-ideals, else dpl; the paper's baselines: "
+                        "local-search (10 seeded restarts, usually non-contiguous), pipedream (branching "
+                        "regions contracted to a path, then the DP; layer graphs), scotch (Scotch's gpart, "
+                        "else pymetis) (default: auto)")
     p.add_argument("--max-ideals", type=_common.positive_int, default=DEFAULT_MAX_IDEALS, metavar="N",
                    help=f"most ideals the exact DP may enumerate (default: {DEFAULT_MAX_IDEALS:,})")
     p.add_argument("--non-contiguous", action="store_true",

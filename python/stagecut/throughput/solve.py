@@ -11,6 +11,7 @@ from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.results import Plan
+from stagecut.throughput.baselines import BASELINES, run_baseline
 from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, simple_lower_bound, solve_dp, solve_dpl, try_dp
 from stagecut.throughput.ip import partition_ip
 from stagecut.throughput.problem import ThroughputProblem, resolve_problem
@@ -20,7 +21,7 @@ from stagecut.validate import check_int
 __all__ = ["METHODS", "partition"]
 
 #: The values of ``method``.
-METHODS = ("auto", "dp", "dpl", "ip")
+METHODS = ("auto", "dp", "dpl", "ip", *BASELINES)
 
 K = TypeVar("K", bound=Hashable)
 
@@ -113,12 +114,15 @@ def partition(
     memory : float, optional
         Memory per accelerator, in the unit of the nodes' memory; default the graph's
         (``maxSizePerFPGA``), else unlimited.
-    method : {"auto", "dp", "dpl", "ip"}
+    method : {"auto", "dp", "dpl", "ip", "local-search", "pipedream", "scotch"}
         ``"dp"``: the exact DP over all ideals (status ``"optimal"``). ``"dpl"``: the same DP
         after adding a DFS topological path (n + 1 ideals; status ``"feasible"`` with a simple
         lower bound). ``"auto"``: ``"dp"`` when the ideals fit under ``max_ideals``, otherwise
         ``"dpl"`` (the notes say so and why). ``"ip"``: :func:`partition_ip`, warm-started from
-        ``"auto"``'s plan unless ``warm_start`` is given.
+        ``"auto"``'s plan unless ``warm_start`` is given. The paper's baselines (status
+        ``"feasible"``, see :mod:`stagecut.throughput.baselines`): ``"local-search"`` (10
+        restarts from ``seed``; usually non-contiguous), ``"pipedream"`` (layer graphs),
+        ``"scotch"`` (Scotch's ``gpart``, else METIS; usually non-contiguous).
     max_ideals : int
         Cap on the ideals the exact DP enumerates.
     prune : bool
@@ -132,7 +136,7 @@ def partition(
         (``"auto"``'s plan) runs within it too, and the MIP gets the time left (see
         :func:`partition_ip`).
     contiguous, gap, threads, seed, solver, warm_start, verbose
-        Only for ``method="ip"`` (see :func:`partition_ip`).
+        Only for ``method="ip"`` (see :func:`partition_ip`); ``seed`` also for the baselines.
     accelerators : int, optional
         Deprecated spelling of ``devices`` (a :class:`DeprecationWarning`).
 
@@ -149,13 +153,17 @@ def partition(
         An unknown ``method``, a bad ``max_ideals``, device count, memory, time limit or solver
         option.
     InvalidGraphError
-        A bad default carried by the graph; an edge from a backward node to a forward node.
+        A bad default carried by the graph; an edge from a backward node to a forward node;
+        ``method="pipedream"`` on a graph whose branching regions collapse it (operator graphs).
     TooManyIdealsError
         ``method="dp"`` with more than ``max_ideals`` ideals (the message says why, e.g. the
         number of unconnected parts of the graph).
     SolverError
         The IP solver failed, or (internal error, please report) a solver disagrees with the
         evaluator.
+    BackendUnavailableError
+        ``method="scotch"`` without Scotch's ``gpart`` or ``pymetis`` (the message says how to
+        install them).
     MemoryLimitError
         The DP's tables would pass the memory budget (the message says how much and what to
         change). Device counts past the node count are capped first (the notes say so).
@@ -184,6 +192,9 @@ def partition(
         raise InvalidArgumentError(f"prune must be True or False, got {prune!r}")
     limit = check_time_limit(time_limit)
     t0 = time.perf_counter()
+    if method in BASELINES:  # the paper's baselines (stagecut.throughput.baselines)
+        plan = run_baseline(problem, method, seed=seed)
+        return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
     if method != "ip":
         if limit is None or limit == float("inf"):
             plan = _combinatorial(problem, method, max_ideals, prune)
