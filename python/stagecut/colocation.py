@@ -115,6 +115,8 @@ class Units:
         The unit of each node position.
     edges : list of (int, int)
         The forward unit DAG's edges, sorted.
+    edge_array : numpy.ndarray
+        The same edges as an ``(k, 2)`` int64 array.
 
     Parameters
     ----------
@@ -122,6 +124,9 @@ class Units:
     memory : float
         The memory limit per accelerator (the input's unit): free leaves with memory are folded
         only when it cannot bind.
+    fast : bool
+        Build the units with numpy when the graph is plain (no backward node, no colocation
+        class, no free leaf): the same units as the general path (``False``, for tests).
 
     Raises
     ------
@@ -129,7 +134,10 @@ class Units:
         An edge goes from a backward node to a forward node.
     """
 
-    def __init__(self, graph: Graph, memory: float = math.inf) -> None:
+    def __init__(self, graph: Graph, memory: float = math.inf, *, fast: bool = True) -> None:
+        if fast and _plain(graph, memory):
+            self._init_plain(graph)
+            return
         _check_directions(graph)
         classes = ColocationClasses(graph)
         key, find = classes.key, classes.find
@@ -150,11 +158,51 @@ class Units:
         for i in range(n):
             self.unit_of_node[i] = unit_of_root.setdefault(find(key[i]), len(unit_of_root))
         self.n_units: int = len(unit_of_root)
-        self.members: list[list[int]] = [[] for _ in range(self.n_units)]
+        self._members: list[list[int]] | None = [[] for _ in range(self.n_units)]
         for i in range(n):
-            self.members[int(self.unit_of_node[i])].append(i)
+            self._members[int(self.unit_of_node[i])].append(i)
         uedges = {(unit_of_root[find(a)], unit_of_root[find(b)]) for a, b in cedges}
-        self.edges: list[tuple[int, int]] = sorted((a, b) for a, b in uedges if a != b)
+        self._edges: list[tuple[int, int]] | None = sorted((a, b) for a, b in uedges if a != b)
+        self.edge_array: npt.NDArray[np.int64] = np.array(self._edges, dtype=np.int64).reshape(-1, 2)
+
+    def _init_plain(self, graph: Graph) -> None:
+        """A forward graph without colocation classes or free leaves: one unit per node, the
+        graph's own edges (a DAG: no cycle to fuse), in numpy; the lists on first use."""
+        arr = graph.arrays()
+        n = len(graph)
+        self.unit_of_node = np.arange(n, dtype=np.int64)
+        self.n_units = n
+        order = np.lexsort((arr.dst, arr.src))
+        self.edge_array = np.stack([arr.src[order], arr.dst[order]], axis=1).reshape(-1, 2)
+        self._members = self._edges = None
+
+    @property
+    def members(self) -> list[list[int]]:
+        """Node positions of each unit (in increasing order)."""
+        if self._members is None:
+            self._members = [[] for _ in range(self.n_units)]
+            for i, u in enumerate(self.unit_of_node.tolist()):
+                self._members[u].append(i)
+        return self._members
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        """The forward unit DAG's edges, sorted."""
+        if self._edges is None:
+            self._edges = list(zip(self.edge_array[:, 0].tolist(), self.edge_array[:, 1].tolist()))
+        return self._edges
+
+
+def _plain(graph: Graph, memory: float) -> bool:
+    """No backward node, no colocation class and no free leaf (no node without compute time
+    whose memory could move freely): the unit DAG is the graph itself."""
+    arr = graph.arrays()
+    if arr.backward.any() or arr.colocated.any():
+        return False
+    if not arr.zero_compute.any():
+        return True
+    memory_free = math.fsum(arr.memory.tolist()) <= memory
+    return not (memory_free or bool((arr.zero_compute & (arr.memory == 0)).any()))
 
 
 def _kinds(nd: Node) -> frozenset[str]:

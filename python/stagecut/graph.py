@@ -282,6 +282,48 @@ def _total(values: list[float], what: str) -> float:
     return total
 
 
+class GraphArrays:
+    """Per-node and per-edge numpy arrays of a :class:`Graph`, built once by :meth:`Graph.arrays`.
+
+    Attributes
+    ----------
+    src, dst : numpy.ndarray
+        The positions of each edge's ends, in the order of ``Graph.edges`` (int64).
+    memory, comm : numpy.ndarray
+        Each node's memory and communication cost (float64).
+    backward : numpy.ndarray
+        Each node's backward flag (bool).
+    colocated : numpy.ndarray
+        Does the node have a colocation class (bool)?
+    zero_compute : numpy.ndarray
+        Is every compute time of the node 0 (bool)?
+    """
+
+    def __init__(self, graph: Graph) -> None:
+        nodes, index = graph.nodes, graph.index
+        self.src = np.array([index[u] for u, _ in graph.edges], dtype=np.int64)
+        self.dst = np.array([index[v] for _, v in graph.edges], dtype=np.int64)
+        self.memory = np.array([nd.memory for nd in nodes], dtype=np.float64)
+        self.comm = np.array([nd.comm for nd in nodes], dtype=np.float64)
+        self.backward = np.array([nd.backward for nd in nodes], dtype=np.bool_)
+        self.colocated = np.array([nd.colocation is not None for nd in nodes], dtype=np.bool_)
+        self.zero_compute = np.array([not any(nd.compute.values()) for nd in nodes], dtype=np.bool_)
+        self._nodes = nodes
+        self._kinds: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def kind(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(supports, time)``: may each node run on ``kind`` (:meth:`Node.supports`), and its
+        compute time there (0 where it may not)."""
+        got = self._kinds.get(kind)
+        if got is None:
+            nodes = self._nodes
+            ok = np.array([kind in nd.compute and (nd.kinds is None or kind in nd.kinds) for nd in nodes],
+                          dtype=np.bool_)
+            t = np.array([nd.compute.get(kind, 0.0) for nd in nodes], dtype=np.float64)
+            got = self._kinds[kind] = (ok, np.where(ok, t, 0.0))
+        return got
+
+
 @dataclass(frozen=True)
 class Graph:
     """A validated DAG of :class:`Node` objects.
@@ -339,6 +381,13 @@ class Graph:
         self._check_acyclic()
 
     # ------------------------------------------------------------------ basics
+    def arrays(self) -> GraphArrays:
+        """The graph's numpy arrays (:class:`GraphArrays`), built on the first call and kept."""
+        got = self.__dict__.get("_arrays")
+        if got is None:
+            got = self.__dict__["_arrays"] = GraphArrays(self)
+        return got
+
     def __len__(self) -> int:
         return len(self.nodes)
 

@@ -64,9 +64,14 @@ DEFAULT_MAX_IDEALS = 200_000
 
 
 class _UnitsLike(Protocol):
-    n_units: int
-    members: list[list[int]]
-    edges: list[tuple[int, int]]
+    @property
+    def n_units(self) -> int: ...
+
+    @property
+    def members(self) -> list[list[int]]: ...
+
+    @property
+    def edges(self) -> list[tuple[int, int]]: ...
 
 
 class _ReferenceUnits:
@@ -137,40 +142,48 @@ def _sum(values: Iterable[float]) -> float:
         return math.inf
 
 
-def _path(units: _UnitsLike) -> list[tuple[int, int]]:
-    """Edges along one topological order of the unit DAG."""
-    succ: list[list[int]] = [[] for _ in range(units.n_units)]
-    for a, b in units.edges:
-        succ[a].append(b)
-    order = kahn_order(range(units.n_units), succ)
-    return list(zip(order, order[1:]))
+def _path(units: _UnitsLike) -> npt.NDArray[np.int64]:
+    """Edges along one topological order of the unit DAG (Kahn's, the smallest ready unit first),
+    as an ``(n_units - 1, 2)`` array."""
+    ue = _edge_array(units)
+    if bool((ue[:, 0] < ue[:, 1]).all()):  # units numbered in a topological order: it is that one
+        order = np.arange(units.n_units, dtype=np.int64)
+    else:
+        succ: list[list[int]] = [[] for _ in range(units.n_units)]
+        for a, b in units.edges:
+            succ[a].append(b)
+        order = np.asarray(kahn_order(range(units.n_units), succ), dtype=np.int64)
+    return np.stack([order[:-1], order[1:]], axis=1)
 
 
-def _f64(values: Sequence[float]) -> npt.NDArray[np.float64]:
-    return np.asarray(values, dtype=np.float64)
+def _edge_array(units: _UnitsLike) -> npt.NDArray[np.int64]:
+    """The unit edges as an ``(k, 2)`` int64 array."""
+    got = getattr(units, "edge_array", None)
+    if got is not None:
+        return np.asarray(got, dtype=np.int64).reshape(-1, 2)
+    return np.asarray(units.edges, dtype=np.int64).reshape(-1, 2)
 
 
-def _run_dp(problem: ThroughputProblem, units: _UnitsLike, unit_edges: Sequence[tuple[int, int]],
+def _run_dp(problem: ThroughputProblem, units: _UnitsLike, unit_edges: npt.NDArray[np.int64],
             max_ideals: int, prune: bool, upper: float | None = None) -> _MaxLoadResult:
     """One call of the Rust DP: ``{"objective", "blocks": [(is_accelerator, units)], "ideals", "pairs"}``."""
-    graph = problem.graph
-    nodes = graph.nodes
-    src = np.fromiter((graph.index[u] for u, _ in graph.edges), dtype=np.int64, count=len(graph.edges))
-    dst = np.fromiter((graph.index[v] for _, v in graph.edges), dtype=np.int64, count=len(graph.edges))
-    off = np.zeros(units.n_units + 1, dtype=np.int64)
-    off[1:] = np.cumsum([len(m) for m in units.members])
-    flat = np.fromiter((i for m in units.members for i in m), dtype=np.int64, count=len(nodes))
+    arr = problem.graph.arrays()
+    unit_of = getattr(units, "unit_of_node", None)
+    if unit_of is not None:  # members in node order: a stable sort of the nodes by unit
+        flat = np.argsort(unit_of, kind="stable").astype(np.int64)
+        off = np.zeros(units.n_units + 1, dtype=np.int64)
+        off[1:] = np.cumsum(np.bincount(unit_of, minlength=units.n_units))
+    else:
+        off = np.zeros(units.n_units + 1, dtype=np.int64)
+        off[1:] = np.cumsum([len(m) for m in units.members])
+        flat = np.fromiter((i for m in units.members for i in m), dtype=np.int64, count=len(arr.memory))
     ue = np.asarray(unit_edges, dtype=np.int64).reshape(-1, 2)
-
-    def times(kind: str) -> npt.NDArray[np.float64]:
-        # an unsupported kind costs nothing here; the *_ok flags make the block infeasible
-        return _f64([n.compute.get(kind, 0.0) if n.supports(kind) else 0.0 for n in nodes])
-
+    # an unsupported kind costs nothing here; the *_ok flags make the block infeasible
+    acc_ok, acc_t = arr.kind(ACCELERATOR)
+    cpu_ok, cpu_t = arr.kind(CPU)
     return _core.max_load_dp(
-        times(ACCELERATOR), times(CPU), _f64([n.memory for n in nodes]), _f64([n.comm for n in nodes]),
-        np.array([n.supports(ACCELERATOR) for n in nodes], dtype=np.bool_),
-        np.array([n.supports(CPU) for n in nodes], dtype=np.bool_),
-        src, dst, units.n_units, np.ascontiguousarray(ue[:, 0]), np.ascontiguousarray(ue[:, 1]), off, flat,
+        acc_t, cpu_t, arr.memory, arr.comm, acc_ok, cpu_ok,
+        arr.src, arr.dst, units.n_units, np.ascontiguousarray(ue[:, 0]), np.ascontiguousarray(ue[:, 1]), off, flat,
         problem.devices, problem.cpus, problem.memory, math.inf, max_ideals, prune, upper_bound=upper,
         time_limit=remaining(),  # the caller's deadline scope (stagecut._deadline), if any
     )
@@ -181,10 +194,19 @@ def _split_of(graph: Graph, units: _UnitsLike, blocks: Sequence[tuple[bool, Sequ
     """``({node id: (kind, index)}, devices in pipeline order)`` of the DP's blocks."""
     assignment: dict[NodeId, tuple[str, int]] = {}
     order: list[tuple[str, int]] = []
-    for is_acc, unit_ids in blocks:
+    for is_acc, _ in blocks:
         kind = ACCELERATOR if is_acc else CPU
-        dev = (kind, sum(1 for d in order if d[0] == kind))
-        order.append(dev)
+        order.append((kind, sum(1 for d in order if d[0] == kind)))
+    unit_of = getattr(units, "unit_of_node", None)
+    if unit_of is not None:  # arrays: the block of each unit, then of each node
+        block_of = np.full(units.n_units, -1, dtype=np.int64)
+        for b, (_, unit_ids) in enumerate(blocks):
+            block_of[np.asarray(unit_ids, dtype=np.int64)] = b
+        node_block = block_of[unit_of]
+        placed = np.flatnonzero(node_block >= 0).tolist()
+        nodes = graph.nodes
+        return dict(zip([nodes[i].id for i in placed], [order[b] for b in node_block[placed].tolist()])), order
+    for dev, (_, unit_ids) in zip(order, blocks):
         for u in unit_ids:
             for i in units.members[u]:
                 assignment[graph.nodes[i].id] = dev
@@ -197,12 +219,12 @@ def _exact_raw(core: ThroughputProblem, units: Units, max_ideals: int, prune: bo
         # a split along one topological order of the units (the DP on the units plus a path:
         # n + 1 ideals) is a split of this problem, so no better than the optimum: a block
         # costing more than it is in no better split (exact pruning)
-        lin = _run_dp(core, units, units.edges + _path(units), units.n_units + 2, prune)
+        lin = _run_dp(core, units, np.concatenate([_edge_array(units), _path(units)]), units.n_units + 2, prune)
         if math.isfinite(lin["objective"]):
             upper = lin["objective"] * (1 + 1e-9) + 1e-12
-    raw = _run_dp(core, units, units.edges, max_ideals, prune, upper)
+    raw = _run_dp(core, units, _edge_array(units), max_ideals, prune, upper)
     if upper is not None and not raw["objective"] <= upper:  # the bound was wrong after all
-        raw = _run_dp(core, units, units.edges, max_ideals, prune)
+        raw = _run_dp(core, units, _edge_array(units), max_ideals, prune)
     return raw
 
 
@@ -315,7 +337,7 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     """
     t0 = time.perf_counter()
     units = _ReferenceUnits(problem.graph)
-    raw = _run_dp(problem, units, units.edges, units.n_units + 2, prune)
+    raw = _run_dp(problem, units, _edge_array(units), units.n_units + 2, prune)
     stats: dict[str, Stat] = {"ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units}
     lb = simple_lower_bound(problem)
     if not math.isfinite(raw["objective"]):

@@ -33,8 +33,11 @@ import warnings
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
-from stagecut.graph import ACCELERATOR, CPU, Graph, Node, kahn_order
+from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
 from stagecut.results import DeviceLoad, Evaluation
 from stagecut.validate import check_graph, check_int, check_number
 
@@ -105,16 +108,24 @@ def evaluate(
     devices, cpus, memory = _limits(graph, devices, cpus, memory, accelerators)
     dev_of = _devices_of(graph, assignment)
     used = sorted(set(dev_of), key=lambda d: (d[0] != ACCELERATOR, d[0], d[1]))
-    comm = _comm_loads(graph, dev_of, used)
-    members: dict[Device, list[Node]] = {d: [] for d in used}
-    for i, d in enumerate(dev_of):
-        members[d].append(graph.nodes[i])
-    stages = tuple(_device_load(pos, d, members[d], comm[d] if d[0] in comm_kinds else [], memory)
-                   for pos, d in enumerate(used))
+    slot = {d: k for k, d in enumerate(used)}
+    dev = np.array([slot[d] for d in dev_of], dtype=np.int64)
+    comm = _comm_loads(graph, dev, len(used))
+    arr = graph.arrays()
+    ids = [n.id for n in graph.nodes]
+    order = np.argsort(dev, kind="stable")
+    ends = np.cumsum(np.bincount(dev, minlength=len(used))).tolist()
+    stages = []
+    for k, d in enumerate(used):
+        on = order[(ends[k - 1] if k else 0):ends[k]]
+        stages.append(_device_load(k, d, [ids[i] for i in on.tolist()], arr.kind(d[0]), on, arr.memory[on],
+                                   comm[k] if d[0] in comm_kinds else [], memory))
     issues = [f"{s.kind} {s.kind_index}: {x}" for s in stages for x in s.issues]
     issues += _split_issues(graph, dev_of, used, devices, cpus)
-    return Evaluation(objective=max(s.load for s in stages), stages=stages, feasible=not issues,
-                      convex=is_convex(graph, dev_of), acyclic_quotient=is_contiguous(graph, dev_of),
+    acyclic = _acyclic_quotient(graph, dev, len(used))
+    plain = not (arr.backward.any() or arr.colocated.any())  # then an acyclic quotient makes convex blocks
+    return Evaluation(objective=max(s.load for s in stages), stages=tuple(stages), feasible=not issues,
+                      convex=(acyclic and plain) or is_convex(graph, dev_of), acyclic_quotient=acyclic,
                       issues=tuple(issues))
 
 
@@ -150,30 +161,42 @@ def _devices_of(graph: Graph, assignment: Mapping[K, tuple[str, int]]) -> list[D
     missing = [n.id for n in graph.nodes if n.id not in assignment]
     if missing:
         raise InvalidGraphError(f"split leaves node {missing[0]!r} unassigned ({len(missing)} in all)")
-    for nid in assignment:
-        if nid not in graph.index:
-            raise InvalidGraphError(f"split assigns unknown node {nid!r}")
-    out: list[Device] = []
-    for n in graph.nodes:
-        d = assignment[n.id]  # type: ignore[index]  # n.id is in the mapping (checked above)
+    if len(assignment) != len(graph):  # else every key is one of the graph's (all of them are keys)
+        for nid in assignment:
+            if nid not in graph.index:
+                raise InvalidGraphError(f"split assigns unknown node {nid!r}")
+    values = [assignment[n.id] for n in graph.nodes]  # type: ignore[index]  # every id is in it (checked above)
+    # each object checked once (the solvers share one (kind, index) tuple per device); ``values``
+    # keeps every object alive, so that no id is reused
+    norm: dict[int, Device] = {}
+    for d in values:
+        if id(d) in norm:
+            continue
         ok = isinstance(d, Sequence) and len(d) == 2 and isinstance(d[0], str)
         if not ok or isinstance(d[1], bool) or not isinstance(d[1], int) or d[1] < 0:
-            raise InvalidGraphError(f"split: node {n.id!r} is on {d!r}, not a (kind, index >= 0) pair")
-        out.append((d[0], int(d[1])))
-    return out
+            first = next(n for n, x in zip(graph.nodes, values) if id(x) == id(d))
+            raise InvalidGraphError(f"split: node {first.id!r} is on {d!r}, not a (kind, index >= 0) pair")
+        norm[id(d)] = (d[0], int(d[1]))
+    return [norm[id(d)] for d in values]
 
 
-def _comm_loads(graph: Graph, dev_of: list[Device], used: list[Device]) -> dict[Device, list[float]]:
-    """Tensor-once communication terms of each device: a producer pays its output once if some
-    consumer is elsewhere; each other device holding a consumer receives it once."""
-    terms: dict[Device, list[float]] = {d: [] for d in used}
-    for u, n in enumerate(graph.nodes):
-        targets = {dev_of[v] for v in graph.succ[u]} - {dev_of[u]}
-        if targets:
-            terms[dev_of[u]].append(n.comm)
-            for t in targets:
-                terms[t].append(n.comm)
-    return terms
+def _comm_loads(graph: Graph, dev: npt.NDArray[np.int64], n_dev: int) -> list[list[float]]:
+    """Tensor-once communication terms of each device (by its slot in ``dev``): a producer pays
+    its output once if some consumer is elsewhere; each other device holding a consumer receives
+    it once."""
+    arr = graph.arrays()
+    src, dst = arr.src, arr.dst
+    cross = dev[src] != dev[dst]
+    u = src[cross]
+    producers = np.unique(u)
+    pairs = np.unique(u * n_dev + dev[dst[cross]])  # (producer, receiving device), once each
+    pu, pd = pairs // n_dev, pairs % n_dev
+    owner = np.concatenate([dev[producers], pd])
+    values = np.concatenate([arr.comm[producers], arr.comm[pu]])
+    order = np.argsort(owner, kind="stable")
+    ends = np.cumsum(np.bincount(owner, minlength=n_dev)).tolist()
+    flat = values[order].tolist()
+    return [flat[(ends[k - 1] if k else 0):ends[k]] for k in range(n_dev)]
 
 
 def _fsum(values: Iterable[float]) -> float:
@@ -184,24 +207,28 @@ def _fsum(values: Iterable[float]) -> float:
         return math.inf
 
 
-def _device_load(position: int, device: Device, nodes: list[Node], comm_terms: list[float],
-                 memory: float) -> DeviceLoad:
+def _device_load(position: int, device: Device, ids: list[NodeId],
+                 kind_arrays: tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]], on: npt.NDArray[np.int64],
+                 memories: npt.NDArray[np.float64], comm_terms: list[float], memory: float) -> DeviceLoad:
     """One device's load, its parts and its issues; every sum correctly rounded (``math.fsum``),
-    so that costs spanning many orders of magnitude keep their small terms."""
+    so that costs spanning many orders of magnitude keep their small terms. ``ids``: the nodes
+    at positions ``on``; ``kind_arrays``: which nodes may run on the device's kind, and their
+    times (:meth:`~stagecut.graph.GraphArrays.kind`)."""
     kind, idx = device
     issues = []
-    bad = [n.id for n in nodes if not n.supports(kind)]
-    if bad:
-        issues.append(f"node {bad[0]!r} cannot run on a {kind}")
-    times = [n.time(kind) for n in nodes if n.supports(kind)]
+    supported, time_of = kind_arrays
+    ok = supported[on]
+    if not ok.all():
+        issues.append(f"node {ids[int(np.argmin(ok))]!r} cannot run on a {kind}")
+    times = time_of[on[ok]].tolist()
     compute, comm, load = _fsum(times), _fsum(comm_terms), _fsum(times + comm_terms)
-    mem = _fsum(n.memory for n in nodes)
+    mem = _fsum(memories.tolist())
     if kind == ACCELERATOR and mem > memory:
         issues.append(f"memory {mem:g} exceeds the limit {memory:g}")
     if math.isinf(load):
         issues.append("the load overflows the floating-point range (costs near 1e308): rescale the inputs")
     return DeviceLoad(index=position, device=f"{kind}:{idx}", kind=kind, kind_index=idx,
-                      nodes=tuple(n.id for n in nodes), load=load,
+                      nodes=tuple(ids), load=load,
                       parts={"compute": compute, "comm": comm}, memory=mem, feasible=not issues,
                       issues=tuple(issues))
 
@@ -211,9 +238,8 @@ def _split_issues(graph: Graph, dev_of: list[Device], used: list[Device], device
     """Colocation classes split across devices; more devices of a kind than available."""
     issues = []
     classes: dict[Hashable, set[Device]] = {}
-    for i, n in enumerate(graph.nodes):
-        if n.colocation is not None:
-            classes.setdefault(n.colocation, set()).add(dev_of[i])
+    for i in np.flatnonzero(graph.arrays().colocated).tolist():
+        classes.setdefault(graph.nodes[i].colocation, set()).add(dev_of[i])
     for c, ds in classes.items():
         if len(ds) > 1:
             issues.append(f"colocation class {c!r} is split across {len(ds)} devices")
@@ -265,20 +291,45 @@ def is_contiguous(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, 
     (False, True)
     """
     dev = _device_list(graph, device_of_node)
-    has_forward = {n.colocation for n in graph.nodes if not n.backward and n.colocation is not None}
-    succ: dict[Hashable, set[Hashable]] = {d: set() for d in dev}
-    for u, n in enumerate(graph.nodes):
-        for v in graph.succ[u]:
-            m = graph.nodes[v]
-            if not n.backward and not m.backward:
-                a, b = dev[u], dev[v]
-            elif n.backward and m.backward and not ({n.colocation, m.colocation} <= has_forward):
-                a, b = dev[v], dev[u]  # an all-backward class: its edges mirrored into the forward order
-            else:
-                continue
-            if a != b:
-                succ[a].add(b)
-    return len(kahn_order(list(succ), succ)) == len(succ)
+    slot: dict[Hashable, int] = {}
+    codes = np.fromiter((slot.setdefault(d, len(slot)) for d in dev), dtype=np.int64, count=len(dev))
+    return _acyclic_quotient(graph, codes, len(slot))
+
+
+def _acyclic_quotient(graph: Graph, dev: npt.NDArray[np.int64], n_dev: int) -> bool:
+    """:func:`is_contiguous` with the devices numbered ``0 .. n_dev - 1`` (``dev``: each node's)."""
+    arr = graph.arrays()
+    src, dst = arr.src, arr.dst
+    if arr.backward.any():
+        has_forward = {n.colocation for n in graph.nodes if not n.backward and n.colocation is not None}
+        hf = np.fromiter((n.colocation is not None and n.colocation in has_forward for n in graph.nodes),
+                         dtype=np.bool_, count=len(graph))
+        bw = arr.backward
+        fwd = ~bw[src] & ~bw[dst]
+        # an all-backward class: its edges mirrored into the forward order
+        mirrored = bw[src] & bw[dst] & ~(hf[src] & hf[dst])
+        a = np.concatenate([dev[src[fwd]], dev[dst[mirrored]]])
+        b = np.concatenate([dev[dst[fwd]], dev[src[mirrored]]])
+    else:
+        a, b = dev[src], dev[dst]
+    keep = a != b
+    pairs = np.unique(a[keep] * n_dev + b[keep])
+    heads, tails = (pairs // n_dev).tolist(), (pairs % n_dev).tolist()
+    succ: list[list[int]] = [[] for _ in range(n_dev)]
+    indeg = [0] * n_dev
+    for x, y in zip(heads, tails):
+        succ[x].append(y)
+        indeg[y] += 1
+    ready = [x for x in range(n_dev) if indeg[x] == 0]
+    seen = 0
+    while ready:  # Kahn's algorithm: every device is reached exactly when there is no cycle
+        x = ready.pop()
+        seen += 1
+        for y in succ[x]:
+            indeg[y] -= 1
+            if indeg[y] == 0:
+                ready.append(y)
+    return seen == n_dev
 
 
 def _device_list(graph: Graph, device_of_node: Sequence[Hashable] | Mapping[K, Hashable]) -> list[Hashable]:
