@@ -92,3 +92,18 @@ def test_a_saved_plan_evaluates_back_on_the_operator_graph(run, ops, tmp_path):
     got = run.json("latency", ops, "-k", 2, "--method", "mcmc", "-o", saved)
     back = run.json("latency", ops, "-k", 2, "--evaluate", saved)
     assert back["placement"] == got["placement"] and back["objective"] == pytest.approx(got["objective"])
+
+
+def test_an_rwnn_spec_runs_on_its_cpu_t4_a100_devices(run):
+    from stagecut.rwnn import rwnn, rwnn_devices
+
+    code, out, err = run("latency", "rwnn:modules=3:channels=1:seed=2", "--method", "heft", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    g = rwnn(3, 1, seed=2)
+    again = evaluate_schedule(LatencyProblem(g, rwnn_devices(), "comm"), None,
+                              {int(k): v for k, v in data["placement"].items()})
+    assert data["objective"] == pytest.approx(again.objective)
+    assert set(data["devices"]) == {"cpu", "t4", "a100"}
+    code, _, err = run("latency", "rwnn:modules=3:channels=1", "-k", "2")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "rwnn" in err

@@ -46,6 +46,22 @@ __all__ = ["add_parser", "run"]
 TIME_UNITS = {"ms": 1e-3, "s": 1.0}
 
 
+def _rwnn_problem(args: argparse.Namespace, graph: Any) -> tuple[Any, list[str]]:
+    """A randomly wired network on its own devices (a CPU, a T4 and an A100 over PCIe; its
+    ``comm`` is output bytes): DiviML's setting."""
+    from stagecut.latency import LatencyProblem
+    from stagecut.rwnn import rwnn_devices
+
+    for dest, flag in (("devices", "-k/--devices"), ("memory", "--memory"), ("gpus_per_server", "--gpus-per-server"),
+                       ("intra_bandwidth", "--intra-bandwidth"), ("inter_bandwidth", "--inter-bandwidth"),
+                       ("comm_bandwidth", "--comm-bandwidth")):
+        if getattr(args, dest, None) is not None:
+            raise _common.bad_argument(flag, "an rwnn: graph runs on its own CPU + T4 + A100 (give --topology "
+                                             "FILE for other devices)")
+    devices = rwnn_devices()
+    return LatencyProblem(graph, devices, "comm"), [f"devices: {', '.join(devices.names)} over PCIe (rwnn)"]
+
+
 def _devices(args: argparse.Namespace, graph: Any) -> tuple[Any, Any]:
     """``(devices, output_bytes)`` for :func:`stagecut.latency.place`."""
     from stagecut.latency import Devices
@@ -161,8 +177,11 @@ def run(args: argparse.Namespace) -> int:
         graph = problem.graph
     else:
         graph = _common.load_graph(args.graph)
-        devices, output_bytes = _devices(args, graph)
-        problem = LatencyProblem(graph, devices, output_bytes)
+        if args.graph.startswith("rwnn:") and args.topology is None:
+            problem, notes = _rwnn_problem(args, graph)
+        else:
+            devices, output_bytes = _devices(args, graph)
+            problem = LatencyProblem(graph, devices, output_bytes)
     if args.evaluate:
         if args.method != "auto":
             raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
