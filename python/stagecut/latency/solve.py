@@ -13,6 +13,8 @@ method           semantics  what it does
 ``sa``, ``ea``   asap       simulated annealing / biased (1+1) EA over device strings (seeded)
 ``local``        asap       best single-node moves from the best constructive heuristic
 ``milp``         asap       the DiviML MILP (exact; warm-started from the best heuristic)
+``split``        asap       MILP-SPLIT: the MILP per module between cut vertices, joined by a
+                            chain DP (exact when every module is solved; its DP lower bound)
 ``quickp``       asap       QuickP: fuse, co-locate on the critical path, solve the reduced IP
                             (P2) on the fused graph, re-score on the original graph (the time
                             limit bounds the IP; fusion and re-scoring come on top)
@@ -50,7 +52,7 @@ from stagecut.validate import check_int, shown
 
 __all__ = ["place", "METHODS", "AUTO_TIME_LIMIT", "problem_of"]
 
-METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "brute",
+METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "split", "brute",
            "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc")
 #: ``auto``'s time limit when none is given (seconds).
 AUTO_TIME_LIMIT = 60.0
@@ -82,7 +84,7 @@ def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
 
 
 def _solvers() -> dict[str, Callable[..., Schedule]]:
-    from stagecut.latency import brute, heuristics, milp, partition_baselines, pcie, pcie_ip, search
+    from stagecut.latency import brute, heuristics, milp, partition_baselines, pcie, pcie_ip, search, split
     from stagecut.latency.quickp import quickp
 
     def quickp_p2(problem: LatencyProblem, **kw: Any) -> Schedule:
@@ -100,6 +102,7 @@ def _solvers() -> dict[str, Callable[..., Schedule]]:
         "ea": search.evolutionary,
         "local": search.local_search,
         "milp": milp.solve_milp,
+        "split": split.solve_split,
         "brute": brute.solve_brute,
         "pcie-greedy": pcie.pcie_greedy,
         "ip": pcie_ip.solve_pcie_ip,
@@ -187,7 +190,7 @@ def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: i
     if unknown:
         raise InvalidArgumentError(f"{unknown[0]}: not an option of {method} (it takes "
                                    f"{', '.join(OPTIONS[method])})")
-    if method in ("milp", "ip", "quickp", "quickp-p1"):
+    if method in ("milp", "ip", "quickp", "quickp-p1", "split"):
         kw.update(time_limit=limit, solver=solver, threads=threads)
     elif method in ("sa", "ea", "local", "mcmc"):
         kw.update(time_limit=limit, seed=seed)
