@@ -2,6 +2,7 @@
 //! benches/MUTATION.md). Each test names the mutant(s) it kills; each one fails on them.
 
 use stagecut_core::mtpp::fenwick::Fenwick2D;
+use stagecut_core::training::{knapsack_exact, knapsack_greedy};
 
 /// Every cell of a `side x side` Fenwick tree, by point query and by materialization.
 fn cells(fw: &Fenwick2D, side: usize) -> (Vec<f64>, Vec<f64>) {
@@ -50,4 +51,19 @@ fn fenwick_empty_rectangles_add_nothing() {
             assert_eq!(dense[c], want, "({i}, {j})");
         }
     }
+}
+
+/// Ties between a node's fastest TMPCs go to the first one listed, in the greedy as in the
+/// exact knapsack (which tries options by value, then by position, and keeps only strictly
+/// better ones). Kills `replace > with >= in knapsack_greedy` (the fastest-option scan): it
+/// takes the last of the tied options, so the two solvers return different plans.
+#[test]
+fn knapsack_ties_go_to_the_first_fastest_option() {
+    let items = vec![
+        vec![(1.0, 10.0, 7), (1.0, 4.0, 8), (3.0, 1.0, 9)],
+        vec![(2.0, 3.0, 4), (2.0, 3.0, 5)],
+    ];
+    let want = (3.0, vec![7, 4]);
+    assert_eq!(knapsack_greedy(&items, 100.0), Some(want.clone()));
+    assert_eq!(knapsack_exact(&items, 100.0), Some(want));
 }
