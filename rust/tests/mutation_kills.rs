@@ -67,3 +67,31 @@ fn knapsack_ties_go_to_the_first_fastest_option() {
     assert_eq!(knapsack_greedy(&items, 100.0), Some(want.clone()));
     assert_eq!(knapsack_exact(&items, 100.0), Some(want));
 }
+
+/// The greedy's hull walk: from each option it steps to the option with the least cost per
+/// byte saved, on equal ratios to the one saving the most (collinear options are not hull
+/// vertices), and a saving of at most `EPS` is no step. Kills the mutants of that choice
+/// (`knapsack_greedy`, line 55: `|| with &&`, `< with ==`, `< with >`, `< with <=`,
+/// `&& with ||`, `== with !=`, `< with ==` on the memories; line 53: `> with >=`).
+#[test]
+fn knapsack_greedy_walks_the_lower_hull() {
+    let greedy = |items: Vec<Vec<(f64, f64, usize)>>, cap: f64| knapsack_greedy(&items, cap);
+    // node 0: from A the cheapest step per byte is C (0.1), not the first saving B (4); node 1
+    // steps at 0.05. Shaving 10 bytes takes node 1's step alone.
+    let two = vec![
+        vec![(1.0, 10.0, 0), (5.0, 9.0, 1), (2.0, 0.0, 2)],
+        vec![(0.0, 10.0, 3), (0.5, 0.0, 4)],
+    ];
+    assert_eq!(greedy(two, 10.0), Some((1.5, vec![0, 4])));
+    // a worse ratio never wins for saving more memory: B (0.2 per byte), then C
+    let worse = vec![vec![(0.0, 10.0, 0), (1.0, 5.0, 1), (10.0, 0.0, 2)]];
+    assert_eq!(greedy(worse, 5.0), Some((1.0, vec![1])));
+    // B and C are collinear from A (0.2 per byte): the walk goes to C, listed last or first
+    let last = vec![vec![(0.0, 10.0, 0), (1.0, 5.0, 1), (2.0, 0.0, 2)]];
+    assert_eq!(greedy(last, 5.0), Some((2.0, vec![2])));
+    let first = vec![vec![(0.0, 10.0, 0), (2.0, 0.0, 2), (1.0, 5.0, 1)]];
+    assert_eq!(greedy(first, 5.0), Some((2.0, vec![2])));
+    // 1e-9 bytes over the cap is within tolerance: no step
+    let eps = vec![vec![(0.0, 1e-9, 0), (1.0, 0.0, 1)]];
+    assert_eq!(greedy(eps, 0.0), Some((0.0, vec![0])));
+}
