@@ -109,7 +109,8 @@ if [ ${#RUST_FILES[@]} -gt 0 ]; then
         nice -n 19 cargo mutants --no-shuffle --jobs "$JOBS" --timeout "$TIMEOUT" --output "$OUT/rust" \
         "${args[@]}") || true  # exits non-zero when a mutant survives
     mo=$OUT/rust/mutants.out
-    count() { [ -f "$mo/$1.txt" ] && grep -c . "$mo/$1.txt" || echo 0; }
+    # grep -c prints 0 and exits 1 on an empty file: one number either way
+    count() { if [ -f "$mo/$1.txt" ]; then grep -c . "$mo/$1.txt" || true; else echo 0; fi; }
     caught=$(count caught); missed=$(count missed); timeout=$(count timeout); unviable=$(count unviable)
     viable=$((caught + missed + timeout))
     {
