@@ -509,9 +509,9 @@ def scotch(problem: ThroughputProblem, *, backend: str = "auto", imbalance: floa
     exe = find_gpart() if backend in ("auto", "gpart") else None
     notes: list[str] = []
     if exe is None:
-        try:
-            import pymetis  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("pymetis") is None:
             if backend == "pymetis":
                 raise BackendUnavailableError("pymetis is not installed: pip install pymetis") from None
             raise BackendUnavailableError(_INSTALL) from None
