@@ -27,6 +27,7 @@ pub mod error;
 pub mod ideal_bounds;
 pub mod ideal_dp;
 pub mod ideals;
+pub mod latency;
 pub mod memory;
 pub mod mtpp;
 pub mod numeric;

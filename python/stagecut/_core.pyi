@@ -19,6 +19,7 @@ __all__ = [
     "mtpp_exact",
     "mtpp_segment_io",
     "piper_plan",
+    "LatencyEvaluator",
 ]
 
 __version__: str
@@ -116,3 +117,22 @@ def piper_plan(
     exact_batch: bool, allow_dp: bool, knapsack: str, exact_max_nodes: int, max_ideals: int,
     server_size: int | None = None, intra_bandwidth: float | None = None, time_limit: float | None = None,
 ) -> _PiperPlanResult: ...
+
+# -- latency evaluator (stagecut.latency._fast)
+@final
+class LatencyEvaluator:
+    """A latency problem prepared once (times (n, D), sizes, bandwidths (D, D), parallel flags,
+    edges, names for messages) and the buffers to re-evaluate placements without allocating."""
+
+    def __new__(
+        cls, times: _F64, size: _F64, bandwidth: _F64, parallel: _B, edge_src: _I64, edge_dst: _I64,
+        node_names: list[str], device_names: list[str],
+    ) -> LatencyEvaluator: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def num_devices(self) -> int: ...
+    def makespan(self, dev: _I64, order: _I64 | None = None, offsets: _I64 | None = None) -> float: ...
+    def times(self, dev: _I64, order: _I64 | None = None, offsets: _I64 | None = None) -> tuple[_F64, _F64]: ...
+    def rank_round_robin(self, dev: _I64) -> list[list[int]]: ...
+    def makespans(self, devs: npt.NDArray[np.int64], orders: npt.NDArray[np.int64] | None = None) -> _F64: ...

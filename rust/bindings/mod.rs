@@ -13,6 +13,7 @@ use crate::error::{CoreError, CoreResult};
 use crate::ideals::Ideals;
 
 mod errors;
+mod latency;
 mod mtpp;
 mod run;
 mod throughput;
@@ -78,5 +79,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     throughput::register(m)?;
     mtpp::register(m)?;
     training::register(m)?;
+    latency::register(m)?;
     Ok(())
 }
