@@ -175,6 +175,11 @@ def test_scotch_without_a_backend(monkeypatch):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_pymetis)
+    import importlib.util
+
+    real_find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pymetis" else real_find(name, *a))
     with pytest.raises(BackendUnavailableError, match="apt-get install -y scotch"):
         sc.partition(sc.Graph.chain([1.0, 2.0]), devices=2, method="scotch")
 
