@@ -163,8 +163,24 @@ def _class_fits_nowhere(problem: LatencyProblem) -> str | None:
     return None
 
 
-def _reach(problem: LatencyProblem) -> list[int]:
-    """Transitive closure: bit ``v`` of ``reach[u]`` is set when a path leads from ``u`` to ``v``."""
+def transitive_closure(problem: LatencyProblem) -> list[int]:
+    """Transitive closure: bit ``v`` of ``reach[u]`` is set when a path leads from ``u`` to ``v``
+    (the MILPs keep disjunctive pairs only for nodes it leaves unordered).
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+
+    Returns
+    -------
+    list of int
+        One bit set per node position.
+
+    Raises
+    ------
+    IndexError
+        Never for a valid problem (its ``order`` and ``succ`` cover the same positions).
+    """
     reach = [0] * len(problem)
     for u in reversed(problem.order):
         r = 0
@@ -317,7 +333,7 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
                 arrive = mip.xsum(float(tr[u, a, b]) * x[u, a] for a in allowed[u] if a != b and tr[u, a, b] > 0)
                 add(m, S[v] >= fu + arrive - mb * (1 - x[v, b]))
     # non-overlap on devices without parallelism, pairs the DAG leaves unordered
-    reach = _reach(problem)
+    reach = transitive_closure(problem)
     seq = [d for d in range(nd) if not problem.parallel[d]]
     for u in range(n):
         for v in range(u + 1, n):

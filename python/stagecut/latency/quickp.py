@@ -75,6 +75,7 @@ from stagecut.graph import Graph
 from stagecut.latency.colocate import colocation_groups
 from stagecut.latency.devices import Devices
 from stagecut.latency.fusion import Fusion, fuse
+from stagecut.latency.milp import transitive_closure
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
 from stagecut.results import Stat
@@ -303,16 +304,6 @@ def _canonical(classes: list[list[int]], units: _Units, dev: list[int], order: l
     return [perm[d] for d in dev], out
 
 
-def _descendants(problem: LatencyProblem) -> list[int]:
-    reach = [0] * len(problem)
-    for v in reversed(problem.order):
-        r = 0
-        for s in problem.succ[v]:
-            r |= reach[s] | (1 << s)
-        reach[v] = r
-    return reach
-
-
 def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hashable], float] | None = None,
              groups: Iterable[Iterable[Hashable]] | None = None, order: Order = "free",
              time_limit: float | None = None, solver: str = "cbc", threads: int | None = None,
@@ -414,7 +405,7 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
                 add(m, S[v] >= S[u] + run(u))
             else:
                 add(m, S[v] >= S[u] + run(u) + mip.xsum(t * x[ku, a] for a, t in tr.items()) - big * (1 - x[kv, b]))
-    reach, rank = _descendants(problem), units.rank
+    reach, rank = transitive_closure(problem), units.rank
     y: dict[tuple[int, int], Any] = {}
     pairs = 0
     for u in range(n):
