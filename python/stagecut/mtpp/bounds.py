@@ -325,10 +325,16 @@ class _Solved:
 
 
 def _solve_one(d: MtppData, level: str, guess: int | None, time_limit: float | None, solver: str,
-               gap: float | None, threads: int | None, seed: int, verbose: bool) -> _Solved:
+               gap: float | None, threads: int | None, seed: int, verbose: bool,
+               deadline: float | None = None) -> _Solved:
+    """Build and solve one MIP; ``deadline`` (``time.monotonic()``, shared across processes on
+    Linux) caps ``time_limit`` so that building the model and starting a worker count too."""
     t0 = time.perf_counter()
     m, z = _build(d, level, guess, solver, gap, threads, seed, verbose)
     build = time.perf_counter() - t0
+    if deadline is not None:
+        left = max(0.1, deadline - time.monotonic())
+        time_limit = left if time_limit is None else min(float(time_limit), left)
     out = solve(m, time_limit=time_limit)
     blocks = None
     if level == "exact" and out.objective is not None:
@@ -364,7 +370,8 @@ def _bottleneck_guess(d: MtppData, time_limit: float | None, workers: int | None
     processes when ``workers > 1``); the bound is the least of their dual bounds."""
     solver, gap, threads, seed = opts
     per = None if time_limit is None else max(0.5, float(time_limit) / math.ceil(d.k / (workers or 1)))
-    args = [(d, "bottleneck-guess", i, per, solver, gap, threads, seed, False) for i in range(d.k)]
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    args = [(d, "bottleneck-guess", i, per, solver, gap, threads, seed, False, deadline) for i in range(d.k)]
     if workers and workers > 1:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
@@ -443,16 +450,19 @@ def mtpp_bound(
     if level == "simple":
         return BoundResult(level="simple", bound=simple_bound(problem), status="optimal",
                            seconds=time.perf_counter() - t0)
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     d = mtpp_data(problem, upper=_known_cost(problem))
     if level in ("exact", "bottleneck") or d.k == 1:
-        r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose)
+        r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose,
+                       deadline)
         blocks = r.blocks if level == "exact" else None
         bound, status, objective, reason = _checked(problem, d, r.bound, r.status, r.objective, blocks, gap)
         blocks = blocks if objective is not None else None
         return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0,
                            objective=objective, blocks=blocks, reason=reason,
                            stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s})
-    bound, status, results = _bottleneck_guess(d, time_limit, workers, (solver, gap, threads, seed))
+    left = None if deadline is None else max(0.1, deadline - time.monotonic())
+    bound, status, results = _bottleneck_guess(d, left, workers, (solver, gap, threads, seed))
     bound, status, _, reason = _checked(problem, d, bound, status, None, None, gap)
     guesses = tuple(GuessBound(guess=int(r.guess or 0), bound=r.bound, status=r.status, seconds=r.seconds)
                     for r in results)

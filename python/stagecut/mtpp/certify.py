@@ -102,7 +102,7 @@ def _ordered_groups(graph: Graph, assignment: Mapping[NodeId, Any]) -> list[list
 
 def plan_blocks(graph: Graph, plan: Any) -> list[list[NodeId]]:
     """Blocks (lists of node ids, in pipeline order) from a result (its ``stages``), a list of
-    blocks, the JSON of a result (``{"stages": [{"nodes": ...}, ...]}``) or of an old plan
+    blocks or of ``Stage`` objects, the JSON of a result (``{"stages": [{"nodes": ...}, ...]}``) or of an old plan
     (``{"blocks": ...}``), a ``{node: stage}`` mapping or a ``{node: (kind, index)}`` mapping.
 
     Raises
@@ -129,7 +129,7 @@ def plan_blocks(graph: Graph, plan: Any) -> list[list[NodeId]]:
             return [list(b) for b in plan["blocks"]]
         return _ordered_groups(graph, plan)
     if isinstance(plan, (list, tuple)):
-        return [list(b) for b in plan]
+        return [list(b.nodes) if isinstance(b, Stage) else list(b) for b in plan]
     raise InvalidArgumentError(f"plan: cannot read blocks from a {type(plan).__name__}")
 
 
