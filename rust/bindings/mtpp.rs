@@ -17,7 +17,7 @@ use super::{owned, run};
 use crate::cancel::{Cancel, Stop};
 use crate::error::{CoreError, CoreResult};
 use crate::memory;
-use crate::mtpp::fenwick::{build_fenwick, build_naive};
+use crate::mtpp::fenwick::{build_fenwick, build_naive, needs_compensation};
 use crate::mtpp::kahn::kahn;
 use crate::mtpp::search::{self, BrkgaParams};
 use crate::mtpp::slicegraph::{self, ScanCosts, Split, TableCosts};
@@ -255,10 +255,14 @@ impl SegCostKind {
     }
 }
 
-/// Refuse an `n x n` segment table (built with a Fenwick tree of the same size when `fenwick`)
-/// that would pass the memory budget.
-fn check_table_size(n: usize, fenwick: bool) -> CoreResult<()> {
-    let tables = if fenwick { 2 } else { 1 };
+/// Refuse an `n x n` segment table (built with a Fenwick tree of the same size when `fenwick`,
+/// twice that when the tree must be compensated) that would pass the memory budget.
+fn check_table_size(inst: &Instance, n: usize, fenwick: bool) -> CoreResult<()> {
+    let tables = match (fenwick, fenwick && needs_compensation(inst)) {
+        (false, _) => 1,
+        (true, false) => 2,
+        (true, true) => 3,
+    };
     memory::check(
         memory::product(&[n + 1, n + 1, 8 * tables]),
         &format!("the {n} x {n} segment table"),
@@ -307,7 +311,7 @@ fn split_order(
 ) -> CoreResult<Outcome> {
     let ctx = OrderCtx::new(inst, order);
     if seg != SegCostKind::Scan {
-        check_table_size(ctx.n(), seg != SegCostKind::Naive)?;
+        check_table_size(inst, ctx.n(), seg != SegCostKind::Naive)?;
     }
     let split = match seg {
         SegCostKind::Scan => slicegraph::solve_with(&ctx, &mut ScanCosts::new(&ctx), k, cancel),
@@ -514,7 +518,7 @@ fn mtpp_segment_io<'py>(
     };
     let io = run(py, None, move |_| -> CoreResult<Vec<f64>> {
         let ctx = OrderCtx::new(inst, read_order(inst, Some(order), None)?);
-        check_table_size(ctx.n(), !naive)?;
+        check_table_size(inst, ctx.n(), !naive)?;
         Ok(if naive {
             build_naive(&ctx).io
         } else {

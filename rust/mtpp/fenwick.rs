@@ -16,12 +16,31 @@
 use super::{Instance, OrderCtx};
 
 /// Two-dimensional Fenwick tree over a difference array: rectangle updates, point queries.
+///
+/// A difference array cancels: a tensor of cost `1e16` is added and later subtracted, and a
+/// cost of `1` added in between is lost. A *compensated* tree keeps, per cell, the rounding
+/// error of every addition (`two_sum`) in a second array, so each cell is a double-double and
+/// the table is correct to about `1e-32` of the largest cost; [`build_fenwick`] uses it when
+/// the costs span more than [`SPAN_FOR_COMPENSATION`].
 #[derive(Debug, Clone)]
 pub struct Fenwick2D {
     /// Side (indices `0..side` in both dimensions).
     side: usize,
     /// `(side + 1)^2` cells, 1-based inside.
     tree: Vec<f64>,
+    /// The low parts of the cells (same shape as `tree`), or empty for a plain tree.
+    lo: Vec<f64>,
+}
+
+/// Largest ratio of the largest to the smallest nonzero tensor cost summed without compensation.
+pub const SPAN_FOR_COMPENSATION: f64 = 1e4;
+
+/// `a + b` as the rounded sum and its exact rounding error (Knuth's TwoSum).
+#[inline]
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
 }
 
 impl Fenwick2D {
@@ -29,6 +48,27 @@ impl Fenwick2D {
         Fenwick2D {
             side,
             tree: vec![0.0; (side + 1) * (side + 1)],
+            lo: Vec::new(),
+        }
+    }
+
+    /// A tree whose cells are double-doubles (see the type's documentation).
+    pub fn compensated(side: usize) -> Fenwick2D {
+        Fenwick2D {
+            lo: vec![0.0; (side + 1) * (side + 1)],
+            ..Fenwick2D::new(side)
+        }
+    }
+
+    /// `cell[k] += x` (with the rounding error kept when compensated).
+    #[inline]
+    fn bump(&mut self, k: usize, x: f64) {
+        if self.lo.is_empty() {
+            self.tree[k] += x;
+        } else {
+            let (s, e) = two_sum(self.tree[k], x);
+            self.tree[k] = s;
+            self.lo[k] += e;
         }
     }
 
@@ -39,7 +79,7 @@ impl Fenwick2D {
         while a <= self.side {
             let mut b = j + 1;
             while b <= self.side {
-                self.tree[a * w + b] += x;
+                self.bump(a * w + b, x);
                 b += b & b.wrapping_neg();
             }
             a += a & a.wrapping_neg();
@@ -67,23 +107,69 @@ impl Fenwick2D {
     /// Value of cell `(i, j)` (`O(log^2 n)`).
     pub fn get(&self, i: usize, j: usize) -> f64 {
         let w = self.side + 1;
-        let mut s = 0.0;
+        let (mut hi, mut lo) = (0.0, 0.0);
         let mut a = i + 1;
         while a > 0 {
             let mut b = j + 1;
             while b > 0 {
-                s += self.tree[a * w + b];
+                let (s, e) = two_sum(hi, self.tree[a * w + b]);
+                hi = s;
+                lo += e + self.lo.get(a * w + b).copied().unwrap_or(0.0);
                 b &= b - 1;
             }
             a &= a - 1;
         }
-        s
+        hi + lo
+    }
+
+    /// `cell[dst] += cell[src]` (double-double when compensated).
+    #[inline]
+    fn fold(&mut self, dst: usize, src: usize) {
+        if self.lo.is_empty() {
+            self.tree[dst] += self.tree[src];
+        } else {
+            let (s, e) = two_sum(self.tree[dst], self.tree[src]);
+            self.tree[dst] = s;
+            self.lo[dst] += self.lo[src] + e;
+        }
     }
 
     /// All cell values as a dense row-major `side x side` table, in `O(side^2)`: the Fenwick
     /// array is turned into 2D prefix sums in place (`P[i] = F[i] + P[i - lowbit(i)]` along
     /// each dimension in turn).
     pub fn materialize(mut self) -> Vec<f64> {
+        let s = self.side;
+        let w = s + 1;
+        if self.lo.is_empty() {
+            return self.materialize_plain();
+        }
+        for a in 1..=s {
+            for b in 1..=s {
+                let lb = b & b.wrapping_neg();
+                if b > lb {
+                    self.fold(a * w + b, a * w + b - lb);
+                }
+            }
+        }
+        for a in 1..=s {
+            let lb = a & a.wrapping_neg();
+            if a > lb {
+                for b in 0..w {
+                    self.fold(a * w + b, (a - lb) * w + b);
+                }
+            }
+        }
+        let mut out = vec![0.0; s * s];
+        for a in 0..s {
+            for b in 0..s {
+                let k = (a + 1) * w + b + 1;
+                out[a * s + b] = self.tree[k] + self.lo[k];
+            }
+        }
+        out
+    }
+
+    fn materialize_plain(mut self) -> Vec<f64> {
         let s = self.side;
         let w = s + 1;
         for a in 1..=s {
@@ -143,7 +229,11 @@ fn consumer_positions(ctx: &OrderCtx<'_>, t: usize, buf: &mut Vec<usize>) {
 pub fn build_fenwick(ctx: &OrderCtx<'_>) -> SegTable {
     let inst: &Instance = ctx.inst;
     let n = ctx.n();
-    let mut fw = Fenwick2D::new(n);
+    let mut fw = if needs_compensation(inst) {
+        Fenwick2D::compensated(n)
+    } else {
+        Fenwick2D::new(n)
+    };
     let mut qs = Vec::new();
     for t in 0..inst.num_tensors() {
         let c = inst.t_cost[t];
@@ -166,6 +256,17 @@ pub fn build_fenwick(ctx: &OrderCtx<'_>) -> SegTable {
         n,
         io: fw.materialize(),
     }
+}
+
+/// Whether the nonzero tensor costs span more than [`SPAN_FOR_COMPENSATION`] (the Fenwick
+/// table then needs double-double cells, twice the memory).
+pub fn needs_compensation(inst: &Instance) -> bool {
+    let (mut lo, mut hi) = (f64::INFINITY, 0.0f64);
+    for &c in inst.t_cost.iter().filter(|c| **c != 0.0) {
+        lo = lo.min(c.abs());
+        hi = hi.max(c.abs());
+    }
+    hi > lo * SPAN_FOR_COMPENSATION
 }
 
 /// Naive oracle: every segment from scratch, `O(n^2 (n + m))`.
@@ -245,5 +346,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn compensated_fenwick_is_correctly_rounded_when_costs_span_1e16() {
+        // a plain difference array loses a cost of 1 next to 1e16 (1e16 + 1 - 1e16 = 0)
+        let mut rng = Rng::new(5);
+        for trial in 0..60 {
+            let mut inst = random_instance(&mut rng, 2 + trial % 20, 0.3, false);
+            let exact: Vec<i128> = inst
+                .t_cost
+                .iter()
+                .map(|&c| c as i128 * if rng.below(2) == 0 { 10i128.pow(16) } else { 1 })
+                .collect();
+            for (c, &e) in inst.t_cost.iter_mut().zip(&exact) {
+                *c = e as f64;
+            }
+            let ctx = OrderCtx::new(&inst, kahn(&inst, &vec![0.5; inst.n]));
+            let table = build_fenwick(&ctx);
+            for l in 0..inst.n {
+                for r in l..inst.n {
+                    let inside = |u: u32| (l..=r).contains(&(ctx.pos[u as usize] as usize));
+                    let want: i128 = (0..inst.num_tensors())
+                        .filter(|&t| {
+                            let pin = inside(inst.t_prod[t]);
+                            inst.consumers(t).iter().any(|&c| inside(c) != pin)
+                        })
+                        .map(|t| exact[t])
+                        .sum();
+                    assert_eq!(table.io(l, r), want as f64, "trial {trial} ({l}, {r})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_costs_far_apart_get_the_compensated_tree() {
+        let mut rng = Rng::new(2);
+        let mut inst = random_instance(&mut rng, 12, 0.4, false);
+        inst.t_cost.iter_mut().enumerate().for_each(|(t, c)| *c = 1.0 + t as f64);
+        assert!(!needs_compensation(&inst));
+        inst.t_cost[0] = 1e16;
+        assert!(needs_compensation(&inst));
     }
 }
