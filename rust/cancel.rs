@@ -67,9 +67,9 @@ impl Cancel {
 
     /// Ask every poller to stop (idempotent; a deadline already reported stays reported).
     pub fn interrupt(&self) {
-        let _ = self
-            .state
-            .compare_exchange(RUNNING, INTERRUPTED, Ordering::Relaxed, Ordering::Relaxed);
+        let _ =
+            self.state
+                .compare_exchange(RUNNING, INTERRUPTED, Ordering::Relaxed, Ordering::Relaxed);
     }
 
     /// The stop already recorded, without reading the clock.

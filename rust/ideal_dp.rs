@@ -150,7 +150,15 @@ pub fn solve<C: BlockCost>(
     prune: bool,
     upper: f64,
 ) -> CoreResult<DpSolution> {
-    solve_with(ideals, cost, accelerators, cpus, prune, upper, &Cancel::never())
+    solve_with(
+        ideals,
+        cost,
+        accelerators,
+        cpus,
+        prune,
+        upper,
+        &Cancel::never(),
+    )
 }
 
 /// [`solve`], stopping with `Interrupted` / `DeadlineReached` when `cancel` says so.
@@ -230,7 +238,14 @@ pub fn solve_with<C: BlockCost>(
                     let id = level.start + i;
                     useful_cells(ideals, filter, &shape, id, cells);
                     let st = p.st.as_mut().expect("a pooled state");
-                    row_for((ideals, cost, done, &shape, cancel), st, id, cells, row, brow)
+                    row_for(
+                        (ideals, cost, done, &shape, cancel),
+                        st,
+                        id,
+                        cells,
+                        row,
+                        brow,
+                    )
                 },
             )
             .try_reduce(|| 0, |a, b| Ok(a + b))?;

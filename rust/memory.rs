@@ -117,9 +117,15 @@ mod tests {
         let msg = e.to_string();
         assert!(matches!(e, CoreError::MemoryLimit(_)));
         assert!(msg.contains("6.7 GiB") && msg.contains("2.0 GiB"), "{msg}");
-        assert!(msg.contains("segment_costs='scan'") && msg.contains(BUDGET_VAR), "{msg}");
+        assert!(
+            msg.contains("segment_costs='scan'") && msg.contains(BUDGET_VAR),
+            "{msg}"
+        );
         assert!(check(f64::INFINITY, "x", "").is_err());
         assert_eq!(human(26e12), "23.6 TiB");
-        assert_eq!(product(&[usize::MAX, usize::MAX]), (usize::MAX as f64).powi(2));
+        assert_eq!(
+            product(&[usize::MAX, usize::MAX]),
+            (usize::MAX as f64).powi(2)
+        );
     }
 }

@@ -46,7 +46,10 @@ pub fn get() -> CoreResult<&'static ThreadPool> {
                 return Ok(&e.pool);
             }
         }
-        let fresh = Box::into_raw(Box::new(Entry { pid, pool: build()? }));
+        let fresh = Box::into_raw(Box::new(Entry {
+            pid,
+            pool: build()?,
+        }));
         match CURRENT.compare_exchange(cur, fresh, Ordering::AcqRel, Ordering::Acquire) {
             // the entry replaced (if any) belongs to the parent process: leaked on purpose
             Ok(_) => {

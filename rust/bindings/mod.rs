@@ -74,7 +74,10 @@ fn count_ideals(
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("DeadlineReached", m.py().get_type::<errors::DeadlineReached>())?;
+    m.add(
+        "DeadlineReached",
+        m.py().get_type::<errors::DeadlineReached>(),
+    )?;
     m.add_function(wrap_pyfunction!(count_ideals, m)?)?;
     throughput::register(m)?;
     mtpp::register(m)?;

@@ -16,14 +16,14 @@ use pyo3::types::PyDict;
 use super::{owned, run};
 use crate::cancel::{Cancel, Stop};
 use crate::error::{CoreError, CoreResult};
+use crate::ideal_dp;
+use crate::ideals::Ideals;
 use crate::memory;
+use crate::mtpp::exact::MtppBlockCost;
 use crate::mtpp::fenwick::{build_fenwick, build_naive, needs_compensation};
 use crate::mtpp::kahn::kahn;
 use crate::mtpp::search::{self, BrkgaParams};
 use crate::mtpp::slicegraph::{self, ScanCosts, Split, TableCosts};
-use crate::ideal_dp;
-use crate::ideals::Ideals;
-use crate::mtpp::exact::MtppBlockCost;
 use crate::mtpp::{Instance, Memory, OrderCtx, Tensor};
 use crate::pool;
 
@@ -283,7 +283,10 @@ fn check_search_memory(n: usize, k: usize, method: Method, population: usize) ->
     let (keys, what) = match method {
         Method::Random => (memory::product(&[population, 16]), "random-T batches"),
         Method::Order => (0.0, "SliceGraph"),
-        _ => (memory::product(&[3, population, n, 8]), "the BRKGA population"),
+        _ => (
+            memory::product(&[3, population, n, 8]),
+            "the BRKGA population",
+        ),
     };
     let what = format!("{what} ({population} x {n} units, {k} stages)");
     memory::check(keys + decoders, &what, "lower population or devices")
@@ -365,10 +368,7 @@ fn search_orders(
         ),
         Method::Mla { weighted } => {
             let cost = |c: &[f64], _: f64| search::arrangement_cost(inst, c, weighted);
-            (
-                search::brkga_islands(inst.n, bp, islands, cost, cancel),
-                1,
-            )
+            (search::brkga_islands(inst.n, bp, islands, cost, cancel), 1)
         }
     };
     if res.stopped == Some(Stop::Interrupted) {

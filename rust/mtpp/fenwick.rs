@@ -384,7 +384,10 @@ mod tests {
     fn only_costs_far_apart_get_the_compensated_tree() {
         let mut rng = Rng::new(2);
         let mut inst = random_instance(&mut rng, 12, 0.4, false);
-        inst.t_cost.iter_mut().enumerate().for_each(|(t, c)| *c = 1.0 + t as f64);
+        inst.t_cost
+            .iter_mut()
+            .enumerate()
+            .for_each(|(t, c)| *c = 1.0 + t as f64);
         assert!(!needs_compensation(&inst));
         inst.t_cost[0] = 1e16;
         assert!(needs_compensation(&inst));

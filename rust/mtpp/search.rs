@@ -295,7 +295,13 @@ pub fn decode_capped(inst: &Instance, keys: &[f64], k: usize, cap: f64) -> f64 {
 }
 
 /// [`decode_capped`], or `INF` at once when `cancel` has fired (or fires during the decode).
-pub fn decode_capped_with(inst: &Instance, keys: &[f64], k: usize, cap: f64, cancel: &Cancel) -> f64 {
+pub fn decode_capped_with(
+    inst: &Instance,
+    keys: &[f64],
+    k: usize,
+    cap: f64,
+    cancel: &Cancel,
+) -> f64 {
     if cancel.stopped().is_some() {
         return INF;
     }
@@ -390,7 +396,13 @@ mod tests {
             ..Default::default()
         };
         let never = Cancel::never();
-        let r = brkga_islands(inst.n, &params, 3, |c, cap| decode_capped(&inst, c, 3, cap), &never);
+        let r = brkga_islands(
+            inst.n,
+            &params,
+            3,
+            |c, cap| decode_capped(&inst, c, 3, cap),
+            &never,
+        );
         assert_eq!(r.decodes, 103);
         assert_eq!(r.best, decode_objective(&inst, &r.best_keys, 3));
         assert_eq!(*r.history.last().unwrap(), r.best);
@@ -444,10 +456,18 @@ mod tests {
         let capped = slicegraph::solve_capped_with(&ctx, &mut ScanCosts::new(&ctx), 4, 1e9, &c);
         assert_eq!(capped, Err(Stop::Interrupted));
         let cost = |l: usize, r: usize| ctx.seg_lb(l, r);
-        assert_eq!(slicegraph::reference_with(30, 4, cost, &c), Err(Stop::Interrupted));
-        assert_eq!(decode_capped_with(&inst, &vec![0.5; inst.n], 4, INF, &c), INF);
+        assert_eq!(
+            slicegraph::reference_with(30, 4, cost, &c),
+            Err(Stop::Interrupted)
+        );
+        assert_eq!(
+            decode_capped_with(&inst, &vec![0.5; inst.n], 4, INF, &c),
+            INF
+        );
         // the plain versions never stop
-        assert!(slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), 4).objective.is_finite());
+        assert!(slicegraph::solve(&ctx, &mut ScanCosts::new(&ctx), 4)
+            .objective
+            .is_finite());
     }
 
     #[test]

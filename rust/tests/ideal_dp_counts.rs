@@ -162,7 +162,10 @@ fn the_ideal_estimate_meets_the_memory_budget() {
     std::env::set_var("STAGECUT_MEMORY_BUDGET", "7191");
     let err = Ideals::enumerate(&dag, 1000).unwrap_err();
     assert!(matches!(err, CoreError::MemoryLimit(_)), "{err:?}");
-    assert!(err.to_string().contains("ideals of this 99-node graph"), "{err}");
+    assert!(
+        err.to_string().contains("ideals of this 99-node graph"),
+        "{err}"
+    );
     std::env::remove_var("STAGECUT_MEMORY_BUDGET");
 }
 

@@ -48,7 +48,10 @@ fn check_against_brute_force(n: usize, edges: &[(u32, u32)], what: &str) {
         let m = masks[id];
         assert_eq!(ids.cardinality(id), m.count_ones() as usize, "{what}");
         if id > 0 {
-            assert!(ids.cardinality(id - 1) <= ids.cardinality(id), "{what}: by size");
+            assert!(
+                ids.cardinality(id - 1) <= ids.cardinality(id),
+                "{what}: by size"
+            );
         }
         for v in 0..n {
             assert_eq!(ids.contains(id, v), m >> v & 1 == 1, "{what}: contains");
@@ -60,11 +63,18 @@ fn check_against_brute_force(n: usize, edges: &[(u32, u32)], what: &str) {
             .collect();
         assert_eq!(subs.len(), maximal.len(), "{what}: subs of {m:b}");
         for w in subs.windows(2) {
-            assert!(ids.rank(w[0].0 as usize) > ids.rank(w[1].0 as usize), "{what}");
+            assert!(
+                ids.rank(w[0].0 as usize) > ids.rank(w[1].0 as usize),
+                "{what}"
+            );
         }
         for &(v, s) in subs {
             assert!(maximal.contains(&(v as usize)), "{what}");
-            assert_eq!(masks[s as usize], m & !(1 << v), "{what}: sub of {m:b} by {v}");
+            assert_eq!(
+                masks[s as usize],
+                m & !(1 << v),
+                "{what}: sub of {m:b} by {v}"
+            );
             assert!((s as usize) < id, "{what}: subs come first");
         }
         // the canonical parent drops the top, the node of largest rank
@@ -84,7 +94,12 @@ fn check_against_brute_force(n: usize, edges: &[(u32, u32)], what: &str) {
         assert_eq!(seen, expected, "{what}: sub-ideals of {m:b}");
         for &j in &expected {
             let d: Vec<usize> = (0..n).filter(|&v| (m & !masks[j]) >> v & 1 == 1).collect();
-            assert_eq!(ids.difference(id, j), d, "{what}: {m:b} minus {:b}", masks[j]);
+            assert_eq!(
+                ids.difference(id, j),
+                d,
+                "{what}: {m:b} minus {:b}",
+                masks[j]
+            );
         }
     }
 }
@@ -216,7 +231,10 @@ fn chains_equal_the_linear_partition() {
         assert!(bounded.pairs <= plain.pairs);
         // the greedy bound is a real split: never below the optimum
         let g = greedy_upper(&ids, &cost, k, l, &never).unwrap();
-        assert!(g >= want, "trial {trial}: greedy {g} below the optimum {want}");
+        assert!(
+            g >= want,
+            "trial {trial}: greedy {g} below the optimum {want}"
+        );
         let covered: usize = bounded.blocks.iter().map(|b| b.nodes.len()).sum();
         assert_eq!(covered, n, "trial {trial}");
     }
@@ -236,7 +254,12 @@ fn a_long_chain_visits_few_pairs() {
     assert!(sol.pairs < 40 * n as u64, "{} pairs", sol.pairs);
     let rows = solve(&ids, &cost, 8, 0, true, INF).unwrap();
     assert_eq!(rows.objective, sol.objective);
-    assert!(rows.pairs > 50 * sol.pairs, "{} vs {}", rows.pairs, sol.pairs);
+    assert!(
+        rows.pairs > 50 * sol.pairs,
+        "{} vs {}",
+        rows.pairs,
+        sol.pairs
+    );
 }
 
 /// A max-load instance on `n` single-node units: random times, tensors, memory and kinds.
@@ -290,7 +313,10 @@ fn bounded_dp_equals_the_plain_dp_on_near_chains_and_series_parallel_graphs() {
         if plain.objective.is_finite() {
             finite += 1;
             let tight = solve(&ids, &cost, k, l, true, plain.objective).unwrap();
-            assert_eq!(tight.objective, plain.objective, "trial {trial}: upper = optimum");
+            assert_eq!(
+                tight.objective, plain.objective,
+                "trial {trial}: upper = optimum"
+            );
             assert!(tight.pairs <= plain.pairs);
         }
     }

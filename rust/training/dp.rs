@@ -428,7 +428,10 @@ mod tests {
         assert_eq!(plan_with(&p, &d).unwrap_err(), CoreError::DeadlineReached);
         // a limit that is not reached changes nothing
         let far = Cancel::with_limit(Some(std::time::Duration::from_secs(3600)));
-        assert_eq!(plan_with(&p, &far).unwrap().objective, plan(&p).unwrap().objective);
+        assert_eq!(
+            plan_with(&p, &far).unwrap().objective,
+            plan(&p).unwrap().objective
+        );
     }
 
     #[test]
