@@ -440,7 +440,7 @@ def write_json(path: str, data: Any) -> None:
 
 
 #: output flags checked before a subcommand runs: (namespace attribute, flag)
-OUTPUT_FLAGS = (("output", "-o"), ("split_out", "--split-out"))
+OUTPUT_FLAGS = (("output", "-o"), ("split_out", "--split-out"), ("plot", "--plot"))
 #: input arguments an output must not overwrite
 INPUT_ARGS = ("graph", "split", "result")
 
