@@ -5,7 +5,7 @@
                            [--memory SIZE] [--method auto|best-device|met|greedy|heft|sa|ea|local|milp|ip|
                            pcie-greedy|brute|quickp|quickp-p1|metis|mcmc] [--time-limit S] [--seed S]
                            [--solver cbc|highs] [--q Q] [--evaluate SPLIT [--semantics asap|pieces]]
-                           [--json] [-o RESULT.json]
+                           [--json] [-o RESULT.json] [--plot FILE.png]
 
 Topologies: ``pcie`` (default): a CPU pool and K accelerators (the file's maxFPGAs) of the
 file's maxSizePerFPGA, a node's ``comm`` paid once between an accelerator and the CPU, twice
@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from stagecut.cli import _common
+from stagecut.cli import _common, _plot
 from stagecut.errors import InvalidArgumentError
 
 __all__ = ["add_parser", "run"]
@@ -185,13 +185,14 @@ def run(args: argparse.Namespace) -> int:
     if args.evaluate:
         if args.method != "auto":
             raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
-        return _common.report(_evaluate(args, graph, problem), args, extra_notes=notes)
+        return _common.report(_plot.write(args, _evaluate(args, graph, problem)), args, extra_notes=notes)
     _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
     options: dict[str, Any] = {}
     if args.q is not None:
         options["q"] = args.q
     schedule = place(problem, method=args.method, time_limit=args.time_limit, seed=args.seed,
                      solver=args.solver or "cbc", **options)
+    _plot.write(args, schedule)
     return _common.report(schedule, args, extra_notes=notes)
 
 
@@ -263,5 +264,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="--evaluate only: pieces (PCIe star, the authors' semantics) or asap (default: pieces on "
                         "the PCIe star, else asap)")
     _common.add_output(p)
+    _plot.add_plot(p, "the Gantt chart of the schedule (a row per device, the critical path outlined)")
     p.set_defaults(func=run)
     return p

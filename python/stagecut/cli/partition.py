@@ -2,7 +2,7 @@
 
     stagecut partition GRAPH [-k K] [-l L] [--memory SIZE] [--method auto|dp|dpl|ip|local-search|pipedream|scotch]
                              [--max-ideals N] [--non-contiguous] [--time-limit S] [--solver cbc|highs]
-                             [--json] [-o RESULT.json] [--split-out SPLIT.json]
+                             [--json] [-o RESULT.json] [--split-out SPLIT.json] [--plot FILE.png]
 
 Every setting defaults to the file's (``maxFPGAs``, ``maxCPUs``, ``maxSizePerFPGA``); when the
 file's CPUs are added, the output says so.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stagecut.cli import _common
+from stagecut.cli import _common, _plot
 from stagecut.throughput import DEFAULT_MAX_IDEALS, METHODS, partition
 
 __all__ = ["add_parser", "run", "cpu_note"]
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
                      time_limit=args.time_limit, solver=args.solver or "cbc")
     if args.split_out:
         write_split(args.split_out, plan)
+    _plot.write(args, plan)
     return _common.report(plan, args, extra_notes=cpu_note(graph, args.cpus, plan))
 
 
@@ -85,6 +86,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--solver", default=None, choices=("cbc", "highs"),
                    help="ip only: MIP solver; highs needs the [highs] extra (default: cbc)")
     _common.add_output(p)
+    _plot.add_plot(p, "the stage loads (compute + communication) against the lower bound")
     p.add_argument("--split-out", metavar="FILE", default=None,
                    help="also write the split in the workload's format (fpgas/cpus node lists), "
                         "which 'stagecut evaluate' and 'stagecut certify' read (default: not written)")

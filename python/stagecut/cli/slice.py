@@ -3,7 +3,7 @@
     stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order] [--seed S]
                          [--decodes N] [--population P] [--generations G] [--islands I]
                          [--memory SIZE] [--bandwidth RATE] [--reserved SIZE] [--time-unit ms|s]
-                         [--max-ideals N] [--ignore-colocation] [--json] [-o RESULT.json]
+                         [--max-ideals N] [--ignore-colocation] [--json] [-o RESULT.json] [--plot FILE.png]
 
 A stage (block) costs its work, the tensors entering and leaving it, and the parameters that
 overflow the fast memory (``--memory``, the file's maxSizePerFPGA by default), read at
@@ -18,7 +18,7 @@ import argparse
 import math
 from typing import Any
 
-from stagecut.cli import _common
+from stagecut.cli import _common, _plot
 from stagecut.cli.partition import write_split
 from stagecut.mtpp import METHODS, slice_graph
 
@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                        **mtpp_memory(args, graph))
     if args.split_out:
         write_split(args.split_out, plan)
+    _plot.write(args, plan)
     return _common.report(plan, args)
 
 
@@ -115,6 +116,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--max-ideals", type=_common.positive_int, default=None, metavar="N",
                    help="dp only: most ideals the exact DP may enumerate (default: 1,000,000)")
     _common.add_output(p)
+    _plot.add_plot(p, "the block costs (work, tensors, overflow) against the lower bound")
     p.add_argument("--split-out", metavar="FILE", default=None,
                    help="also write the stages as a fpgas split in the workload's format (default: not written)")
     p.set_defaults(func=run)
