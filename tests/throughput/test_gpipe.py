@@ -36,6 +36,17 @@ def phases(graph, dev_of):
     return fw, bw
 
 
+def fits(graph, dev_of, memory):
+    """Every node runs on its device's kind; every accelerator's memory is within the limit."""
+    used = {}
+    for i, n in enumerate(graph.nodes):
+        if not n.supports(dev_of[i][0]):
+            return False
+        if dev_of[i][0] == "accelerator":
+            used[dev_of[i]] = used.get(dev_of[i], 0.0) + n.memory
+    return all(m <= memory for m in used.values())
+
+
 def brute_gpipe(graph, k, l, memory=math.inf):
     """The least max FW + max BW over every feasible contiguous split (colocation classes whole)."""
     devices = [("accelerator", i) for i in range(k)] + [("cpu", i) for i in range(l)]
@@ -48,8 +59,7 @@ def brute_gpipe(graph, k, l, memory=math.inf):
                 dev_of[i] = devices[c]
         if not _quotient_acyclic(graph, dev_of):
             continue
-        split = {n.id: dev_of[i] for i, n in enumerate(graph.nodes)}
-        if not sc.evaluate(graph, split, memory=memory, devices=k, cpus=l).feasible:
+        if not fits(graph, dev_of, memory):
             continue
         fw, bw = phases(graph, dev_of)
         best = min(best, max(fw.values()) + max(bw.values()))
