@@ -22,6 +22,7 @@ from stagecut.cli import partition as partition_cmd
 from stagecut.cli import plan as plan_cmd
 from stagecut.cli import show as show_cmd
 from stagecut.cli import slice as slice_cmd
+from stagecut.cli import sweep as sweep_cmd
 
 __all__ = ["main", "build_parser", "load_graph"]
 
@@ -42,6 +43,8 @@ Which subcommand answers which question:
              parallelism, recomputation?  (Piper)
   latency    How short can one request be on these devices (CPU + accelerators over PCIe,
              GPUs in servers)?  (makespan; list scheduling, MILP, the authors' latency IP)
+  sweep      Run many of these (graphs x methods x K x memory x seeds) on Dask, one Parquet row
+             each, resumable; --report TABLE summarizes a table per K.
   show       Print a result saved with -o again.
   demo       Run partition on a real workload (or a built-in example) to see the output.
 
@@ -69,7 +72,8 @@ traceback); 130 interrupted.
 """
 
 #: the subcommand modules, in the order of the help
-SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, show_cmd, demo_cmd)
+SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, sweep_cmd, show_cmd,
+               demo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

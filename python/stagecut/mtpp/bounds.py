@@ -366,20 +366,20 @@ def _combined_status(statuses: set[BoundStatus]) -> BoundStatus:
 
 def _bottleneck_guess(d: MtppData, time_limit: float | None, workers: int | None,
                       opts: tuple[str, float | None, int | None, int]) -> tuple[float, BoundStatus, list[_Solved]]:
-    """``k`` independent MIPs, one per guessed position of the bottleneck block (in worker
-    processes when ``workers > 1``); the bound is the least of their dual bounds."""
+    """``k`` independent MIPs, one per guessed position of the bottleneck block; the bound is the
+    least of their dual bounds. They run through :func:`stagecut._parallel.parallel_map`: on the
+    active (or a passed) Dask client's workers when there is one and ``workers != 1``, else in
+    ``workers`` spawned processes when ``workers > 1``, else in this process. The shared deadline
+    is rebased to each worker's clock; each MIP's own limit is the level's time over the rounds
+    the available width needs."""
+    from stagecut._parallel import parallel_map, parallel_width
+
     solver, gap, threads, seed = opts
-    per = None if time_limit is None else max(0.5, float(time_limit) / math.ceil(d.k / (workers or 1)))
+    width = parallel_width(workers)
+    per = None if time_limit is None else max(0.5, float(time_limit) / math.ceil(d.k / width))
     deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     args = [(d, "bottleneck-guess", i, per, solver, gap, threads, seed, False, deadline) for i in range(d.k)]
-    if workers and workers > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-            results = list(ex.map(_solve_star, args))
-    else:
-        results = [_solve_star(a) for a in args]
+    results = parallel_map(_solve_star, args, workers, deadline_at=9)
     return min(r.bound for r in results), _combined_status({r.status for r in results}), results
 
 
