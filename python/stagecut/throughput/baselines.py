@@ -10,7 +10,8 @@ acyclic (the local search and Scotch usually give non-contiguous splits).
     thing that can move, to another device) until no move improves; restarts; seeded.
 :func:`pipedream`
     PipeDream's optimizer: every branching region of the (layer) graph contracted to one node,
-    so that the graph is a path, then the DP over the path.
+    so that the graph is a path, then the DP over the path (in :mod:`stagecut.throughput.pipedream`,
+    re-exported here).
 :func:`scotch`
     A balanced partition minimising the communication cut, by the Scotch partitioner's
     ``gpart`` program (or METIS through ``pymetis``), its parts mapped to the devices.
@@ -38,18 +39,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stagecut.colocation import Units
-from stagecut.errors import BackendUnavailableError, InvalidArgumentError, InvalidGraphError
-from stagecut.graph import ACCELERATOR, CPU, Graph, Node, NodeId, kahn_order
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError
+from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId, kahn_order
 from stagecut.results import Plan, Stat
 from stagecut.throughput._scotch import _INSTALL, _run_gpart, _run_pymetis, _weights, find_gpart
-from stagecut.throughput.dp import simple_lower_bound, solve_dp
+from stagecut.throughput.dp import simple_lower_bound
 from stagecut.throughput.evaluate import evaluate
+from stagecut.throughput.pipedream import path_groups, pipedream
 from stagecut.throughput.problem import ThroughputProblem
 from stagecut.throughput.rescore import no_plan, plan_from_split
 from stagecut.validate import check_int, check_number
 
-__all__ = ["BASELINES", "SCOTCH_BACKENDS", "local_search", "pipedream", "run_baseline", "scotch"]
+__all__ = ["BASELINES", "SCOTCH_BACKENDS", "local_search", "path_groups", "pipedream", "run_baseline", "scotch"]
 
 #: The baselines' ``method`` names in :func:`stagecut.partition`.
 BASELINES = ("local-search", "pipedream", "scotch")
@@ -321,112 +322,6 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
 
 def _with_note(plan: Plan, note: str) -> Plan:
     return dataclasses.replace(plan, notes=(*plan.notes, note))
-
-
-# ---------------------------------------------------------------------------- PipeDream
-def path_groups(units: Units) -> list[list[int]]:
-    """The units of each node of PipeDream's path, in path order.
-
-    A unit that every other unit reaches or is reached from (a *cut*) stays a node of the path;
-    the units between two consecutive cuts (a branching region), and those before the first
-    and after the last, become one node each.
-
-    Parameters
-    ----------
-    units : Units
-        The forward unit DAG (:class:`stagecut.colocation.Units`).
-
-    Returns
-    -------
-    list of list of int
-        Unit numbers of each path node.
-
-    Raises
-    ------
-    InvalidGraphError
-        (internal error) the unit DAG has a cycle.
-    """
-    n = units.n_units
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in units.edges:
-        succ[a].append(b)
-        pred[b].append(a)
-    order = kahn_order(range(n), succ)
-    if len(order) != n:
-        raise InvalidGraphError("the unit graph has a cycle")
-    anc, desc = [0] * n, [0] * n
-    for v in order:
-        for p in pred[v]:
-            anc[v] |= anc[p] | (1 << p)
-    for v in reversed(order):
-        for s in succ[v]:
-            desc[v] |= desc[s] | (1 << s)
-    cuts = [v for v in order if anc[v].bit_count() + desc[v].bit_count() + 1 == n]
-    mask = sum(1 << c for c in cuts)
-    rank = {c: r for r, c in enumerate(cuts)}
-    slot = {v: 2 * rank[v] + 1 if v in rank else 2 * (anc[v] & mask).bit_count() for v in range(n)}
-    groups: dict[int, list[int]] = {}
-    for v in order:
-        groups.setdefault(slot[v], []).append(v)
-    return [groups[k] for k in sorted(groups)]
-
-
-def pipedream(problem: ThroughputProblem) -> Plan:
-    """PipeDream's optimizer: contract the branching regions into a path, then the DP over it.
-
-    The forward unit DAG (colocation classes contracted, as for the exact DP) is cut into the
-    path of :func:`path_groups`; the exact DP then runs with each path node as one colocation
-    class (the path's prefixes are its only ideals). The split is contiguous, so never better
-    than the exact DP's.
-
-    Parameters
-    ----------
-    problem : ThroughputProblem
-
-    Returns
-    -------
-    Plan
-        ``method="pipedream"``, status ``"feasible"`` (``"unknown"`` with ``objective=None`` when
-        no split along the path fits); ``stats``: ``path_nodes``, ``units``, ``largest_region``
-        (units in the largest path node), ``ideals``.
-
-    Raises
-    ------
-    InvalidGraphError
-        The contraction collapses the graph (one path node, or fewer path nodes than
-        min(devices + cpus, units)): an operator graph, whose many sources and branches leave
-        no cut; PipeDream's optimizer is for layer graphs.
-    """
-    t0 = time.perf_counter()
-    g = problem.graph
-    units = Units(g, problem.memory)
-    groups = path_groups(units)
-    need = min(problem.devices + problem.cpus, units.n_units)
-    if len(groups) < need or (len(groups) == 1 and units.n_units > 1):
-        raise InvalidGraphError(
-            f"PipeDream's contraction of branching regions leaves {len(groups)} path node(s) out of "
-            f"{units.n_units} units (fewer than the {need} devices): its optimizer is for layer graphs, "
-            "not for operator graphs with many branches and sources; use method='dp' or 'dpl'")
-    group_of = [0] * len(g)
-    for k, members in enumerate(groups):
-        for u in members:
-            for i in units.members[u]:
-                group_of[i] = k
-    nodes = [Node(nd.id, nd.compute, nd.memory, nd.comm, nd.kinds, colocation=("pipedream", group_of[i]),
-                  backward=nd.backward, name=nd.name) for i, nd in enumerate(g.nodes)]
-    path = ThroughputProblem(Graph(nodes, g.edges, g.defaults), problem.devices, problem.cpus, problem.memory)
-    sub = solve_dp(path, max_ideals=len(groups) + 2)
-    stats: dict[str, Stat] = {"path_nodes": len(groups), "units": units.n_units,
-                              "largest_region": max(len(m) for m in groups), "ideals": sub.stats.get("ideals")}
-    lb = simple_lower_bound(problem)
-    if sub.objective is None:
-        return no_plan(problem, status="unknown", method="pipedream", stats=stats, lower_bound=lb,
-                       notes=["no split along PipeDream's path fits"], runtime_s=time.perf_counter() - t0)
-    order = [(s.kind, s.kind_index) for s in sub.stages]
-    return plan_from_split(problem, sub.device_of(), order, solver="PipeDream DP", claimed=sub.objective,
-                           exact=True, status="feasible", lower_bound=lb, method="pipedream", stats=stats,
-                           runtime_s=time.perf_counter() - t0)
 
 
 # ---------------------------------------------------------------------------- Scotch
