@@ -31,6 +31,7 @@ _TAB20 = ("#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d6
 #: colour of nodes that no stage holds
 UNASSIGNED = "#d9d9d9"
 
+
 # ------------------------------------------------------------------------------ matplotlib
 def matplotlib_available() -> bool:
     """Whether matplotlib can be imported (without importing it).
@@ -45,7 +46,12 @@ def matplotlib_available() -> bool:
     >>> isinstance(matplotlib_available(), bool)
     True
     """
-    return "matplotlib" in sys.modules or importlib.util.find_spec("matplotlib") is not None
+    if sys.modules.get("matplotlib") is not None:
+        return True
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        return False
 
 
 def _pyplot() -> Any:

@@ -34,10 +34,13 @@ def _rows_axes(ax: Axes, rows: list[str], end: float, xlabel: str) -> None:
     ax.grid(axis="x", linewidth=0.4, alpha=0.5)
 
 
-def _labels(ax: Axes, bars: Iterable[Any], texts: list[str]) -> None:
+def _labels(ax: Axes, bars: Iterable[Any], texts: list[str], end: float) -> None:
+    """Write each label inside its bar when there are few bars and the bar is wide enough."""
     if len(texts) > _MAX_LABELS:
         return
     for bar, text in zip(bars, texts):
+        if bar.get_width() < 0.012 * max(len(text), 1) * end:
+            continue
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height() / 2, text, ha="center",
                 va="center", fontsize=7, clip_on=True)
 
@@ -112,7 +115,6 @@ def plot_schedule(schedule: Any, ax: Axes | None = None) -> Axes:
         texts.append(str(v))
     nodes = ax.barh(ys, widths, height=0.6, left=lefts, color=faces, edgecolor=edges, linewidth=lws,
                     label="nodes", zorder=2)
-    _labels(ax, nodes, texts)
     ty = [row_of[t.target] + 0.39 for t in schedule.transfers]
     tl = [_time(t.start, f"schedule.transfers[{i}].start") for i, t in enumerate(schedule.transfers)]
     tw = [_time(t.finish, f"schedule.transfers[{i}].finish") - s for i, (t, s) in
@@ -133,8 +135,9 @@ def plot_schedule(schedule: Any, ax: Axes | None = None) -> Axes:
                      f"({getattr(schedule, 'status', '')})")
     else:
         ax.set_title(f"{getattr(schedule, 'method', 'schedule')}: no schedule ({getattr(schedule, 'status', '')})")
+    _labels(ax, nodes, texts, end)
     _rows_axes(ax, rows, end, "time")
-    ax.legend(handles=handles, fontsize="small", loc="lower right")
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
@@ -239,10 +242,10 @@ def plot_timeline(records: Iterable[Any], ax: Axes | None = None) -> Axes:
     faces = [colors[str(p)] for p in phases] if by_phase else [colors[rows[row_of[d]]] for d in devices]
     bars = ax.barh([row_of[d] for d in devices], [b - a for a, b in zip(starts, ends)], height=0.6, left=starts,
                    color=faces, edgecolor="white", linewidth=0.5, label="records", zorder=2)
-    _labels(ax, bars, [_label(r) for r in items])
+    _labels(ax, bars, [_label(r) for r in items], max(ends))
     if by_phase:
         ax.legend(handles=[Patch(facecolor=c, label=g) for g, c in colors.items()], fontsize="small",
-                  loc="lower right")
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _rows_axes(ax, rows, max(ends), "time")
     ax.set_title(f"timeline: {len(items)} records on {len(rows)} devices")
     return ax

@@ -214,11 +214,16 @@ def plot_stages(plan_or_plans: Any, ax: Axes | None = None, lower_bound: float |
         ax.set_title(f"{label}: " + (f"objective {obj:.4g}" if isinstance(obj, (int, float)) else "no stages")
                      + f" ({getattr(r, 'status', 'evaluated')})")
     if handles:
-        ax.legend(handles=handles, fontsize="small", loc="best")
+        ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return ax
 
 
 # ----------------------------------------------------------------------------------- graph
+def _is_device(key: Any) -> bool:
+    """A ``(kind, index)`` pair, as :meth:`Plan.device_of() <stagecut.Plan.device_of>` gives."""
+    return isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str) and isinstance(key[1], int)
+
+
 def _stage_map(graph: Any, plan: Any) -> tuple[dict[Hashable, int], list[str]]:
     """``({node id: stage position}, [stage labels])`` from a result or a mapping node -> stage."""
     if not isinstance(graph, Graph):
@@ -231,11 +236,14 @@ def _stage_map(graph: Any, plan: Any) -> tuple[dict[Hashable, int], list[str]]:
     elif isinstance(plan, Mapping):
         keys = list(dict.fromkeys(plan[n.id] for n in graph.nodes if n.id in plan))
         keys += [k for k in dict.fromkeys(plan.values()) if k not in keys]
-        if all(isinstance(k, int) and not isinstance(k, bool) for k in keys):
+        try:  # numbers, device names, (kind, index) pairs: in their order
             keys.sort()
+        except TypeError:  # mixed kinds: in order of first appearance
+            pass
         pos = {k: j for j, k in enumerate(keys)}
         of = {v: pos[s] for v, s in plan.items()}
-        labels = [f"stage {k}" if isinstance(k, int) else str(k) for k in keys]
+        labels = [f"stage {k}" if isinstance(k, int) else f"{k[0]}:{k[1]}" if _is_device(k) else str(k)
+                  for k in keys]
     else:
         raise InvalidArgumentError(f"plan: expected a result with stages or a mapping node -> stage, "
                                    f"got {type(plan).__name__}")
@@ -342,7 +350,7 @@ def plot_graph(graph: Graph, plan: Any, ax: Axes | None = None) -> Axes:
     pos = layout(graph, of)
     width = max((x for x, _ in pos), default=0.0) + 1
     height = max((sum(1 for p in pos if p[0] == x) for x in {p[0] for p in pos}), default=1)
-    ax = _axes(ax, (min(16.0, 2.0 + 0.9 * width), min(12.0, 1.5 + 0.45 * height)))
+    ax = _axes(ax, (min(16.0, 4.0 + 0.6 * width), min(12.0, 2.5 + 0.45 * height)))
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
@@ -362,7 +370,7 @@ def plot_graph(graph: Graph, plan: Any, ax: Axes | None = None) -> Axes:
         handles.append(Line2D([], [], marker="o", linestyle="", markerfacecolor=UNASSIGNED, markeredgecolor="black",
                               label="no stage"))
     if handles and len(handles) <= 24:
-        ax.legend(handles=handles, fontsize="small", loc="best")
+        ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel("topological generation")
     ax.set_yticks([])
     ax.margins(0.08)
