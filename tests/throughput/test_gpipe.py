@@ -154,3 +154,17 @@ def test_too_many_ideals_and_bad_arguments():
         partition_gpipe(g, devices=2, max_ideals=0)
     with pytest.raises(InvalidArgumentError, match="order"):
         training_loads(g, {n.id: ("accelerator", 0) for n in g.nodes}, order=[("accelerator", 1)])
+
+
+def test_partition_objective_gpipe_is_the_gpipe_dp():
+    rng = random.Random(9)
+    for _ in range(10):
+        g = random_training_graph(rng, rng.randint(2, 5))
+        plan = sc.partition(g, devices=2, cpus=1, objective="gpipe")
+        assert plan.method == "gpipe-dp" and plan.objective == pytest.approx(brute_gpipe(g, 2, 1))
+    with pytest.raises(InvalidArgumentError, match="objective must be one of"):
+        sc.partition(g, devices=2, objective="zb")
+    with pytest.raises(InvalidArgumentError, match="method must be 'auto' or 'dp'"):
+        sc.partition(g, devices=2, objective="gpipe", method="dpl")
+    with pytest.raises(InvalidArgumentError, match="time_limit"):
+        sc.partition(g, devices=2, objective="gpipe", time_limit=5)

@@ -13,15 +13,18 @@ from stagecut.graph import Graph
 from stagecut.results import Plan
 from stagecut.throughput.baselines import BASELINES, run_baseline
 from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, simple_lower_bound, solve_dp, solve_dpl, try_dp
+from stagecut.throughput.gpipe import DEFAULT_GPIPE_MAX_IDEALS, partition_gpipe
 from stagecut.throughput.ip import partition_ip
 from stagecut.throughput.problem import ThroughputProblem, resolve_problem
 from stagecut.throughput.rescore import no_plan
 from stagecut.validate import check_int
 
-__all__ = ["METHODS", "partition"]
+__all__ = ["METHODS", "OBJECTIVES", "partition"]
 
 #: The values of ``method``.
 METHODS = ("auto", "dp", "dpl", "ip", *BASELINES)
+#: The values of ``objective``: PipeDream's 1F1B max load, GPipe's max FW + max BW.
+OBJECTIVES = ("pipedream", "gpipe")
 
 K = TypeVar("K", bound=Hashable)
 
@@ -69,6 +72,21 @@ def _timed(problem: ThroughputProblem, method: str, max_ideals: int, prune: bool
     return dataclasses.replace(dpl, status="time_limit", method=method, notes=(*dpl.notes, note))
 
 
+def _gpipe(problem: ThroughputProblem, objective: str, method: str, max_ideals: int, limit: float | None,
+           t0: float) -> Plan:
+    """``partition(objective="gpipe")``: the exact GPipe DP, with its own default cap on ideals."""
+    if objective not in OBJECTIVES:
+        raise InvalidArgumentError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    if method not in ("auto", "dp"):
+        raise InvalidArgumentError(f"objective='gpipe' is solved by its exact DP only: method must be 'auto' or "
+                                   f"'dp', got {method!r}")
+    if limit is not None and limit != float("inf"):
+        raise InvalidArgumentError("objective='gpipe' takes no time_limit (its DP runs on small graphs only)")
+    cap = DEFAULT_GPIPE_MAX_IDEALS if max_ideals == DEFAULT_MAX_IDEALS else max_ideals
+    plan = partition_gpipe(problem, max_ideals=cap)
+    return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
+
+
 def _device_notes(problem: ThroughputProblem) -> tuple[str, ...]:
     """Device counts past the node count are capped (a device holds one non-empty stage)."""
     n = len(problem.graph.nodes)
@@ -83,6 +101,7 @@ def partition(
     cpus: int | None = None,
     memory: float | None = None,
     method: str = "auto",
+    objective: str = "pipedream",
     max_ideals: int = DEFAULT_MAX_IDEALS,
     prune: bool = True,
     contiguous: bool = True,
@@ -123,6 +142,13 @@ def partition(
         ``"feasible"``, see :mod:`stagecut.throughput.baselines`): ``"local-search"`` (10
         restarts from ``seed``; usually non-contiguous), ``"pipedream"`` (layer graphs),
         ``"scotch"`` (Scotch's ``gpart``, else METIS; usually non-contiguous).
+    objective : {"pipedream", "gpipe"}
+        ``"pipedream"``: the max load ``max_i (FW_i + BW_i)`` (1F1B's time per microbatch; the
+        only objective of an inference graph). ``"gpipe"``: ``max_i FW_i + max_i BW_i``, solved
+        exactly over the contiguous splits by
+        :func:`~stagecut.throughput.gpipe.partition_gpipe` (a Python DP for small graphs;
+        ``method`` ``"auto"`` or ``"dp"``, no ``time_limit``; ``max_ideals`` defaults to its
+        1000).
     max_ideals : int
         Cap on the ideals the exact DP enumerates.
     prune : bool
@@ -150,8 +176,8 @@ def partition(
     Raises
     ------
     InvalidArgumentError
-        An unknown ``method``, a bad ``max_ideals``, device count, memory, time limit or solver
-        option.
+        An unknown ``method`` or ``objective``, a bad ``max_ideals``, device count, memory, time
+        limit or solver option; ``objective="gpipe"`` with another method or a time limit.
     InvalidGraphError
         A bad default carried by the graph; an edge from a backward node to a forward node;
         ``method="pipedream"`` on a graph whose branching regions collapse it (operator graphs).
@@ -179,6 +205,8 @@ def partition(
     (4.0, 'optimal', [(0,), (1, 2, 3), (4,)])
     >>> sc.partition(g, devices=3, method="dpl").status
     'feasible'
+    >>> sc.partition(g, devices=3, objective="gpipe").objective  # inference: no backward part
+    4.0
     >>> heavy = sc.Graph.chain([1.0, 1.0], memory=[5.0, 5.0])  # 5 bytes each
     >>> p = sc.partition(heavy, devices=1, memory=8.0)
     >>> p.status, p.objective
@@ -192,6 +220,8 @@ def partition(
         raise InvalidArgumentError(f"prune must be True or False, got {prune!r}")
     limit = check_time_limit(time_limit)
     t0 = time.perf_counter()
+    if objective != "pipedream":
+        return _gpipe(problem, objective, method, max_ideals, limit, t0)
     if method in BASELINES:  # the paper's baselines (stagecut.throughput.baselines)
         plan = run_baseline(problem, method, seed=seed)
         return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
