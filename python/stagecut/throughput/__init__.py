@@ -6,14 +6,17 @@
 * :mod:`~stagecut.throughput.dp`: the exact DP over ideals and DPL;
 * :mod:`~stagecut.throughput.ip`: the contiguous and non-contiguous integer programs;
 * :mod:`~stagecut.throughput.solve`: :func:`partition`, which picks among them;
+* :mod:`~stagecut.throughput.gpipe`: the training objectives (1F1B, GPipe) and the exact GPipe DP;
+* :mod:`~stagecut.throughput.schedules`: 1F1B, GPipe and Section 5.2 pipelines as timelines;
 * :mod:`~stagecut.throughput.rescore`: every plan is built there, re-scored by the evaluator.
 """
 
 from stagecut.throughput.dp import DEFAULT_MAX_IDEALS
 from stagecut.throughput.evaluate import evaluate, is_contiguous
+from stagecut.throughput.gpipe import gpipe_objective, partition_gpipe, training_loads
 from stagecut.throughput.ip import partition_ip
 from stagecut.throughput.problem import ThroughputProblem
 from stagecut.throughput.solve import METHODS, partition
 
-__all__ = ["DEFAULT_MAX_IDEALS", "METHODS", "ThroughputProblem", "evaluate", "is_contiguous", "partition",
-           "partition_ip"]
+__all__ = ["DEFAULT_MAX_IDEALS", "METHODS", "ThroughputProblem", "evaluate", "gpipe_objective", "is_contiguous",
+           "partition", "partition_gpipe", "partition_ip", "training_loads"]
