@@ -128,6 +128,12 @@ def test_mtpp_parts_and_missing_parts_are_stacked(dag):
     assert [(k, v[0][2]) for k, v in stacks.items()] == [("communication", 1.0), ("rest of the load", 4.0)]
 
 
+def test_stages_without_parts_are_one_load_bar(schedule):
+    stacks = _stacks(plot.plot_stages(schedule))
+    assert list(stacks) == ["load"]
+    assert [h for _, _, h in stacks["load"]] == pytest.approx([s.load for s in schedule.stages])
+
+
 def test_an_infeasible_plan_draws_no_bars():
     r = sc.partition(sc.Graph.chain([1.0, 1.0], memory=[5.0, 5.0]), devices=1, cpus=0, memory=6.0)
     assert r.objective is None

@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,7 @@ __all__ = ["plot_stages", "plot_graph", "to_dot", "layout", "plot_schedule", "pl
 _PART_ORDER = ("compute", "work", "comm", "io", "sync", "allreduce", "overflow")
 _PART_NAMES = {"compute": "compute", "work": "compute (work)", "comm": "communication",
                "io": "communication (io)", "sync": "tensor-parallel sync", "allreduce": "all-reduce",
-               "overflow": "parameter overflow", "other": "rest of the load"}
+               "overflow": "parameter overflow", "other": "rest of the load", "load": "load"}
 _HATCHES = ("", "///", "xxx", "...", "\\\\\\", "ooo", "+++")
 
 
@@ -99,6 +100,8 @@ def _stage_parts(stage: Any, where: str) -> list[tuple[str, float]]:
     for p, v in segments:
         if not math.isfinite(v) or v < 0:
             raise InvalidArgumentError(f"{where}.parts[{p!r}]: expected a finite number >= 0, got {v!r}")
+    if not segments:  # no parts (a schedule's busy time, an evaluation...): the load itself
+        return [("load", load)]
     rest = load - sum(v for _, v in segments)
     if rest > 1e-9 * max(1.0, load):
         segments.append(("other", rest))
@@ -163,7 +166,7 @@ def plot_stages(plan_or_plans: Any, ax: Axes | None = None, lower_bound: float |
     segments = [[_stage_parts(s, f"{label}.stages[{j}]") for j, s in enumerate(r.stages)] for label, r in plans]
     bound = _bound_of(plans, lower_bound)
     k = max((len(r.stages) for _, r in plans), default=0)
-    ax = _axes(ax, (max(4.0, 1.0 + 0.6 * k * max(1, len(plans) // 2)), 3.5))
+    ax = _axes(ax, (min(16.0, max(4.0, 2.5 + 0.6 * k * max(1, len(plans) // 2))), 3.5))
     from matplotlib.patches import Patch
 
     many = len(plans) > 1
@@ -349,7 +352,7 @@ def plot_graph(graph: Graph, plan: Any, ax: Axes | None = None) -> Axes:
     n = len(graph.nodes)
     pos = layout(graph, of)
     width = max((x for x, _ in pos), default=0.0) + 1
-    height = max((sum(1 for p in pos if p[0] == x) for x in {p[0] for p in pos}), default=1)
+    height = max(Counter(x for x, _ in pos).values(), default=1)
     ax = _axes(ax, (min(16.0, 4.0 + 0.6 * width), min(12.0, 2.5 + 0.45 * height)))
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
