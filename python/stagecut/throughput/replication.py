@@ -283,13 +283,13 @@ def _class_units(graph: Graph) -> tuple[list[list[int]], list[tuple[int, int]]]:
     return members, edges
 
 
-def _units(graph: Graph, along: str) -> tuple[list[list[int]], list[tuple[int, int]]]:
+def _units(graph: Graph, along: str, memory: float) -> tuple[list[list[int]], list[tuple[int, int]]]:
     if along == "ideals":
         return _class_units(graph)
     if along == "pipedream":
         from stagecut.throughput.pipedream import path_groups
 
-        units = Units(graph)
+        units = Units(graph, memory)  # as pipedream() builds it
         groups = [sorted(i for u in grp for i in units.members[u]) for grp in path_groups(units)]
         return groups, [(k, k + 1) for k in range(len(groups) - 1)]
     raise InvalidArgumentError(f"along must be one of {ALONG}, got {along!r}")
@@ -298,8 +298,8 @@ def _units(graph: Graph, along: str) -> tuple[list[list[int]], list[tuple[int, i
 class _Model:
     """The graph as bitmasks over node positions, and the ideals of its unit DAG (by size)."""
 
-    def __init__(self, graph: Graph, along: str, weights: list[float], max_ideals: int) -> None:
-        members, edges = _units(graph, along)
+    def __init__(self, graph: Graph, along: str, weights: list[float], max_ideals: int, memory: float) -> None:
+        members, edges = _units(graph, along, memory)
         self.time = [nd.time(ACCELERATOR) if nd.supports(ACCELERATOR) else math.inf for nd in graph.nodes]
         self.mem = [nd.memory for nd in graph.nodes]
         self.w = weights
@@ -455,7 +455,7 @@ def partition_replicated(graph: Graph, devices: int, bandwidth: float, *, memory
     k = check_int(devices, "devices", minimum=1)
     b = check_number(bandwidth, "bandwidth", positive=True, error=InvalidArgumentError)
     cap, w = _memory(graph, memory), _weights(graph, weights)
-    model = _Model(graph, along, w, check_int(max_ideals, "max_ideals", minimum=1))
+    model = _Model(graph, along, w, check_int(max_ideals, "max_ideals", minimum=1), cap)
     best, arg = model.chain(0, model.full, k, 1.0, cap, 1, b, b)
     stats: dict[str, Stat] = {"ideals": len(model.ideals), "along": along}
     if not math.isfinite(best[k]):
@@ -526,7 +526,7 @@ def partition_hierarchical(graph: Graph, servers: int, gpus_per_server: int, ban
     b_in = check_number(bandwidth_in, "bandwidth_in", positive=True, error=InvalidArgumentError)
     b_out = check_number(bandwidth_out, "bandwidth_out", positive=True, error=InvalidArgumentError)
     cap, w = _memory(graph, memory), _weights(graph, weights)
-    model = _Model(graph, along, w, check_int(max_ideals, "max_ideals", minimum=1))
+    model = _Model(graph, along, w, check_int(max_ideals, "max_ideals", minimum=1), cap)
     ratio = b_in / b_out
     outer: dict[int, list[float]] = {0: [0.0] * (n_srv + 1)}
     choice: dict[tuple[int, int], tuple[int, int]] = {}
