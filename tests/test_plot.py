@@ -345,6 +345,22 @@ def test_timeline_bars_are_the_records():
     assert sorted(t.get_text() for t in ax.texts) == sorted(f"{r.phase[0].upper()}{r.microbatch}" for r in recs)
 
 
+def test_timeline_of_a_pipeline_timeline():
+    from stagecut.throughput.schedules import one_f_one_b
+
+    tl = one_f_one_b([1.0, 1.5, 1.0], [2.0, 3.0, 2.0], 4, devices=["gpu:b", "gpu:a", "gpu:c"])
+    ax = plot.plot_timeline(tl)
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert rows == list(tl.devices)
+    bars = ax.containers[0]
+    assert len(bars) == len(tl.slots)
+    for bar, slot in zip(bars, tl.slots):
+        assert (bar.get_x(), bar.get_width()) == pytest.approx((slot.start, slot.end - slot.start))
+        assert rows[round(bar.get_y() + bar.get_height() / 2)] == slot.device
+    assert sorted(t.get_text() for t in ax.texts) == sorted(slot.label for slot in tl.slots)
+    assert len(plot.plot_timeline(tl.slots).containers[0]) == len(tl.slots)
+
+
 def test_timeline_of_mappings_and_of_schedule_gantt_rows(schedule):
     rows = schedule.gantt()
     ax = plot.plot_timeline(rows)

@@ -175,8 +175,9 @@ def plot_timeline(records: Iterable[Any], ax: Axes | None = None) -> Axes:
 
     Parameters
     ----------
-    records : iterable
-        The records (at least one).
+    records : iterable, or a Timeline
+        The records (at least one); a :class:`stagecut.throughput.schedules.Timeline` stands
+        for its ``slots``, its ``devices`` giving the order of the rows.
     ax : matplotlib Axes, optional
         Where to draw (default: a new figure).
 
@@ -206,6 +207,12 @@ def plot_timeline(records: Iterable[Any], ax: Axes | None = None) -> Axes:
     ['F0', 'F0', 'B0']
     >>> import matplotlib.pyplot as plt; plt.close(ax.figure)
     """
+    order: list[Any] = []
+    title = "timeline"
+    if hasattr(records, "slots"):  # a pipeline Timeline: its slots, its devices as the rows
+        order = list(getattr(records, "devices", ()) or ())
+        title = f"{getattr(records, 'schedule', 'timeline')}"
+        records = records.slots
     if isinstance(records, (str, bytes)) or not isinstance(records, Iterable):
         raise InvalidArgumentError(f"records: expected an iterable of records, got {type(records).__name__}")
     items = list(records)
@@ -231,6 +238,7 @@ def plot_timeline(records: Iterable[Any], ax: Axes | None = None) -> Axes:
     keys = list(dict.fromkeys(devices))
     if all(isinstance(k, (int, float)) and not isinstance(k, bool) for k in keys):
         keys.sort()
+    keys = [k for k in order if k in keys] + [k for k in keys if k not in order]
     row_of = {k: j for j, k in enumerate(keys)}
     rows = [f"device {k}" if isinstance(k, int) else str(k) for k in keys]
     ax = _axes(ax, (8.0, 1.2 + 0.5 * len(rows)))
@@ -247,5 +255,5 @@ def plot_timeline(records: Iterable[Any], ax: Axes | None = None) -> Axes:
         ax.legend(handles=[Patch(facecolor=c, label=g) for g, c in colors.items()], fontsize="small",
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))
     _rows_axes(ax, rows, max(ends), "time")
-    ax.set_title(f"timeline: {len(items)} records on {len(rows)} devices")
+    ax.set_title(f"{title}: {len(items)} records on {len(rows)} devices")
     return ax
