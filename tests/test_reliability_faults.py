@@ -152,6 +152,12 @@ def sigint_after(seconds):
         signal.signal(signal.SIGINT, old)
 
 
+def _default_sigint():
+    """In the child: SIGINT back to its default, so that Python installs its handler even when
+    the tests run in a background job (whose SIGINT is ignored, and inherited so)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("name", LONG)
 def test_ctrl_c_stops_every_long_solver_within_a_second(name):
     build, solve = LONG[name]
@@ -217,7 +223,8 @@ def test_ctrl_c_stops_a_mip_solve_within_a_second():
             "    print('finished')\n"
             "except KeyboardInterrupt:\n"
             "    print('interrupted', flush=True)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
     try:
         assert proc.stderr.readline().split() == ["solving"], proc.communicate()
         time.sleep(1.0)  # well inside the solve (it takes minutes)

@@ -460,3 +460,18 @@ def test_times_far_from_one(factor):
     brute, milp = solve_both(p)
     assert brute.objective == pytest.approx(solve_brute(base).objective * factor)
     check_same(brute, milp)
+
+
+def test_a_time_limit_that_passes_while_the_model_is_built_returns_the_warm_start():
+    # a 400-node graph: building its pair rows takes seconds; 1 ms passes before that
+    p = LatencyProblem(sc.random_dag(400, edge_prob=0.02, seed=3), Devices.pcie_star(3), output_bytes="comm")
+    start = sc.place(p, method="heft")
+    s = solve_milp(p, time_limit=1e-3, start=start)
+    # the warm start: the shorter of HEFT's schedule and the MILP's own greedy one, re-scored
+    assert s.status == "time_limit" and s.objective <= start.objective
+    assert evaluate_schedule(p, None, s.placement, s.order).objective == s.objective
+    assert s.lower_bound == p.lower_bound() < s.objective
+    assert any("passed while the MILP was being built" in n for n in s.notes)
+    assert "mip_vars" not in s.stats
+    cold = solve_milp(p, time_limit=1e-3)  # its own greedy schedule
+    assert (cold.status, cold.lower_bound) == ("time_limit", p.lower_bound()) and cold.objective > cold.lower_bound

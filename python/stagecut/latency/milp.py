@@ -28,13 +28,11 @@ finish); ``y[u, v]`` binary, ``u`` before ``v``, for the pairs below; ``C`` the 
 * Makespan: ``C >= F[v] + tail(v) - fastest(v)`` for every node (its finish plus the longest
   path after it: ``C >= F[v]`` for a sink); ``C >= `` the busy time of each device without
   parallelism; ``C >= `` :meth:`~stagecut.latency.LatencyProblem.lower_bound` (valid cuts).
-* Symmetry: devices that swap without changing the problem
-  (:func:`~stagecut.latency.brute.symmetry_groups`: same times, capacity, parallelism and
-  bandwidths up to the swap) form groups ``g1 < g2 < ...``; node ``v`` may use ``g_j`` only if
-  a node before it in topological order is on ``g_{j-1}``
-  (``x[v, g_j] <= sum_{u before v} x[u, g_{j-1}]``): the group's devices are used in the order
-  of their first nodes, which a relabelling gives every schedule. The warm start is relabelled
-  so.
+* Symmetry: devices that swap without changing the problem (:func:`~stagecut.latency.brute.symmetry_groups`:
+  same times, capacity, parallelism and bandwidths up to the swap) form groups ``g1 < g2 < ...``; node ``v``
+  may use ``g_j`` only if a node before it in topological order is on ``g_{j-1}`` (``x[v, g_j] <= sum_{u
+  before v} x[u, g_{j-1}]``): the group's devices are used in the order of their first nodes, which a
+  relabelling gives every schedule (the warm start is relabelled so).
 
 **Scaling.** Times are divided by :func:`stagecut._mip.reference_scale` of ``U`` (``U`` is
 1000 model units), so the solvers' absolute tolerances are small next to the answer whatever
@@ -42,12 +40,12 @@ the time unit; a node time above ``U`` removes that device for the node and a tr
 ``2U`` is capped there (no schedule of makespan at most ``U`` changes, so the optimum and the
 bounds are exact). The default gap is :func:`stagecut._mip.data_gap`.
 
-**Re-scoring.** The MILP's placement and per-device orders (its ``y`` where it has one, its
-start times otherwise; any linear extension of the DAG) are timed by
-:func:`~stagecut.latency.evaluate.schedule_from`; the better of that schedule and the warm start
-is returned. ``"optimal"`` only when the evaluator's makespan and the proven bound agree within
-:func:`stagecut._mip.stated_tolerance`; the lower bound is the larger of the MILP's dual bound
-(never its primal value) and the problem's simple bound.
+**Re-scoring.** The MILP's placement and per-device orders (its ``y`` where it has one, its start times
+otherwise; any linear extension of the DAG) are timed by :func:`~stagecut.latency.evaluate.schedule_from`;
+the better of that schedule and the warm start is returned. ``"optimal"`` only when the evaluator's makespan
+and the proven bound agree within :func:`stagecut._mip.stated_tolerance`; the lower bound is the larger of
+the MILP's dual bound (never its primal value) and the problem's simple bound. When the time limit passes
+while the model is being built (large graphs), the warm start is returned with the simple bound.
 
 Examples
 --------
@@ -71,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from stagecut._deadline import deadline, remaining
+from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import (
     MODEL_TOL,
     MipOutcome,
@@ -257,6 +255,10 @@ def _trivial_upper(problem: LatencyProblem) -> float:
     return total
 
 
+class _BuildExpired(Exception):
+    """The time limit passed while the model was being built."""
+
+
 def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | None, threads: int | None,
            seed: int, verbose: bool) -> _Model:
     """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs)."""
@@ -323,6 +325,8 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
             add(m, mip.xsum(float(problem.memory[v]) / cap * x[v, d] for v in on) <= 1)
     # precedence, the transfer only across devices
     for v in range(n):
+        if expired():
+            raise _BuildExpired
         for u in problem.pred[v]:
             fu = finish(u)
             big = [max((tr[u, a, b] for a in allowed[u] if a != b), default=0.0) for b in allowed[v]]
@@ -336,6 +340,8 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
     reach = transitive_closure(problem)
     seq = [d for d in range(nd) if not problem.parallel[d]]
     for u in range(n):
+        if expired():
+            raise _BuildExpired
         for v in range(u + 1, n):
             if (reach[u] >> v) & 1 or (reach[v] >> u) & 1:
                 h.pruned_pairs += 1
@@ -363,6 +369,16 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
                 if (v, g[j - 1]) in x:
                     earlier.append(x[v, g[j - 1]])
     return h
+
+
+def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float) -> Schedule:
+    """Out of time before the model is built: the warm start (its own method) and the simple bound."""
+    why, lb = f"the time limit ({time_limit:g} s) passed while the MILP was being built", problem.lower_bound()
+    if start is None or start.objective is None:
+        return Schedule.infeasible("milp", why, devices=problem.devices.names, status="time_limit", lower_bound=lb,
+                                   runtime_s=time.perf_counter() - t0)
+    return dataclasses.replace(start, status="time_limit", lower_bound=min(lb, start.objective),
+                               notes=(*start.notes, why + ": its warm start"), runtime_s=time.perf_counter() - t0)
 
 
 def _start_values(problem: LatencyProblem, h: _Model, sched: Schedule, dev: list[int],
@@ -485,7 +501,10 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         assert upper is not None
         if not math.isfinite(upper):
             raise InvalidArgumentError("the graph's times and transfers add up past the largest float")
-        h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+        try:
+            h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+        except _BuildExpired:
+            return _unbuilt(problem, None if known is None else known[0], time_limit, t0)
         build_s = time.perf_counter() - t0
         mip_start = _start_values(problem, h, *known) if known is not None else None
         left = remaining()
