@@ -172,12 +172,11 @@ def plot_stages(plan_or_plans: Any, ax: Axes | None = None, lower_bound: float |
     many = len(plans) > 1
     width = 0.8 / len(plans)
     plan_colors = stage_colors(len(plans))
-    part_names: list[str] = []
-    for segs in segments:
-        for stage in segs:
-            part_names += [p for p, _ in stage if p not in part_names]
-    part_names = [p for p in (*_PART_ORDER, *sorted(part_names), "other") if p in part_names]
-    part_names = list(dict.fromkeys(part_names))
+    rank = {p: i for i, p in enumerate(_PART_ORDER)}
+    seen = {p for segs in segments for stage in segs for p, _ in stage}
+    # the known parts in their order, then the others by name, then the rest of the load
+    part_names = sorted(seen, key=lambda p: (0, rank[p], "") if p in rank else (2, 0, "") if p == "other"
+                        else (1, 0, p))
     part_colors = dict(zip(part_names, stage_colors(max(len(part_names), 3))))
     for pi, ((label, _), segs) in enumerate(zip(plans, segments)):
         xs = [j - 0.4 + width * (pi + 0.5) for j in range(len(segs))]
@@ -198,8 +197,9 @@ def plot_stages(plan_or_plans: Any, ax: Axes | None = None, lower_bound: float |
     handles: list[Any] = []
     if many:
         handles += [Patch(facecolor=c, edgecolor=c, label=label) for (label, _), c in zip(plans, plan_colors)]
-        handles += [Patch(facecolor="white", edgecolor="black", hatch=_HATCHES[qi % len(_HATCHES)],
-                          label=_PART_NAMES.get(p, p)) for qi, p in enumerate(part_names)]
+        handles += [Patch(facecolor=_lighter("#606060", 0.45 * min(qi, 1)), edgecolor="#606060",
+                          hatch=_HATCHES[qi % len(_HATCHES)], label=_PART_NAMES.get(p, p))
+                    for qi, p in enumerate(part_names)]
     else:
         handles += [Patch(facecolor=part_colors[p], label=_PART_NAMES.get(p, p)) for p in part_names]
     if bound is not None:
