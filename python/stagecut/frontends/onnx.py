@@ -9,9 +9,15 @@
   unknown counts as 0 bytes, with a :class:`~stagecut.errors.StagecutWarning` naming it;
 * initializers (weights) and ``Constant`` operators are not nodes: their bytes are the
   ``memory`` of the first operator that uses them, and all their users are colocated;
-* times come from a FLOP model, in seconds (FLOPs / ``flops_per_s``): ``MatMul`` ``2 * numel(out)
-  * k``; ``Gemm`` ``2 * m * n * k`` (plus ``m * n`` with a bias); ``Conv`` ``2 * numel(out) *
-  (C_in / group) * prod(kernel)`` (plus ``numel(out)`` with a bias); shape-only operators
+* times (``profile="onnxruntime"``) come from onnxruntime's profiler: the model runs in an
+  ``InferenceSession`` with profiling on and graph optimisations off (each operator its own
+  kernel), on ``inputs`` (or random arrays of the inputs' shapes), and a node's time is the
+  median of its kernel times over ``repeat`` runs after ``warmup`` runs, in seconds (the
+  profiler's JSON gives microseconds; see :mod:`stagecut.frontends._ort`);
+* or (``profile="flops"``, the default) from a FLOP model, in seconds (FLOPs /
+  ``flops_per_s``): ``MatMul`` ``2 * numel(out) * k``; ``Gemm`` ``2 * m * n * k`` (plus
+  ``m * n`` with a bias); ``Conv`` ``2 * numel(out) * (C_in / group) * prod(kernel)`` (plus
+  ``numel(out)`` with a bias); shape-only operators
   (``Reshape``, ``Flatten``, ``Squeeze``, ``Unsqueeze``, ``Identity``, ``Shape``) none; any other
   operator one FLOP per output element;
 * ``comm`` is output bytes / ``bandwidth`` (bytes per second), in seconds.
@@ -29,7 +35,7 @@ from typing import Any
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require
 from stagecut.graph import ACCELERATOR, Graph, Node
-from stagecut.validate import check_number
+from stagecut.validate import check_int, check_number
 
 __all__ = ["OnnxTrace", "trace_onnx", "from_onnx", "extract_stages"]
 
@@ -50,6 +56,8 @@ class OnnxTrace:
         Per node.
     notes : tuple of str
         What was renamed, folded, colocated or left unknown.
+    timing : {"flops", "onnxruntime"}
+        Where the times come from.
     """
 
     graph: Graph
@@ -64,6 +72,7 @@ class OnnxTrace:
     #: the model's output tensors, and the tensors that are weights or constants
     model_outputs: tuple[str, ...] = ()
     constants: frozenset[str] = frozenset()
+    timing: str = "flops"
 
 
 def _shape(value_info: Any, dims: Mapping[str, int]) -> tuple[list[int] | None, int | None]:
@@ -138,8 +147,9 @@ def _flops(op: str, node: Any, shapes: Mapping[str, list[int] | None]) -> float 
     return float(numel)
 
 
-def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
-               dims: Mapping[str, int] | None = None) -> OnnxTrace:
+def trace_onnx(model: Any, *, bandwidth: float | str, profile: str = "flops", flops_per_s: float = 1e12,
+               dims: Mapping[str, int] | None = None, inputs: Mapping[str, Any] | None = None, warmup: int = 2,
+               repeat: int = 5) -> OnnxTrace:
     """Read an ONNX model into an :class:`OnnxTrace` (its ``graph`` is what :func:`from_onnx` returns).
 
     Parameters
@@ -147,10 +157,20 @@ def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
     model : onnx.ModelProto or path
     bandwidth : float or str
         Bytes per second between stages (or ``"25GB/s"``); ``comm`` = output bytes / bandwidth.
+    profile : {"flops", "onnxruntime"}
+        Where the times (seconds) come from: the FLOP model (FLOPs / ``flops_per_s``), or
+        onnxruntime's profiler on the CPU execution provider (needs ``onnxruntime``, in the
+        ``onnx`` extra). A node the profiler does not report keeps its FLOP time (said in the
+        notes, with a :class:`~stagecut.errors.StagecutWarning`).
     flops_per_s : float
         Sustained FLOP rate of a device (default a nominal 1e12): seconds = FLOPs / it.
     dims : mapping of str to int, optional
         Values of symbolic dimensions (``{"batch": 8}``).
+    inputs : mapping of str to numpy.ndarray, optional
+        Inputs to profile on (``profile="onnxruntime"``); an input not given is random (standard
+        normal floats, zero integers) of its declared shape, symbolic dimensions from ``dims``.
+    warmup, repeat : int
+        Profiled runs left out, and runs whose median is taken (``profile="onnxruntime"``).
 
     Returns
     -------
@@ -161,18 +181,31 @@ def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
     BackendUnavailableError
         onnx is not installed (``pip install 'stagecut[onnx]'``).
     InvalidArgumentError
-        A model that is neither a ``ModelProto`` nor a readable file, a bad ``bandwidth`` or
-        ``flops_per_s``.
+        A model that is neither a ``ModelProto`` nor a readable file, a bad ``bandwidth``,
+        ``flops_per_s``, ``profile``, ``warmup`` or ``repeat``, inputs that are missing a
+        dimension or that onnxruntime refuses.
     InvalidGraphError
         The model has no operator, or its node list is not a DAG.
+
+    Examples
+    --------
+    >>> t = trace_onnx("model.onnx", bandwidth="10GB/s", profile="onnxruntime", dims={"batch": 8})  # doctest: +SKIP
+    >>> t.graph.node(t.order[0]).compute["accelerator"]  # seconds, median of 5 profiled runs  # doctest: +SKIP
+    3.1e-05
     """
     onnx = require("onnx", "onnx")
+    if profile not in ("flops", "onnxruntime"):
+        raise InvalidArgumentError(f"profile must be 'flops' or 'onnxruntime', got {profile!r}")
+    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
+    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
     bw = bandwidth_bytes_per_s(bandwidth)
     rate = check_number(flops_per_s, "flops_per_s", positive=True, error=InvalidArgumentError)
     dims = dict(dims or {})
     proto = _load(model)
+    source = proto
     if dims:  # give the inputs' symbolic dimensions their values first, so that inference propagates them
         proto = onnx.ModelProto.FromString(proto.SerializeToString())
+        source = proto
         for vi in proto.graph.input:
             for d in vi.type.tensor_type.shape.dim:
                 if d.HasField("dim_param") and d.dim_param in dims:
@@ -258,11 +291,15 @@ def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
         notes.append(msg)
         warnings.warn(msg, StagecutWarning, stacklevel=2)
 
+    seconds = {v: flops[v] / rate for v in ids}
+    if profile == "onnxruntime":
+        seconds.update(_profiled(source, ids, inputs, dims, warmup, repeat, notes))
+
     members: dict[str, list[str]] = {}
     for v in ids:
         members.setdefault(classes.find(v), []).append(v)
     colocation = {v: (ms[0] if len(ms) > 1 else None) for ms in members.values() for v in ms}
-    nodes = [Node(id=v, compute={ACCELERATOR: flops[v] / rate}, memory=memory[v], comm=out_bytes[v] / bw,
+    nodes = [Node(id=v, compute={ACCELERATOR: seconds[v]}, memory=memory[v], comm=out_bytes[v] / bw,
                   colocation=colocation[v], name=ops[i].op_type) for i, v in enumerate(ids)]
     edges = list(dict.fromkeys((producer[t], ids[i]) for i, node in enumerate(ops) for t in node.input
                                if t in producer and producer[t] != ids[i]))
@@ -271,17 +308,38 @@ def trace_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
     return OnnxTrace(graph=graph, order=tuple(ids), flops=flops, output_bytes=out_bytes, memory=memory,
                      notes=tuple(notes), reads={v: tuple(t for t in ops[i].input if t) for i, v in enumerate(ids)},
                      writes={v: tuple(t for t in ops[i].output if t) for i, v in enumerate(ids)},
-                     model_outputs=tuple(o.name for o in g.output), constants=frozenset(weights))
+                     model_outputs=tuple(o.name for o in g.output), constants=frozenset(weights), timing=profile)
+
+
+def _profiled(source: Any, ids: list[str], inputs: Mapping[str, Any] | None,
+              dims: Mapping[str, int], warmup: int, repeat: int, notes: list[str]) -> dict[str, float]:
+    """onnxruntime's median kernel seconds per operator (named by ``ids`` for the run)."""
+    onnx = require("onnx", "onnx")
+    from stagecut.frontends._ort import example_inputs, profile_onnxruntime
+
+    named = onnx.ModelProto.FromString(source.SerializeToString())
+    next_id = iter(ids)  # the operators are the nodes that are not Constants without inputs, in order
+    for j, node in enumerate(named.graph.node):
+        node.name = f"__stagecut_constant_{j}" if node.op_type == "Constant" and not node.input else next(next_id)
+    times = profile_onnxruntime(named, example_inputs(named, inputs, dims), warmup, repeat)
+    missing = [v for v in ids if v not in times]
+    if missing:
+        msg = (f"{len(missing)} operator(s) not in onnxruntime's profile keep their FLOP time: "
+               f"{', '.join(missing[:10])}")
+        notes.append(msg)
+        warnings.warn(msg, StagecutWarning, stacklevel=3)
+    notes.append(f"times: onnxruntime profiler (CPU, optimisations off), median of {repeat} runs after {warmup}")
+    return {v: times[v] for v in ids if v in times}
 
 
 def from_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
-              dims: Mapping[str, int] | None = None) -> Graph:
+              dims: Mapping[str, int] | None = None, **options: Any) -> Graph:
     """The :class:`~stagecut.Graph` of an ONNX model (:func:`trace_onnx`'s ``graph``).
 
     Parameters
     ----------
-    model, bandwidth, flops_per_s, dims
-        As for :func:`trace_onnx`.
+    model, bandwidth, flops_per_s, dims, **options
+        As for :func:`trace_onnx` (``profile``, ``inputs``, ``warmup``, ``repeat``).
 
     Returns
     -------
@@ -296,7 +354,7 @@ def from_onnx(model: Any, *, bandwidth: float | str, flops_per_s: float = 1e12,
     InvalidGraphError
         As for :func:`trace_onnx`.
     """
-    return trace_onnx(model, bandwidth=bandwidth, flops_per_s=flops_per_s, dims=dims).graph
+    return trace_onnx(model, bandwidth=bandwidth, flops_per_s=flops_per_s, dims=dims, **options).graph
 
 
 def extract_stages(plan: Any, trace: OnnxTrace, model: Any, directory: str | os.PathLike[str]) -> list[Any]:
