@@ -34,8 +34,11 @@ per device). A piece's time is its nodes' compute plus the device's communicatio
 causes: a producer's outgoing tensor in the producer's piece, an incoming tensor in the first
 piece that reads it, so a device's pieces add up to its load. In round ``t`` the piece of
 virtual stage ``s`` processes microbatch ``t - s``; each device runs its pieces of a round in
-stage order, so a round never takes more than the largest device load and the steady-state
-time per sample is the split's max load (the evaluator's objective). A training graph is
+stage order. Rounds of the largest device load ``L`` in lockstep would satisfy every
+dependency (a piece's inputs come from earlier stages, so from earlier rounds); as soon as
+possible in the same order is never later, and the most loaded device needs ``L`` per sample,
+so the steady-state time per sample is ``L``, the split's max load (the evaluator's
+objective). A training graph is
 pipelined the same way as one DAG (forward and backward pieces; no flush).
 
 Examples
