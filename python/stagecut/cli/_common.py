@@ -54,7 +54,9 @@ GRAPH_HELP = ("the input: a workload JSON FILE (the format of ../shared/workload
               f"{RWNN_SPEC} (stacked randomly wired modules of DiviML for the latency planner: "
               "modules of 10 (default) or 32 nodes, Erdos-Renyi (default), Watts-Strogatz or "
               "Barabasi-Albert, joined by C channels, strongly (default) or weakly dependent; "
-              "times in ms for the device kinds cpu, t4 and a100, outputs (comm) in bytes; SEED 0)")
+              "times in ms for the device kinds cpu, t4 and a100, outputs (comm) in bytes; SEED 0), "
+              "or MODEL.onnx (an ONNX model: FLOP times at 1e12 FLOP/s and a 10 GB/s link, in ms; "
+              "'stagecut trace' sets these)")
 
 
 # ------------------------------------------------------------------------------------ parser
@@ -248,11 +250,18 @@ EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
 def load_graph(spec: str) -> Graph:
     """The :class:`~stagecut.graph.Graph` a ``GRAPH`` argument names.
 
+    A path ending in ``.onnx`` is an ONNX model (:func:`stagecut.cli.trace.onnx_graph`: FLOP
+    times at 1e12 FLOP/s and a 10 GB/s link, converted to ms; ``stagecut trace`` sets them).
+
     Raises
     ------
     InvalidGraphError
         Unreadable or malformed file, unknown example, malformed ``regal:`` or ``rwnn:`` spec
         (naming the bad part).
+    InvalidArgumentError
+        An unreadable ONNX model.
+    BackendUnavailableError
+        An ONNX model without onnx installed.
     """
     if spec.startswith("example:"):
         name = spec.split(":", 1)[1]
@@ -276,6 +285,10 @@ def load_graph(spec: str) -> Graph:
         return regal_graph(n, model=model, seed=seed)
     if spec.startswith("rwnn:"):
         return _rwnn(spec)
+    if spec.lower().endswith(".onnx"):  # an ONNX model: FLOP times at 1e12 FLOP/s, a 10 GB/s link, in ms
+        from stagecut.cli.trace import onnx_graph
+
+        return onnx_graph(spec)
     from stagecut.formats import read_workload
 
     return read_workload(spec)

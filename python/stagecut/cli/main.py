@@ -23,6 +23,7 @@ from stagecut.cli import plan as plan_cmd
 from stagecut.cli import show as show_cmd
 from stagecut.cli import slice as slice_cmd
 from stagecut.cli import sweep as sweep_cmd
+from stagecut.cli import trace as trace_cmd
 
 __all__ = ["main", "build_parser", "load_graph"]
 
@@ -45,6 +46,8 @@ Which subcommand answers which question:
              GPUs in servers)?  (makespan; list scheduling, MILP, the authors' latency IP)
   sweep      Run many of these (graphs x methods x K x memory x seeds) on Dask, one Parquet row
              each, resumable; --report TABLE summarizes a table per K.
+  trace      Turn an ONNX model into a workload file (times in ms, sizes in bytes); any
+             subcommand also reads MODEL.onnx as GRAPH.
   show       Print a result saved with -o again.
   demo       Run partition on a real workload (or a built-in example) to see the output.
 
@@ -59,8 +62,8 @@ Terms:
           memory options (e.g. activation recomputation) with its time, parameters, memory.
 
 Common grammar: GRAPH is a workload FILE, example:NAME, regal:N[:MODEL[:SEED]] or
-rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S];
--k/--devices is the number of devices (stages); --memory and --bandwidth take units
+rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S] or
+MODEL.onnx; -k/--devices is the number of devices (stages); --memory and --bandwidth take units
 (16GiB, 512MB, 25GB/s); memory defaults to the file's; --json prints the result JSON;
 -o FILE saves it.
 """
@@ -72,8 +75,8 @@ traceback); 130 interrupted.
 """
 
 #: the subcommand modules, in the order of the help
-SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, sweep_cmd, show_cmd,
-               demo_cmd)
+SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, sweep_cmd, trace_cmd,
+               show_cmd, demo_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
