@@ -244,7 +244,13 @@ class _Blocks:
         for p in range(len(g)):
             for v in g.succ[p]:
                 cons[p] |= 1 << unit_of[v]
+        # the producers whose output can cross a boundary at a cost: (unit, consumer units, comm, phase)
+        producers = [(unit_of[p], cons[p], nd.comm, nd.backward) for p, nd in enumerate(g.nodes)
+                     if cons[p] & ~(1 << unit_of[p]) and nd.comm > 0]
         kinds = [k for k in (ACCELERATOR, CPU) if k in problem.kinds]
+        # per kind and unit: can it run there, its forward and backward times; its memory
+        per_unit = {kind: [_unit_terms(g, members[u], kind) for u in range(n_units)] for kind in kinds}
+        memory = [[g.nodes[i].memory for i in members[u]] for u in range(n_units)]
         self.by_ideal: list[list[tuple[int, bool, float, float]]] = [[] for _ in self.ideals]
         self.pairs = 0
         for ii, big in enumerate(self.ideals):
@@ -254,9 +260,9 @@ class _Blocks:
                     continue
                 self.pairs += 1
                 block = big & ~small
-                nodes = [i for u in range(n_units) if block >> u & 1 for i in members[u]]
+                inside = [u for u in range(n_units) if block >> u & 1]
                 for kind in kinds:
-                    cost = _block_cost(problem, kind, nodes, block, unit_of, cons)
+                    cost = _block_cost(problem, kind, inside, per_unit[kind], memory, block, producers)
                     if cost is not None:
                         self.by_ideal[ii].append((jj, kind == ACCELERATOR, cost[0], cost[1]))
 
@@ -283,24 +289,36 @@ def _ideals(n_units: int, pred: list[int], max_ideals: int) -> list[int]:
     return sorted(seen, key=lambda m: (bin(m).count("1"), m))
 
 
-def _block_cost(problem: ThroughputProblem, kind: str, nodes: list[int], block: int, unit_of: list[int],
-                cons: list[int]) -> tuple[float, float] | None:
-    """(FW, BW) of the node positions ``nodes`` (units ``block``) on ``kind``; ``None`` when a
-    node cannot run there or, on an accelerator, their memory passes the limit."""
-    g = problem.graph
+def _unit_terms(graph: Graph, members: list[int], kind: str) -> tuple[bool, list[float], list[float]]:
+    """Can every node of a unit run on ``kind``; the forward and the backward nodes' times there."""
+    nodes = [graph.nodes[i] for i in members]
+    if not all(nd.supports(kind) for nd in nodes):
+        return False, [], []
+    return (True, [nd.compute[kind] for nd in nodes if not nd.backward],
+            [nd.compute[kind] for nd in nodes if nd.backward])
+
+
+def _block_cost(problem: ThroughputProblem, kind: str, inside: list[int],
+                per_unit: list[tuple[bool, list[float], list[float]]], memory: list[list[float]], block: int,
+                producers: list[tuple[int, int, float, bool]]) -> tuple[float, float] | None:
+    """(FW, BW) of the units ``inside`` (mask ``block``) on ``kind``; ``None`` when a node cannot
+    run there or, on an accelerator, their memory passes the limit. ``per_unit``: each unit's
+    :func:`_unit_terms` on ``kind``; ``producers``: (unit, mask of its consumers' units, comm,
+    backward) of every node that may pay comm."""
     terms: tuple[list[float], list[float]] = ([], [])
-    for i in nodes:
-        nd = g.nodes[i]
-        if not nd.supports(kind):
+    for u in inside:
+        ok, fw, bw = per_unit[u]
+        if not ok:
             return None
-        terms[nd.backward].append(nd.compute[kind])
+        terms[0].extend(fw)
+        terms[1].extend(bw)
     if kind == ACCELERATOR:
-        if _fsum([g.nodes[i].memory for i in nodes]) > problem.memory:
+        if _fsum([x for u in inside for x in memory[u]]) > problem.memory:
             return None
-        for p, nd in enumerate(g.nodes):
-            inside = block >> unit_of[p] & 1
-            if (inside and cons[p] & ~block) or (not inside and cons[p] & block):
-                terms[nd.backward].append(nd.comm)
+        for unit, cons, comm, backward in producers:
+            here = block >> unit & 1
+            if (here and cons & ~block) or (not here and cons & block):
+                terms[backward].append(comm)
     return _fsum(terms[0]), _fsum(terms[1])
 
 
