@@ -213,7 +213,7 @@ def _rayon_plugin(distributed: Any, client: Any) -> None:
 def _local_cluster(distributed: Any, workers: int) -> Any:
     share = max(1, (os.cpu_count() or 1) // workers)
     return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                    dashboard_address=None, silence_logs=logging.ERROR,
+                                    dashboard_address=":0", silence_logs=logging.ERROR,
                                     env={"RAYON_NUM_THREADS": str(share)})
 
 
@@ -299,7 +299,7 @@ def _gather(distributed: Any, client: Any, todo: Sequence[Task], results: str, s
     ran: list[str] = []
     errors = 0
     try:
-        for fut in distributed.as_completed(futures):
+        for fut in distributed.as_completed(futures, loop=client.loop):
             task = by_key[fut.key]
             try:
                 row = fut.result()
