@@ -58,7 +58,9 @@ from stagecut.throughput import (
     evaluate,
     is_contiguous,
     partition,
+    partition_hierarchical,
     partition_ip,
+    partition_replicated,
 )
 from stagecut.training import (
     TMPC,
@@ -92,7 +94,7 @@ __all__ = [
     "STATUSES", "Result", "Stage",
     # throughput (pipeline partitioning)
     "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Plan", "ThroughputProblem", "evaluate", "is_contiguous",
-    "partition", "partition_ip",
+    "partition", "partition_hierarchical", "partition_ip", "partition_replicated",
     # SliceGraph (MTPP objective), bounds and certificates
     "BOUND_LEVELS", "BoundResult", "Certificate", "MtppEvaluation", "MtppProblem", "SlicePlan", "certify",
     "evaluate_mtpp", "mtpp_block_cost", "mtpp_bound", "mtpp_lower_bound", "slice_graph",

@@ -324,22 +324,26 @@ class _Model:
             frontier = nxt
         self.ideals = sorted(seen, key=lambda x: (x.bit_count(), x))
         self.full = (1 << len(graph)) - 1
+        self._parts: dict[int, tuple[bool, list[float], float, float, list[tuple[int, float]],
+                                     list[tuple[int, float]]]] = {}
 
     def stage(self, s: int, u: int, ratio: float, cap: float) -> tuple[float, float, float] | None:
         """(compute + comm at the link's cost, parameters) of the stage ``s`` in block ``u``
         (bitmasks), and its memory; ``None`` when it does not fit or an accelerator cannot run it."""
-        pos = [i for i in range(s.bit_length()) if s >> i & 1]
-        mem = math.fsum(self.mem[i] for i in pos)
-        work = [self.time[i] for i in pos]
-        if mem > cap or math.inf in work:
+        if s not in self._parts:
+            pos = [i for i in range(s.bit_length()) if s >> i & 1]
+            mem = math.fsum(self.mem[i] for i in pos)
+            work = [self.time[i] for i in pos]
+            sends = [(succ, comm) for bit, succ, comm in self.producers if s & bit and succ & ~s]
+            gets = [(bit, comm) for bit, succ, comm in self.producers if not s & bit and succ & s]
+            fits = mem <= cap and math.inf not in work
+            self._parts[s] = (fits, work, math.fsum(self.w[i] for i in pos), mem, sends, gets)
+        fits, work, par, mem, sends, gets = self._parts[s]
+        if not fits:
             return None
-        for bit, succ, comm in self.producers:
-            if s & bit:
-                if succ & ~s:
-                    work.append(comm * ratio if succ & ~u else comm)
-            elif succ & s:
-                work.append(comm if u & bit else comm * ratio)
-        return math.fsum(work), math.fsum(self.w[i] for i in pos), mem
+        terms = work + [comm * ratio if succ & ~u else comm for succ, comm in sends]
+        terms += [comm if u & bit else comm * ratio for bit, comm in gets]
+        return math.fsum(terms), par, mem
 
     def chain(self, lo: int, hi: int, budget: int, ratio: float, cap: float, m: int, b_in: float,
               b_out: float) -> tuple[list[float], dict[tuple[int, int], tuple[int, int]]]:
