@@ -8,7 +8,15 @@ Each front end is an optional extra and imports its framework lazily, inside the
   example inputs -> a graph (:func:`~stagecut.frontends.torch.from_torch`,
   :func:`~stagecut.frontends.torch.trace_torch`);
 * :mod:`stagecut.frontends.onnx` (``pip install 'stagecut[onnx]'``): an ONNX model or file ->
-  a graph (:func:`~stagecut.frontends.onnx.from_onnx`);
+  a graph (:func:`~stagecut.frontends.onnx.from_onnx`), times from a FLOP model or from
+  onnxruntime's profiler (``profile="onnxruntime"``), and one ONNX file per stage
+  (:func:`~stagecut.frontends.onnx.extract_stages`);
+* :mod:`stagecut.frontends.split`: a plan -> the ``split_policy`` of
+  ``torch.distributed.pipelining.pipeline`` (any plan whose stages form a pipeline: the
+  exported program is reordered to the plan's stage order), a ``torch.fx`` ``split_module``
+  callback, and torchtitan's per-stage module names
+  (:func:`~stagecut.frontends.split.split_policy`, :func:`~stagecut.frontends.split.split_callback`,
+  :func:`~stagecut.frontends.split.module_fqns`);
 * :mod:`stagecut.frontends.export`: a plan -> the split points of
   ``torch.distributed.pipelining.pipeline`` (:func:`~stagecut.frontends.export.plan_to_pipelining`),
   the ``balance=`` list of torchgpipe and the ``parts`` boundaries of DeepSpeed's
