@@ -140,6 +140,7 @@ def test_one_server_is_the_replication_model():
         one = partition_hierarchical(g, servers=1, gpus_per_server=k, bandwidth_in=b, bandwidth_out=b / 3,
                                      weights=weights)
         assert flat.objective == pytest.approx(one.objective) if flat.objective is not None else one.objective is None
+        assert sc.Plan.from_json(one.to_json()) == one and sc.Plan.from_json(flat.to_json()) == flat
 
 
 def test_without_cheap_replication_it_is_the_max_load_dp():

@@ -211,9 +211,10 @@ def evaluate_hierarchical(graph: Graph, blocks: Sequence[BlockSpec], *, servers:
             classes.setdefault(nd.colocation, set()).add(stage_of[i])
     issues += [f"colocation class {c!r} is split across stages" for c, s in classes.items() if len(s) > 1]
     acyclic = is_contiguous(graph, stage_of)
-    forward = [(graph.index[u], graph.index[v]) for u, v in graph.edges
-               if not graph.node(u).backward and not graph.node(v).backward]
-    if not acyclic or any(stage_of[a] > stage_of[b] for a, b in forward):
+    # the forward class graph (with all-backward classes' edges mirrored) must go forward in the order given
+    key = ColocationClasses(graph).key
+    class_stage = {key[i]: stage_of[i] for i in range(len(graph))}
+    if not acyclic or any(class_stage[a] > class_stage[b] for a, b in _class_edges(graph, key)):
         issues.append("the stages, in the order given, are not a pipeline (a forward edge goes back)")
     if not is_contiguous(graph, [where[i][0] for i in range(len(graph))]):
         issues.append("the blocks are not a pipeline (their quotient graph has a cycle)")
