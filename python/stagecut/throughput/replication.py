@@ -167,8 +167,8 @@ def evaluate_hierarchical(graph: Graph, blocks: Sequence[BlockSpec], *, servers:
     loads: list[DeviceLoad] = []
     first_server, first_gpu, block_at = 0, 0, -1
     for t, (j, m, r) in enumerate(specs):
-        if j != block_at:
-            first_server += specs[t - 1][1] if t else 0
+        if j != block_at:  # the block's first server: after those of the blocks before it
+            first_server = sum(int(b[0]) for b in blocks[:j])
             block_at, first_gpu = j, 0
         nodes = [graph.nodes[i] for i in members[t]]
         compute = math.fsum(nd.time(ACCELERATOR) for nd in nodes if nd.supports(ACCELERATOR))
