@@ -34,7 +34,9 @@ pair. The result is **exact** (status ``"optimal"``) when every module solve is 
 Memory capacities and colocation classes couple modules; each module is solved with the full
 capacities (a relaxation, so the bound stays sound) and when the combined placement breaks a
 limit or splits a class, the whole MILP is solved instead (a note says so). A graph without cut
-vertices is solved by the whole MILP (with a note).
+vertices is solved module by module when its modules are joined by several channels
+(:mod:`stagecut.latency.split_multi`, a heuristic with a sound lower bound), else by the whole
+MILP (with a note).
 
 **Lower bound.** The same DP with each module's optimum replaced by its MILP's proven bound
 (:attr:`Schedule.lower_bound`) is a lower bound on the optimum (the optimum's own devices give
@@ -228,8 +230,12 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         ``"time_limit"``; ``lower_bound`` the DP over the modules' bounds (see the module
         docs); ``stats``: ``modules``, ``cut_vertices``, ``solves`` (module MILPs),
         ``module_s`` (their summed solve time), ``dp_value`` and ``dp_bound``. Without cut
-        vertices, or when the modules' placement breaks a memory limit or a colocation class,
-        the whole MILP's answer (its method renamed, a note saying why).
+        vertices but with modules joined by several channels
+        (:func:`~stagecut.latency.split_multi.channel_modules`), the sequential module solve of
+        :func:`~stagecut.latency.split_multi.solve_split_multi` (a heuristic, status
+        ``"feasible"``, with its chain lower bound). Without either, or when the modules'
+        placement breaks a memory limit or a colocation class, the whole MILP's answer (its
+        method renamed, a note saying why).
 
     Raises
     ------
@@ -251,6 +257,12 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         return Schedule.infeasible("split", why, devices=names, runtime_s=time.perf_counter() - t0)
     cuts = cut_vertices(problem)
     if not cuts:
+        from stagecut.latency.split_multi import channel_modules, solve_split_multi
+
+        if len(channel_modules(problem)[1]) >= 2:  # modules joined by several channels: the heuristic
+            out = solve_split_multi(problem, time_limit=time_limit, solver=solver, threads=threads)
+            assert isinstance(out, Schedule)
+            return out
         return _whole(problem, "the graph has no cut vertex (no narrow point): the whole MILP is solved",
                       time_limit, solver, threads, t0, None)
     mods = modules_of(problem, cuts)

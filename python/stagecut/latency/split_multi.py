@@ -1,0 +1,491 @@
+"""MILP-SPLIT for graphs whose modules are joined by several channels (a heuristic with a sound
+lower bound), and the batched form of SPLIT.
+
+**Modules.** With ``c`` parallel channels there is no cut vertex; the modules are the
+``(c + 1)``-edge-connected components of the undirected graph
+(:func:`networkx.k_edge_components`): two stacked modules joined by ``c`` edges fall apart, a
+module's body (more densely wired) stays whole. Components of fewer than :data:`MIN_MODULE`
+nodes (lightly wired nodes) join the component of a neighbour (a predecessor when there is one),
+and components that depend on each other both ways are merged (the strongly connected
+components of the quotient), which leaves a DAG of modules; they are taken in a topological
+order. ``c`` is given, or the one of 2, 3, 4 that gives the most modules. When that leaves
+one module (sparse modules, as weakly dependent ones with 4 channels, are not
+``(c + 1)``-edge-connected inside), the fallback cuts a topological order wherever at most ``c``
+edges cross, into modules of at least :data:`MIN_TOPOLOGICAL` nodes. Graphs of more than
+:data:`MAX_COMPONENT_NODES` nodes use that topological cut alone (``k_edge_components`` grows
+too fast: 16-30 s on stacked RWNNs of 280-360 nodes); on stacked modules joined by ``c``
+channels both give the stack's modules.
+
+**Sequential solve (a heuristic).** The modules are solved one after the other, each by the
+MILP of :mod:`stagecut.latency.batched` (with ``L = 1`` the latency MILP) on its own nodes, with
+the devices and inputs of the modules before it fixed: a batch of ``v`` on ``d`` may start only
+when ``d`` has finished the earlier modules' batches and every input from an earlier module has
+arrived on ``d`` (release times). Each module minimises its own finish. The joined placement is
+re-scored by the evaluator. The result is **not** proven optimal: its status is ``"feasible"``
+(or ``"time_limit"``) and a note says that it is a heuristic.
+
+**Lower bound.** With ``P_s = M_1 + ... + M_s`` and ``e_s`` the finish of the last node of
+``P_s`` in any schedule:
+
+* ``e_s >= min_{v in M_s} head(v) + LB(M_s)``: the schedule restricted to ``M_s`` is a
+  schedule of ``M_s`` alone (other nodes only take devices away), which starts no earlier than
+  the least ``head`` (longest path from a source at the fastest times); ``LB(M_s)`` is the
+  dual bound of the MILP of ``M_s`` alone (time-limited; its simple bound without one);
+* ``e_s >= LB_{s-1} + min_x dep_s(x)``: the last node ``x`` of ``P_{s-1}`` to finish has no
+  successor in ``P_{s-1}``, so every path from its successors through ``M_s`` runs after it;
+  ``dep_s(x)`` is the longest such path at the fastest times (0 when there is none), the
+  minimum over every such candidate ``x``.
+
+``LB_s`` is the larger of the two (and of ``LB_{s-1}``), and the bound is ``LB_Q`` or the
+problem's simple bound, whichever is larger. Batched, every time is the node's shortest batch
+time. The tests hold it below the MILP's optimum (and brute force) on small multi-channel graphs.
+
+**Batched SPLIT** (:func:`solve_split_batched`): for graphs with cut vertices, the chain DP of
+:mod:`stagecut.latency.split` with every cut vertex running all ``L`` inputs as one batch on one
+device (a restriction: a heuristic), each module solved by the batched MILP for each (entry,
+exit) device pair; its lower bound is the sum over modules of the dual bound of each module
+alone, its entry a free zero-time copy (modules cannot overlap in time: every batch after a cut
+vertex waits for every batch of it). Without cut vertices the sequential solve above is used.
+
+Examples
+--------
+>>> from stagecut.latency import LatencyProblem
+>>> from stagecut.rwnn import rwnn, rwnn_devices
+>>> p = LatencyProblem(rwnn(2, channels=2, size=6, seed=1), rwnn_devices(), output_bytes="comm")
+>>> s = solve_split_multi(p, solver="highs", time_limit=30)
+>>> s.status, s.stats["modules"] >= 2, s.lower_bound <= s.objective
+('feasible', True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Sequence
+
+import networkx as nx
+import numpy as np
+
+from stagecut._mip import check_options
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import Graph, Node
+from stagecut.latency.batched import (
+    BatchedSchedule,
+    BatchSpec,
+    batch_spec,
+    evaluate_batched,
+    simple_bound,
+    solve_batched,
+)
+from stagecut.latency.evaluate import schedule_from
+from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.schedule import Schedule
+from stagecut.results import Stat, Status
+from stagecut.validate import check_int, shown
+
+__all__ = ["channel_modules", "solve_split_multi", "solve_split_batched", "MIN_MODULE"]
+
+MIN_MODULE = 3  #: components with fewer nodes join a neighbour's module
+MIN_TOPOLOGICAL = 6  #: the least module of the topological fallback
+#: above this many nodes the modules come from the topological cut alone (networkx's
+#: k_edge_components took 16-30 s on 280-360-node RWNNs, the topological cut is O(n + m))
+MAX_COMPONENT_NODES = 120
+
+
+def _modules_for(problem: LatencyProblem, c: int) -> list[list[int]]:
+    g = nx.Graph()
+    g.add_nodes_from(range(len(problem)))
+    g.add_edges_from((u, v) for u in range(len(problem)) for v in problem.succ[u])
+    label = [0] * len(problem)
+    comps = sorted((sorted(s) for s in nx.k_edge_components(g, c + 1)), key=min)
+    for k, comp in enumerate(comps):
+        for v in comp:
+            label[v] = k
+    big = [k for k, comp in enumerate(comps) if len(comp) >= MIN_MODULE]
+    if not big:
+        return [list(problem.order)]
+    rank = {v: r for r, v in enumerate(problem.order)}
+    span = {k: (min(rank[v] for v in comps[k]), max(rank[v] for v in comps[k])) for k in big}
+    for comp in comps:  # a small component joins the big one nearest in topological rank
+        if len(comp) < MIN_MODULE:
+            for v in comp:
+                r = rank[v]
+                label[v] = min(big, key=lambda b: (max(span[b][0] - r, r - span[b][1], 0), span[b][0]))
+    q = nx.DiGraph()
+    q.add_nodes_from(set(label))
+    q.add_edges_from((label[u], label[v]) for u in range(len(problem)) for v in problem.succ[u]
+                     if label[u] != label[v])
+    cond = nx.condensation(q)
+    groups: list[list[int]] = []
+    for s in nx.topological_sort(cond):
+        members = set(cond.nodes[s]["members"])
+        groups.append(sorted((v for v in range(len(problem)) if label[v] in members), key=rank.__getitem__))
+    return groups
+
+
+def _topological_modules(problem: LatencyProblem, c: int) -> list[list[int]]:
+    """The fallback: cut a topological order where at most ``c`` edges cross, modules of at
+    least :data:`MIN_TOPOLOGICAL` nodes."""
+    order = problem.order
+    n = len(order)
+    pos = {v: p for p, v in enumerate(order)}
+    delta = np.zeros(n + 1, dtype=np.int64)
+    for u in range(n):
+        for v in problem.succ[u]:
+            delta[pos[u] + 1] += 1
+            delta[pos[v] + 1] -= 1
+    crossing = np.cumsum(delta)  # crossing[p]: edges from order[:p] to order[p:]
+    mods: list[list[int]] = []
+    last = 0
+    for p in range(MIN_TOPOLOGICAL, n - MIN_TOPOLOGICAL + 1):
+        if crossing[p] <= c and p - last >= MIN_TOPOLOGICAL:
+            mods.append(order[last:p])
+            last = p
+    mods.append(order[last:])
+    return mods
+
+
+def channel_modules(problem: LatencyProblem, channels: int | None = None) -> tuple[int, list[list[int]]]:
+    """The modules of a multi-channel graph (see the module docs), in a topological order.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    channels : int, optional
+        ``c`` (>= 1); default: the one of 2, 3 and 4 giving the most modules.
+
+    Returns
+    -------
+    tuple of (int, list of list of int)
+        ``c`` and the modules (node positions, each in topological order).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a LatencyProblem, or a bad ``channels``.
+
+    Examples
+    --------
+    >>> from stagecut.latency import LatencyProblem
+    >>> from stagecut.rwnn import rwnn, rwnn_devices
+    >>> p = LatencyProblem(rwnn(3, channels=2, size=8, seed=0), rwnn_devices(), output_bytes="comm")
+    >>> c, mods = channel_modules(p, 2)
+    >>> c, len(mods), sum(map(len, mods)) == len(p)
+    (2, 3, True)
+    """
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    cs = (check_int(channels, "channels", minimum=1),) if channels is not None else (2, 3, 4)
+    if len(problem) > MAX_COMPONENT_NODES:
+        return max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
+    best = max(((c, _modules_for(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
+    if len(best[1]) >= 2:
+        return best
+    return max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
+
+
+def _sub_problem(problem: LatencyProblem, members: Sequence[int], zero: int | None = None,
+                 pin: dict[int, int] | None = None) -> LatencyProblem:
+    """The sub-graph of ``members`` (ids = positions in ``problem``); ``zero``: that node is a
+    zero-time, zero-memory node; ``pin``: node -> the only device it may run on."""
+    names = problem.devices.names
+    inside = set(members)
+    nodes = []
+    for i in members:
+        devs = [d for d in range(problem.num_devices) if math.isfinite(problem.times[i, d])]
+        if pin is not None and i in pin:
+            devs = [pin[i]]
+        comp = {names[d]: 0.0 if i == zero else float(problem.times[i, d]) for d in devs}
+        nodes.append(Node(i, comp, 0.0 if i == zero else float(problem.memory[i]), float(problem.size[i])))
+    edges = [(a, b) for a in members for b in problem.succ[a] if b in inside]
+    return LatencyProblem(Graph(nodes, edges), problem.devices, output_bytes="comm")
+
+
+def _sub_spec(spec: BatchSpec, members: Sequence[int]) -> BatchSpec:
+    return dataclasses.replace(spec, activation=tuple(spec.activation[i] for i in members))
+
+
+def _quick(problem: LatencyProblem, spec: BatchSpec) -> list[float]:
+    return [min((spec.time(problem, v, d, b) for d in range(problem.num_devices)
+                 if math.isfinite(problem.times[v, d]) for b in spec.sizes[d]), default=math.inf)
+            for v in range(len(problem))]
+
+
+def _chain_bound(problem: LatencyProblem, spec: BatchSpec, mods: list[list[int]], module_lb: list[float]) -> float:
+    """The recursion of the module docs over the modules in order."""
+    quick = _quick(problem, spec)
+    head = [0.0] * len(problem)
+    for v in problem.order:
+        head[v] = max((head[u] + quick[u] for u in problem.pred[v]), default=0.0)
+    lb = 0.0
+    placed: set[int] = set()
+    for members, mlb in zip(mods, module_lb):
+        inside = set(members)
+        dep = {v: 0.0 for v in members}  # longest path from v through the module, v included
+        for v in reversed(members):
+            dep[v] = quick[v] + max((dep[s] for s in problem.succ[v] if s in inside), default=0.0)
+        frontier = [x for x in placed if not any(s in placed for s in problem.succ[x])]
+        step = min((max((dep[s] for s in problem.succ[x] if s in inside), default=0.0) for x in frontier),
+                   default=0.0)
+        lb = max(lb, lb + step, min(head[v] for v in members) + mlb)
+        placed |= inside
+    return lb
+
+
+def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec | None = None,
+                      channels: int | None = None, time_limit: float | None = None, solver: str = "cbc",
+                      threads: int | None = None, bound_solves: bool = True) -> Schedule | BatchedSchedule:
+    """The sequential module solve with its lower bound (see the module docs).
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    inputs : int
+        ``L``: 1 gives a latency :class:`Schedule`, more a :class:`BatchedSchedule` (ignored
+        when ``spec`` is given).
+    spec : BatchSpec, optional
+        The batch model (default :func:`~stagecut.latency.batched.batch_spec` of ``inputs``).
+    channels : int, optional
+        See :func:`channel_modules`.
+    time_limit : float, optional
+        Seconds in all, shared evenly by the module solves (and the bound solves).
+    solver : {"cbc", "highs"}
+    threads : int, optional
+        Solver threads of each MILP.
+    bound_solves : bool
+        Solve each module alone for its dual bound (else its simple bound is used).
+
+    Returns
+    -------
+    Schedule or BatchedSchedule
+        ``method="split"`` (``"split-batched"`` for ``L > 1``), status ``"feasible"`` or
+        ``"time_limit"``, ``lower_bound`` the chain bound; ``stats``: ``modules``, ``channels``,
+        ``solves``, ``module_s``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a LatencyProblem, bad options.
+    SolverError
+        A solver failed.
+    """
+    t0 = time.perf_counter()
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    check_options(time_limit, None, threads, 0, solver)
+    sp = spec if spec is not None else batch_spec(problem, inputs)
+    c, mods = channel_modules(problem, channels)
+    n, nd = len(problem), problem.num_devices
+    each = None if time_limit is None else max(0.05, time_limit / (len(mods) * (2 if bound_solves else 1)))
+    counts = np.zeros((n, nd), dtype=np.int64)
+    fin = np.full((n, nd), math.nan)
+    free = np.zeros(nd)
+    orders: list[list[int]] = [[] for _ in range(nd)]
+    module_s, any_limit, lbs = 0.0, False, []
+    for members in mods:
+        sub = _sub_problem(problem, members)
+        release = np.zeros((len(members), nd))
+        for k, v in enumerate(members):
+            for b in range(nd):
+                r = 0.0 if problem.parallel[b] else float(free[b])
+                for u in problem.pred[v]:
+                    for a in range(nd):
+                        if counts[u, a]:
+                            r = max(r, fin[u, a] + (problem.transfer(u, a, b) * counts[u, a] if a != b else 0.0))
+                release[k, b] = r
+        ssp = _sub_spec(sp, members)
+        got = solve_batched(sub, spec=ssp, release=release, time_limit=each, solver=solver, threads=threads)
+        if got.objective is None:
+            return Schedule.infeasible("split", "a module found no schedule (memory)", devices=problem.devices.names,
+                                       status="unknown", runtime_s=time.perf_counter() - t0)
+        module_s += got.runtime_s
+        any_limit |= got.status == "time_limit"
+        names = problem.devices.names
+        for d, name in enumerate(names):
+            for w in got.order.get(name, ()):
+                assert isinstance(w, int)
+                counts[w, d] = got.batches[w][name]
+                fin[w, d] = got.finish[name][w]
+                orders[d].append(w)
+                free[d] = max(free[d], fin[w, d])
+        if bound_solves:
+            alone = solve_batched(sub, spec=ssp, time_limit=each, solver=solver, threads=threads)
+            module_s += alone.runtime_s
+            lbs.append(alone.lower_bound if alone.lower_bound is not None else simple_bound(sub, ssp))
+        else:
+            lbs.append(simple_bound(sub, ssp))
+    bound = _chain_bound(problem, sp, mods, lbs)
+    stats: dict[str, Stat] = {"modules": len(mods), "channels": c, "solves": len(mods) * (1 + int(bound_solves)),
+                              "module_s": module_s}
+    status: Status = "time_limit" if any_limit else "feasible"
+    note = (f"MILP-SPLIT over {len(mods)} modules of a {c}-channel graph, solved one after the other with "
+            "fixed predecessors (a heuristic: not proven optimal)")
+    if sp.inputs == 1:
+        dev = [int(np.argmax(counts[v])) for v in range(n)]
+        best = schedule_from(problem, dev, orders, method="split", stats=stats, notes=[note])
+        bound = max(bound, problem.lower_bound())
+        if best.violations:
+            return Schedule.infeasible("split", f"the modules' placement breaks a limit: {best.violations[0]}",
+                                       devices=problem.devices.names, status="unknown",
+                                       runtime_s=time.perf_counter() - t0)
+        assert best.objective is not None
+        return dataclasses.replace(best, status=status, lower_bound=min(bound, best.objective),
+                                   runtime_s=time.perf_counter() - t0)
+    mk = evaluate_batched(problem, sp, counts, orders)[0]
+    return _batched_result(problem, sp, counts, orders, status, max(bound, simple_bound(problem, sp)), mk, stats,
+                           note, t0)
+
+
+def _batched_result(problem: LatencyProblem, spec: BatchSpec, counts: np.ndarray, orders: list[list[int]],
+                    status: Status, bound: float, mk: float, stats: dict[str, Stat], note: str,
+                    t0: float) -> BatchedSchedule:
+    from stagecut.latency.batched import _result
+
+    r = _result(problem, spec, counts, orders, None, status=status, method="split-batched", stats=stats, notes=(note,))
+    return dataclasses.replace(r, lower_bound=min(bound, mk), runtime_s=time.perf_counter() - t0)
+
+
+def solve_split_batched(problem: LatencyProblem, inputs: int, *, spec: BatchSpec | None = None,
+                        time_limit: float | None = None, solver: str = "cbc",
+                        threads: int | None = None) -> BatchedSchedule:
+    """Batched MILP-SPLIT (see the module docs): the chain DP with each cut vertex's ``L``
+    inputs as one batch, or the sequential module solve without cut vertices.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    inputs : int
+        ``L`` (ignored when ``spec`` is given).
+    spec : BatchSpec, optional
+        The batch model.
+    time_limit : float, optional
+        Seconds in all, shared evenly by the module solves.
+    solver : {"cbc", "highs"}
+    threads : int, optional
+        Solver threads.
+
+    Returns
+    -------
+    BatchedSchedule
+        ``method="split-batched"``, status ``"feasible"`` (a heuristic) or ``"time_limit"``,
+        ``lower_bound`` as in the module docs.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a LatencyProblem, bad options, or no device runs a batch of ``L`` (the cut vertices
+        need one).
+    SolverError
+        A solver failed.
+    """
+    from stagecut.latency.split import cut_vertices, modules_of
+
+    t0 = time.perf_counter()
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    check_options(time_limit, None, threads, 0, solver)
+    sp = spec if spec is not None else batch_spec(problem, inputs)
+    cuts = cut_vertices(problem)
+    if not cuts:
+        out = solve_split_multi(problem, spec=sp, time_limit=time_limit, solver=solver, threads=threads)
+        assert isinstance(out, BatchedSchedule)
+        return out
+    L, nd = sp.inputs, problem.num_devices
+    ok = [[d for d in range(nd) if math.isfinite(problem.times[c, d]) and L in sp.sizes[d]]
+          for c in range(len(problem))]
+    if any(not ok[c] for c in cuts):
+        raise InvalidArgumentError(f"inputs: no device runs a batch of {L} of a cut vertex")
+    mods = modules_of(problem, cuts)
+    solves = sum((len(ok[e]) if e is not None else 1) * (len(ok[x]) if x is not None else 1) + 1
+                 for e, inner, x in mods if inner)
+    each = None if time_limit is None else max(0.05, time_limit / max(1, solves))
+    inf = math.inf
+    first = mods[0][0]
+    chain: dict[int, list[tuple[list[int], BatchedSchedule | None, int]]] = {}
+    cur: dict[int, float] = {}
+    quick = _quick(problem, sp)
+    bound = 0.0
+    if first is not None:  # the single source: its own batch time, then the modules
+        cur = {d: sp.time(problem, first, d, L) for d in ok[first]}
+        chain = {d: [] for d in ok[first]}
+        bound = quick[first]
+    module_s, any_limit, solved = 0.0, False, 0
+    for entry, inner, exit_ in mods:
+        outs = ok[exit_] if exit_ is not None else [-1]
+        ins = ok[entry] if entry is not None else [-1]
+        new = {v: inf for v in outs}
+        new_chain: dict[int, list[tuple[list[int], BatchedSchedule | None, int]]] = {}
+        members = ([entry] if entry is not None else []) + list(inner) + ([exit_] if exit_ is not None else [])
+        if inner:  # the bound: the module alone, its entry a free zero-time copy
+            sub = _sub_problem(problem, members, zero=entry)
+            alone = solve_batched(sub, spec=_sub_spec(sp, members), time_limit=each, solver=solver, threads=threads)
+            module_s += alone.runtime_s
+            solved += 1
+            bound += alone.lower_bound or 0.0
+        elif exit_ is not None:  # a bridge: the exit's batch at least
+            bound += quick[exit_]
+        for u in ins:
+            if u >= 0 and not math.isfinite(cur.get(u, inf)):
+                continue
+            for v in outs:
+                pin = {}
+                if entry is not None:
+                    pin[entry] = u
+                if exit_ is not None:
+                    pin[exit_] = v
+                if not inner:
+                    assert entry is not None and exit_ is not None
+                    cost = (problem.transfer(entry, u, v) * L if u != v else 0.0) + sp.time(problem, exit_, v, L)
+                    got: BatchedSchedule | None = None
+                else:
+                    sub = _sub_problem(problem, members, zero=entry, pin=pin)
+                    got = solve_batched(sub, spec=_sub_spec(sp, members), time_limit=each, solver=solver,
+                                        threads=threads)
+                    module_s += got.runtime_s
+                    solved += 1
+                    any_limit |= got.status == "time_limit"
+                    cost = got.objective if got.objective is not None else inf
+                total = (cur[u] if u >= 0 else 0.0) + cost
+                key = v if v >= 0 else 0
+                if total < new.get(v, inf):
+                    new[v] = total
+                    new_chain[key] = [*(chain.get(u, []) if u >= 0 else []), (members, got, v)]
+        cur = {(v if v >= 0 else 0): x for v, x in new.items()}
+        chain = new_chain
+    end = min(cur, key=lambda d: cur[d])
+    if not math.isfinite(cur[end]):
+        raise InvalidArgumentError("inputs: no batched module schedule fits (memory)")
+    n = len(problem)
+    counts = np.zeros((n, nd), dtype=np.int64)
+    orders: list[list[int]] = [[] for _ in range(nd)]
+    names = problem.devices.names
+    placed: set[int] = set()
+    for members, got, v in chain[end]:
+        before = set(placed)
+        if got is None:
+            x = members[-1]
+            counts[x, v] = L
+            orders[v].append(x)
+            placed.add(x)
+            continue
+        for d, name in enumerate(names):
+            for w in got.order.get(name, ()):
+                assert isinstance(w, int)
+                if w in before:
+                    continue  # the entry copy: placed by the module before
+                counts[w, d] = got.batches[w][name]
+                orders[d].append(w)
+                placed.add(w)
+    for x in range(n):  # the first cut vertex when it has no module before it
+        if x not in placed:
+            d = int(np.argmin([sp.time(problem, x, d, L) if d in ok[x] else inf for d in range(nd)]))
+            counts[x, d] = L
+            orders[d].insert(0, x)
+    mk = evaluate_batched(problem, sp, counts, orders)[0]
+    stats: dict[str, Stat] = {"modules": len(mods), "cut_vertices": len(cuts), "solves": solved, "module_s": module_s}
+    note = (f"batched MILP-SPLIT: {len(cuts)} cut vertices, each running its {L} inputs as one batch on one "
+            "device (a heuristic: not proven optimal)")
+    status: Status = "time_limit" if any_limit else "feasible"
+    return _batched_result(problem, sp, counts, orders, status, max(bound, simple_bound(problem, sp)), mk, stats,
+                           note, t0)

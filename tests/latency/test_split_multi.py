@@ -1,0 +1,181 @@
+"""Multi-channel MILP-SPLIT and batched SPLIT (issue 13 item 2): the modules, a feasible
+schedule never better than the optimum, a lower bound never above it (brute force, the MILP),
+solve_split's dispatch, and the errors."""
+
+import random
+
+import numpy as np
+import pytest
+
+import stagecut as sc
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError
+from stagecut.latency import LatencyProblem
+from stagecut.latency.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
+from stagecut.latency.brute import solve_brute
+from stagecut.latency.milp import solve_milp
+from stagecut.latency.split import cut_vertices, solve_split
+from stagecut.latency.split_multi import channel_modules, solve_split_batched, solve_split_multi
+from stagecut.rwnn import rwnn, rwnn_devices
+
+from .test_batched import brute_batched
+
+TOL = 1e-6
+
+
+def highs_or_skip():
+    try:
+        solve_milp(LatencyProblem(sc.Graph.chain([1.0]), sc.latency.Devices.pcie_star(1)), solver="highs")
+    except BackendUnavailableError:
+        pytest.skip("HiGHS is not installed")
+    return "highs"
+
+
+def block_chain(rng, modules, block=4, channels=2, open_ends=False):
+    """``modules`` dense blocks of ``block`` nodes (every pair joined, lower to higher), block
+    ``t`` joined to block ``t + 1`` by ``channels`` edges from distinct nodes to distinct nodes;
+    RWNN costs on the RWNN devices. ``open_ends``: the first block has two sources and the last
+    two sinks (no cut vertex at all)."""
+    nodes, edges = [], []
+    for t in range(modules):
+        ids = list(range(t * block, (t + 1) * block))
+        for i in ids:
+            base = rng.uniform(0.5, 1.5)
+            nodes.append(sc.Node(i, {k: base * r * rng.uniform(0.9, 1.1) for k, r in
+                                     (("cpu", 7.1), ("t4", 1.26), ("a100", 1.0))},
+                                 memory=1e6, comm=float(rng.randint(4, 12)) * 1e6))
+        drop = {(ids[0], ids[1])} if open_ends and t == 0 else set()
+        if open_ends and t == modules - 1:
+            drop.add((ids[-2], ids[-1]))
+        edges += [(a, b) for k, a in enumerate(ids) for b in ids[k + 1:] if (a, b) not in drop]
+        if t:
+            prev = list(range((t - 1) * block, t * block))
+            for a, b in zip(rng.sample(prev[1:], channels), rng.sample(ids[:-1], channels)):
+                edges.append((a, b))
+    return LatencyProblem(sc.Graph(nodes, edges), rwnn_devices(), output_bytes="comm")
+
+
+def check_multi(problem, opt, s):
+    assert s.status in ("feasible", "time_limit") and any("heuristic" in n for n in s.notes)
+    assert not s.violations and set(s.placement) == set(problem.ids)
+    assert s.objective >= opt * (1 - TOL), (s.objective, opt)
+    assert s.lower_bound <= opt * (1 + TOL), (s.lower_bound, opt)
+    assert s.lower_bound >= problem.lower_bound() * (1 - TOL)
+
+
+def test_modules_of_stacked_multichannel_rwnns():
+    for c, dep in ((2, "sdep"), (4, "sdep")):
+        p = LatencyProblem(rwnn(3, channels=c, size=10, dep=dep, seed=1), rwnn_devices(), output_bytes="comm")
+        got, mods = channel_modules(p, c)
+        assert got == c and len(mods) >= 2
+        assert sorted(v for m in mods for v in m) == list(range(len(p)))
+        rank = {v: r for r, v in enumerate(p.order)}
+        for a, b in zip(mods, mods[1:]):  # a chain: no edge goes back
+            assert max(rank[v] for v in a) < min(rank[v] for v in b)
+    p = LatencyProblem(rwnn(4, channels=4, size=10, dep="wdep", seed=0), rwnn_devices(), output_bytes="comm")
+    assert len(channel_modules(p, 4)[1]) >= 2  # sparse modules: the topological fallback
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_multichannel_split_against_brute_force(seed):
+    rng = random.Random(300 + seed)
+    p = block_chain(rng, 2)  # 8 nodes
+    opt = solve_brute(p).objective
+    s = solve_split_multi(p, channels=2)
+    check_multi(p, opt, s)
+    assert s.stats["modules"] == 2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_multichannel_split_against_the_milp(seed):
+    solver = highs_or_skip()
+    rng = random.Random(400 + seed)
+    p = block_chain(rng, 3)
+    exact = solve_milp(p, solver=solver, threads=1)
+    assert exact.status == "optimal"
+    s = solve_split_multi(p, channels=2, solver=solver, threads=1)
+    check_multi(p, exact.objective, s)
+    assert s.stats["modules"] == 3
+
+
+def test_solve_split_dispatches_without_cut_vertices():
+    solver = highs_or_skip()
+    p = block_chain(random.Random(41), 2, block=5, open_ends=True)
+    assert cut_vertices(p) == []
+    s = solve_split(p, solver=solver, threads=1)
+    exact = solve_milp(p, solver=solver, threads=1)
+    check_multi(p, exact.objective, s)
+    assert s.stats["modules"] == 2 and s.method == "split"
+
+
+@pytest.mark.slow
+def test_multichannel_rwnn_lower_bound_below_the_milp():
+    solver = highs_or_skip()
+    p = LatencyProblem(rwnn(2, channels=2, size=6, seed=3), rwnn_devices(), output_bytes="comm")
+    exact = solve_milp(p, solver=solver, threads=1, time_limit=120)
+    s = solve_split_multi(p, solver=solver, threads=1)
+    assert s.lower_bound <= exact.objective * (1 + TOL)
+    if exact.status == "optimal":
+        check_multi(p, exact.objective, s)
+
+
+@pytest.mark.slow
+def test_multichannel_batched_bound_below_the_batched_milp():
+    rng = random.Random(9)
+    p = block_chain(rng, 2, block=3, channels=2)
+    spec = batch_spec(p, 2, batch_sizes=[1, 2])
+    s = solve_split_multi(p, spec=spec, channels=2)
+    assert isinstance(s, BatchedSchedule)
+    got = solve_batched(p, spec=spec, threads=1)
+    assert got.status == "optimal"
+    assert s.lower_bound <= got.objective * (1 + TOL) <= s.objective * (1 + 2 * TOL)
+
+
+def small_cut_chain(rng):
+    """A diamond: s -> {a, b} -> t (4 nodes, one module between two cut vertices)."""
+    nodes = []
+    for i in range(4):
+        base = rng.uniform(0.5, 1.5)
+        nodes.append(sc.Node(i, {k: base * r * rng.uniform(0.9, 1.1) for k, r in
+                                 (("cpu", 7.1), ("t4", 1.26), ("a100", 1.0))},
+                             memory=1e6, comm=float(rng.randint(1, 12)) * 1e6))
+    edges = [(0, 1), (0, 2), (1, 3), (2, 3)]
+    return LatencyProblem(sc.Graph(nodes, edges), rwnn_devices(), output_bytes="comm")
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_batched_split_against_brute_force(seed):
+    rng = random.Random(500 + seed)
+    p = small_cut_chain(rng)
+    p = LatencyProblem(p.graph, sc.latency.Devices.from_matrix(
+        list(rwnn_devices().devices[1:]), [[float("inf"), 16e6], [16e6, float("inf")]], unit="bytes"),
+        output_bytes="comm")  # two GPUs: a small brute force
+    spec = batch_spec(p, 2)
+    s = solve_split_batched(p, 2, spec=spec, threads=1)
+    opt = brute_batched(p, spec)
+    assert s.status == "feasible" and s.objective >= opt * (1 - TOL)
+    assert s.lower_bound <= opt * (1 + TOL)
+    counts = np.array([[s.batches[v].get(n, 0) for n in p.devices.names] for v in p.ids])
+    order = [[p.index[v] for v in s.order[n]] for n in p.devices.names]
+    assert evaluate_batched(p, spec, counts, order)[0] == pytest.approx(s.objective)
+
+
+def test_batched_split_on_an_rwnn_is_feasible():
+    p = LatencyProblem(rwnn(2, size=6, seed=2), rwnn_devices(), output_bytes="comm")
+    s = solve_split_batched(p, 4, threads=1, time_limit=3)
+    assert s.objective is not None and s.lower_bound <= s.objective
+    assert all(sum(b.values()) == 4 for b in s.batches.values())
+    assert s.stats["modules"] >= 2
+
+
+def test_errors():
+    p = block_chain(random.Random(1), 2)
+    with pytest.raises(InvalidArgumentError, match="problem"):
+        solve_split_multi("nope")
+    with pytest.raises(InvalidArgumentError, match="channels"):
+        channel_modules(p, 0)
+    with pytest.raises(InvalidArgumentError, match="problem"):
+        channel_modules(None)
+    with pytest.raises(InvalidArgumentError, match="solver"):
+        solve_split_multi(p, solver="nope")
+    with pytest.raises(InvalidArgumentError, match="problem"):
+        solve_split_batched("nope", 2)
