@@ -157,4 +157,4 @@ def kernel_times(events: Sequence[Mapping[str, Any]], warmup: int = 0) -> dict[s
         if not isinstance(dur, (int, float)) or isinstance(dur, bool) or not 0 <= dur < math.inf:
             raise InvalidArgumentError(f"profiler event {name!r} has duration {dur!r}")
         durations.setdefault(name[:-len(_SUFFIX)], []).append(float(dur))
-    return {v: float(statistics.median(d[warmup:] or d)) * 1e-6 for v, d in durations.items()}
+    return {v: float(statistics.median(d[warmup:] or d)) / 1e6 for v, d in durations.items()}
