@@ -164,3 +164,17 @@ def test_result_round_trips_and_time_limit():
     assert r.objective is not None and r.lower_bound <= r.objective
     assert BatchedSchedule.from_json(r.to_json()) == r
     assert r.method == "batched" and r.inputs == 4
+
+
+def test_cli_batch(capsys):
+    import json
+
+    from stagecut.cli.main import main
+
+    code = main(["latency", "rwnn:modules=1:channels=1:size=6", "--method", "milp", "--batch", "2",
+                 "--time-limit", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["kind"] == "BatchedSchedule" and out["inputs"] == 2
+    assert all(sum(b.values()) == 2 for b in out["batches"].values())
+    assert main(["latency", "rwnn:modules=1:channels=1:size=6", "--method", "heft", "--batch", "2"]) == 2
+    assert "--batch" in capsys.readouterr().err

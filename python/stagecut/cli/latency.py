@@ -168,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
     from stagecut.latency import LatencyProblem, place
 
     _common.requires(args, args.method == "ip", "--method ip", (("q", "--q"),))
-    _common.requires(args, args.method in ("milp", "ip", "auto", "quickp", "quickp-p1"),
-                     "--method milp, ip, quickp, quickp-p1 or auto", (("solver", "--solver"),))
+    _common.requires(args, args.method in ("milp", "ip", "auto", "quickp", "quickp-p1", "split"),
+                     "--method milp, ip, quickp, quickp-p1, split or auto", (("solver", "--solver"),))
+    _common.requires(args, args.method in ("milp", "split"), "--method milp or split", (("batch", "--batch"),))
     data = _node_link(args.graph)
     notes: list[str] = []
     if data is not None:
@@ -187,6 +188,13 @@ def run(args: argparse.Namespace) -> int:
             raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
         return _common.report(_plot.write(args, _evaluate(args, graph, problem)), args, extra_notes=notes)
     _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
+    if args.batch is not None:  # the batched throughput MILP, or batched SPLIT
+        from stagecut.latency.batched import solve_batched
+        from stagecut.latency.split_multi import solve_split_batched
+
+        solve = solve_batched if args.method == "milp" else solve_split_batched
+        batched = solve(problem, args.batch, time_limit=args.time_limit, solver=args.solver or "cbc")
+        return _common.report(batched, args, extra_notes=notes)
     options: dict[str, Any] = {}
     if args.q is not None:
         options["q"] = args.q
@@ -255,6 +263,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "(default: none; auto: 60)")
     p.add_argument("--seed", type=_common.nonnegative_int, default=0, help="random seed (default: 0)")
     p.add_argument("--solver", choices=("cbc", "highs"), default=None, help="MIP backend (default: cbc)")
+    p.add_argument("--batch", type=_common.positive_int, default=None, metavar="L",
+                   help="milp, split only: L inputs in batches (the batched throughput MILP, or batched SPLIT; "
+                        "batch sizes 1, 2, 4, ... and L, a batch of b taking b ** 0.5 times one input's time, "
+                        "b on a CPU) (default: one request)")
     p.add_argument("--q", type=_common.positive_int, default=None, metavar="Q",
                    help="ip only: contiguous pieces per accelerator (default: 1)")
     p.add_argument("--evaluate", metavar="SPLIT", default=None,
