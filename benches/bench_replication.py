@@ -1,7 +1,7 @@
 """Replicated stages and the hierarchical topology on two layer graphs of Table 1, along PipeDream's
 path (stagecut.throughput.replication, along="pipedream"): the best time per sample for a few
 link bandwidths (bytes per ms; the parameters are the nodes' memory), the replicas chosen, and the
-seconds. Prints Markdown.
+seconds. Prints Markdown; about 4 minutes (GNMT's hierarchical rows take 110 s each).
 
     nice python benches/bench_replication.py
 """
@@ -29,8 +29,7 @@ def main() -> None:
             plan = sc.partition_replicated(g, devices=k, bandwidth=bw, along="pipedream")
             print(f"| {name} | {k} replicable accelerators | {bw:.0e} | {plan.objective:.2f} | {base:.2f} "
                   f"| {plan.stats['replicas']} | {time.perf_counter() - t0:.1f} |", flush=True)
-        if name != "bert24_training":  # O(ideals^4): the 28-node path of BERT-24 only
-            continue
+        # the hierarchical DP is O(ideals^4): about 2.5 s on BERT-24's 28-ideal path, 110 s on GNMT's 73
         for b_in, b_out in ((1e9, 1e8), (1e8, 1e7)):
             t0 = time.perf_counter()
             plan = sc.partition_hierarchical(g, servers=servers, gpus_per_server=per, bandwidth_in=b_in,
