@@ -21,6 +21,8 @@ import json
 import logging
 import os
 import resource
+import signal
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -211,10 +213,20 @@ def _rayon_plugin(distributed: Any, client: Any) -> None:
 
 
 def _local_cluster(distributed: Any, workers: int) -> Any:
+    """A LocalCluster of ``workers`` processes whose workers ignore SIGINT: a terminal's Ctrl-C
+    reaches the whole process group, and only this process should act on it (cancel, save, exit
+    130); a worker process started with SIGINT ignored keeps ignoring it (Python does not install
+    its handler then)."""
     share = max(1, (os.cpu_count() or 1) // workers)
-    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                    dashboard_address=":0", silence_logs=logging.ERROR,
-                                    env={"RAYON_NUM_THREADS": str(share)})
+    main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=":0", silence_logs=logging.ERROR,
+                                        env={"RAYON_NUM_THREADS": str(share)})
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, old)
 
 
 def run_sweep(sweep: str | os.PathLike[str] | SweepSpec, *, results: str | None = None, workers: int | None = None,
