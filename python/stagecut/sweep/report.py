@@ -12,7 +12,8 @@ one row over all methods (``method = "all"``: the best of each instance) and one
     Geometric mean of ``answer / baseline``, ``baseline`` being the answer of the baseline
     method (default: the first method in the table): below 1 is better than the baseline.
 ``optimal``
-    Share of instances whose answer is proven optimal (``bound >= answer`` within 1e-9).
+    Share of instances whose answer is proven optimal (``bound >= answer`` within 1e-9, the bound
+    from any method: a heuristic's answer that meets the exact DP's optimum counts).
 ``runtime_p50``, ``runtime_p90``, ``runtime_max``
     Quantiles of the tasks' wall-clock seconds.
 
