@@ -170,8 +170,9 @@ class _Bar(_Sink):
             except ImportError:  # pragma: no cover - tqdm is a dependency; a bar is not worth failing for
                 return
             what, unit = PHASES.get(ev.phase, (ev.phase, ev.unit))
-            self.bar = tqdm(total=ev.total, desc=what, unit=unit, file=self.file, leave=False, dynamic_ncols=True,
-                            mininterval=0.2)
+            # starting at the work done before the bar showed, so that its rate is the current one
+            self.bar = tqdm(total=ev.total, initial=ev.done, desc=what, unit=unit, file=self.file, leave=False,
+                            dynamic_ncols=True, mininterval=0.2, miniters=1, unit_scale=unit == "s")
             self.phase = ev.phase
         if ev.best is not None:
             self.bar.set_postfix_str(f"best {ev.best:.6g}", refresh=False)
