@@ -145,6 +145,15 @@ def test_a_mip_reports_its_seconds_out_of_its_time_limit():
         assert run[-1].final and 0 < run[-1].done <= run[-1].total <= 30.0 and run[-1].unit == "s"
 
 
+def test_place_reports_its_mip():
+    events = []
+    g = sc.Graph.chain([1.0, 2.0, 3.0, 1.0], cpu_costs=[4.0, 4.0, 4.0, 4.0], comm=0.5)
+    s = sc.place(g, 2, method="milp", time_limit=20.0, progress=events.append)
+    assert s.objective is not None
+    (run,) = runs(events, "mip")
+    assert run[-1].final and 0 < run[-1].done <= run[-1].total <= 20.0
+
+
 # ---------------------------------------------------------------------------- scopes and errors
 def test_progress_false_silences_an_enclosing_scope_and_none_inherits_it():
     seen = []
