@@ -5,12 +5,14 @@
 //! that has an incumbent, by returning its best-so-far marked as stopped.
 //!
 //! A token is shared by all the threads working for one call; once it reports a stop it keeps
-//! reporting the same one.
+//! reporting the same one. It also carries the call's [`Progress`] counters, which the same
+//! loops update (see [`crate::progress`]).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::CoreError;
+use crate::progress::Progress;
 
 /// Why a computation stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +41,7 @@ const DEADLINE: u8 = 2;
 pub struct Cancel {
     state: AtomicU8,
     deadline: Option<Instant>,
+    progress: Progress,
 }
 
 impl Default for Cancel {
@@ -53,6 +56,7 @@ impl Cancel {
         Cancel {
             state: AtomicU8::new(RUNNING),
             deadline: None,
+            progress: Progress::default(),
         }
     }
 
@@ -62,6 +66,7 @@ impl Cancel {
         Cancel {
             state: AtomicU8::new(RUNNING),
             deadline: limit.and_then(|d| Instant::now().checked_add(d)),
+            progress: Progress::default(),
         }
     }
 
@@ -101,6 +106,12 @@ impl Cancel {
             }
         }
         Ok(())
+    }
+
+    /// The call's progress counters.
+    #[inline]
+    pub fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// A poller that calls [`Cancel::check`] on its first tick and then every `every` ticks
@@ -144,6 +155,19 @@ impl Ticker<'_> {
             Ok(())
         }
     }
+
+    /// [`Ticker::tick`] that also records `done()` as the progress of the current phase when
+    /// it polls (so a hot loop pays for its progress only every `2^j` iterations).
+    #[inline]
+    pub fn tick_at(&mut self, done: impl FnOnce() -> u64) -> Result<(), Stop> {
+        self.n = self.n.wrapping_add(1);
+        if self.n & self.mask == 0 {
+            self.cancel.progress.reach(done());
+            self.cancel.check()
+        } else {
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -181,5 +205,23 @@ mod tests {
         c.interrupt();
         let stopped_after = (1..=1024).find(|_| t.tick().is_err());
         assert!(stopped_after.is_some());
+    }
+
+    #[test]
+    fn tick_at_records_progress_when_it_polls() {
+        let c = Cancel::never();
+        c.progress().begin(crate::progress::Phase::Ideals, 0);
+        let mut t = c.ticker(4);
+        let mut calls = 0;
+        for i in 0..10u64 {
+            assert!(t
+                .tick_at(|| {
+                    calls += 1;
+                    i
+                })
+                .is_ok());
+        }
+        // polls at the 1st, 5th and 9th ticks
+        assert_eq!((calls, c.progress().snapshot().done), (3, 8));
     }
 }

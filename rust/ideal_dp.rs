@@ -38,6 +38,7 @@ use crate::ideal_bounds::{CellFilter, FILTER_BYTES_PER_IDEAL};
 use crate::ideals::Ideals;
 use crate::memory;
 use crate::numeric::INF;
+use crate::progress::Phase;
 
 /// Levels with fewer ideals than this run on the calling thread.
 const PARALLEL_LEVEL: usize = 4;
@@ -198,8 +199,11 @@ pub fn solve_with<C: BlockCost>(
     let mut cells = Vec::new();
     let pool: Mutex<Vec<C::State>> = Mutex::new(Vec::new());
     let filter = filter.as_ref();
+    cancel.progress().begin(Phase::Dp, n_ideals as u64);
+    cancel.progress().reach(1); // the empty ideal's row
     for level in ideals.levels().into_iter().skip(1) {
         cancel.check()?;
+        cancel.progress().reach(level.start as u64);
         // every sub-ideal of the level has a smaller id: read rows below, write rows in place
         let (done, rest) = dp.split_at_mut(level.start * width);
         let rows = &mut rest[..level.len() * width];
@@ -250,6 +254,7 @@ pub fn solve_with<C: BlockCost>(
             )
             .try_reduce(|| 0, |a, b| Ok(a + b))?;
     }
+    cancel.progress().reach(n_ideals as u64);
     let full = ideals.full();
     let objective = dp[full * width + cpus * kf + accelerators];
     let blocks = if objective.is_finite() {

@@ -34,6 +34,7 @@ use crate::cancel::{self, Cancel};
 use crate::dag::Dag;
 use crate::error::{CoreError, CoreResult};
 use crate::memory;
+use crate::progress::Phase;
 
 /// "No node / no ideal".
 const NONE: u32 = u32::MAX;
@@ -304,10 +305,11 @@ fn reverse_search(
         subs: 0,
     };
     let mut tick = cancel.ticker(1 << 12);
+    cancel.progress().begin(Phase::Ideals, 0);
     // (ideal, smallest rank its next child may add)
     let mut stack: Vec<(u32, u32)> = vec![(0, 0)];
     while let Some(&(id, from)) = stack.last() {
-        if let Err(stop) = tick.tick() {
+        if let Err(stop) = tick.tick_at(|| t.parent.len() as u64) {
             cancel::drop_in_background(t);
             return Err(stop.into());
         }
@@ -360,6 +362,7 @@ fn reverse_search(
         t.card.push(t.card[id as usize] + 1);
         stack.push((x as u32, r + 1));
     }
+    cancel.progress().reach(t.parent.len() as u64);
     Ok(t)
 }
 
@@ -398,8 +401,9 @@ fn immediate_subs(dag: &Dag, rank: &[u32], t: &Tree, cancel: &Cancel) -> CoreRes
     let mut sub: Vec<(u32, u32)> = Vec::with_capacity(t.subs);
     let mut is_pred = vec![false; dag.len()];
     let mut tick = cancel.ticker(1 << 12);
+    cancel.progress().begin(Phase::IdealLinks, m as u64);
     for x in 1..m {
-        tick.tick()?;
+        tick.tick_at(|| x as u64)?;
         let (p, v) = (t.parent[x] as usize, t.top[x]);
         let start = sub.len();
         sub.push((v, p as u32));
@@ -419,6 +423,7 @@ fn immediate_subs(dag: &Dag, rank: &[u32], t: &Tree, cancel: &Cancel) -> CoreRes
         sub_len[x] = (sub.len() - start) as u32;
     }
     debug_assert_eq!(sub.len(), t.subs);
+    cancel.progress().reach(m as u64);
     Ok((sub_start, sub_len, sub))
 }
 

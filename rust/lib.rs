@@ -32,6 +32,7 @@ pub mod memory;
 pub mod mtpp;
 pub mod numeric;
 pub mod pool;
+pub mod progress;
 pub mod throughput;
 pub mod training;
 

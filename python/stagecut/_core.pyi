@@ -2,6 +2,7 @@
 # Python wrappers (stagecut.partition, stagecut.slice_graph, stagecut.plan_training).
 # The result dicts are TypedDicts with the exact keys the bindings set; their names start with
 # an underscore because they exist only here (not at runtime).
+from collections.abc import Callable
 from typing import TypedDict, final
 
 import numpy as np
@@ -13,6 +14,7 @@ __all__ = [
     "__version__",
     "DeadlineReached",
     "count_ideals",
+    "set_progress_hook",
     "max_load_dp",
     "MtppInstance",
     "mtpp_slice",
@@ -91,6 +93,11 @@ class MtppInstance:
     @property
     def num_tensors(self) -> int: ...
 
+# hook(phase, done, total, best, last): total 0 = unknown, best NaN = none, last = the run's
+# final report (stagecut.progress)
+_Hook = Callable[[str, int, int, float, bool], object]
+
+def set_progress_hook(hook: _Hook | None = None) -> _Hook | None: ...
 def count_ideals(n: int, src: _I64, dst: _I64, max_ideals: int, time_limit: float | None = None) -> int: ...
 def max_load_dp(
     acc_time: _F64, cpu_time: _F64, size: _F64, comm: _F64, acc_ok: _B, cpu_ok: _B,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
+from stagecut.progress import Ticker
 from stagecut.validate import check_number
 
 __all__ = ["SOLVERS", "DEFAULT_GAP", "MODEL_TOL", "import_mip", "new_model", "solve", "MipOutcome", "add",
@@ -234,7 +235,8 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
 def _optimize(model: Any, limit: float, relax: bool) -> Any:
     """``model.optimize`` on a helper thread, the calling thread waiting in 50 ms steps, so that
     Ctrl-C raises ``KeyboardInterrupt`` within a second even though the solver's C code never
-    returns to Python until it ends. The abandoned solve is left to stop at its own time limit
+    returns to Python until it ends (and reporting the seconds spent out of ``limit`` as the
+    progress of phase ``"mip"``, :mod:`stagecut.progress`). The abandoned solve is left to stop at its own time limit
     (a daemon thread: it never keeps the process alive); its model is not used again."""
     import threading
 
@@ -246,10 +248,14 @@ def _optimize(model: Any, limit: float, relax: bool) -> Any:
         except BaseException as exc:  # re-raised on the calling thread
             out["error"] = exc
 
+    tick = Ticker("mip", limit if math.isfinite(limit) else None)
+    t0 = time.perf_counter()
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
+        tick(time.perf_counter() - t0)
+    tick.final(time.perf_counter() - t0)
     if "error" in out:
         raise out["error"]
     return out["status"]

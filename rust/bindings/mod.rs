@@ -79,6 +79,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.py().get_type::<errors::DeadlineReached>(),
     )?;
     m.add_function(wrap_pyfunction!(count_ideals, m)?)?;
+    m.add_function(wrap_pyfunction!(run::set_progress_hook, m)?)?;
     throughput::register(m)?;
     mtpp::register(m)?;
     training::register(m)?;

@@ -26,6 +26,7 @@ use crate::mtpp::search::{self, BrkgaParams};
 use crate::mtpp::slicegraph::{self, ScanCosts, Split, TableCosts};
 use crate::mtpp::{Instance, Memory, OrderCtx, Tensor};
 use crate::pool;
+use crate::progress::Phase;
 
 /// The instance arrays as read from Python, before validation.
 struct RawInstance {
@@ -356,18 +357,32 @@ fn search_orders(
     samples: u64,
     cancel: &Cancel,
 ) -> CoreResult<Outcome> {
-    let decode = |c: &[f64], cap: f64| search::decode_capped_with(inst, c, k, cap, cancel);
+    // every decode counts as progress, and its cost (exact when at most the cap) as a candidate
+    // best: the least of them is the search's best
+    let progress = cancel.progress();
+    let decode = |c: &[f64], cap: f64| {
+        let f = search::decode_capped_with(inst, c, k, cap, cancel);
+        progress.offer_best(f);
+        progress.advance(1);
+        f
+    };
     let (res, extra) = match method {
-        Method::Brkga | Method::Order => (
-            search::brkga_islands(inst.n, bp, islands, decode, cancel),
-            0,
-        ),
-        Method::Random => (
-            search::random_t_with(inst.n, samples, bp.population, bp.seed, decode, cancel),
-            0,
-        ),
+        Method::Brkga | Method::Order => {
+            progress.begin(Phase::Brkga, search::planned_decodes(bp, islands));
+            let r = search::brkga_islands(inst.n, bp, islands, decode, cancel);
+            (r, 0)
+        }
+        Method::Random => {
+            progress.begin(Phase::Random, samples.max(1));
+            let r = search::random_t_with(inst.n, samples, bp.population, bp.seed, decode, cancel);
+            (r, 0)
+        }
         Method::Mla { weighted } => {
-            let cost = |c: &[f64], _: f64| search::arrangement_cost(inst, c, weighted);
+            progress.begin(Phase::Mla, search::planned_decodes(bp, islands));
+            let cost = |c: &[f64], _: f64| {
+                progress.advance(1);
+                search::arrangement_cost(inst, c, weighted)
+            };
             (search::brkga_islands(inst.n, bp, islands, cost, cancel), 1)
         }
     };

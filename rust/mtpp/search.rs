@@ -108,7 +108,7 @@ pub fn brkga_with<F: Fn(&[f64], f64) -> f64 + Sync>(
     pop = idx.iter().map(|&i| std::mem::take(&mut pop[i])).collect();
     fit = idx.iter().map(|&i| fit[i]).collect();
     let mut history = vec![fit[0]];
-    let ne = ((p.elite * pop_size as f64).round() as usize).clamp(1, pop_size - 1);
+    let ne = elite_count(p.elite, pop_size);
     let nm = ((p.mutant * pop_size as f64).round() as usize).min(pop_size - ne);
     for _ in 0..p.generations {
         if decodes >= budget || pop.len() < 2 || cancel.check().is_err() {
@@ -159,6 +159,41 @@ pub fn brkga_with<F: Fn(&[f64], f64) -> f64 + Sync>(
     }
 }
 
+/// The elite set's size in a population of `pop_size >= 2`.
+fn elite_count(elite: f64, pop_size: usize) -> usize {
+    ((elite * pop_size as f64).round() as usize).clamp(1, pop_size - 1)
+}
+
+/// Island `i`'s share of a decode budget `b` split over `islands`.
+fn island_share(b: u64, islands: usize, i: usize) -> u64 {
+    let share = b / islands as u64 + u64::from((i as u64) < b % islands as u64);
+    share.max(1)
+}
+
+/// How many chromosomes [`brkga_islands`] decodes when nothing stops it (the `total` of its
+/// progress): the first population, then `population - elites` children per generation, up to
+/// each island's share of the budget.
+pub fn planned_decodes(p: &BrkgaParams, islands: usize) -> u64 {
+    let one = |budget: u64| -> u64 {
+        let pop_size = p.population.max(2);
+        let first = (pop_size as u64).min(budget.max(1));
+        if first < 2 || first >= budget {
+            return first;
+        }
+        let per_generation = (pop_size - elite_count(p.elite, pop_size)) as u64;
+        let rest = per_generation.saturating_mul(p.generations as u64);
+        budget.min(first.saturating_add(rest))
+    };
+    let islands = islands.max(1);
+    match p.max_decodes {
+        None => one(u64::MAX).saturating_mul(islands as u64),
+        Some(_) if islands == 1 => one(p.max_decodes.unwrap_or(u64::MAX)),
+        Some(b) => (0..islands)
+            .map(|i| one(island_share(b, islands, i)))
+            .fold(0u64, u64::saturating_add),
+    }
+}
+
 /// `islands` independent BRKGA populations sharing the decode budget (each gets an equal
 /// share and its own seed derived from `p.seed`; one island is plain [`brkga`] with `p.seed`).
 /// Returns the best island; `history` is the best value over the islands after each
@@ -185,8 +220,7 @@ pub fn brkga_islands<F: Fn(&[f64], f64) -> f64 + Sync>(
         let mut q = p.clone();
         q.seed = splitmix64(&mut s);
         if let Some(b) = p.max_decodes {
-            let share = b / islands as u64 + u64::from((i as u64) < b % islands as u64);
-            q.max_decodes = Some(share.max(1));
+            q.max_decodes = Some(island_share(b, islands, i));
         }
         let r = brkga_with(n, &q, &fitness, cancel);
         decodes += r.decodes;
@@ -342,6 +376,31 @@ mod tests {
     use super::*;
     use crate::mtpp::exact;
     use crate::mtpp::tests_common::random_instance;
+
+    #[test]
+    fn planned_decodes_are_the_decodes_of_an_unstopped_search() {
+        let mut checked = 0;
+        for population in [1, 2, 3, 10, 25] {
+            for generations in [0, 1, 7] {
+                for budget in [None, Some(0), Some(1), Some(5), Some(26), Some(1000)] {
+                    for islands in [1, 2, 3] {
+                        let p = BrkgaParams {
+                            population,
+                            generations,
+                            elite: 0.3,
+                            max_decodes: budget,
+                            ..Default::default()
+                        };
+                        let r = brkga_islands(4, &p, islands, |c, _| c[0], &Cancel::never());
+                        let what = format!("{population} {generations} {budget:?} {islands}");
+                        assert_eq!(planned_decodes(&p, islands), r.decodes, "{what}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 270);
+    }
 
     #[test]
     fn heuristics_are_at_least_the_optimum_and_seeded() {

@@ -18,6 +18,7 @@ use crate::error::CoreResult;
 use crate::ideals::Ideals;
 use crate::memory;
 use crate::numeric::INF;
+use crate::progress::Phase;
 
 /// Budget (bytes) for the dense per-task scratch tables held at once.
 const SCRATCH_BUDGET: usize = 768 << 20;
@@ -47,16 +48,20 @@ pub fn plan_with(p: &Problem, cancel: &Cancel) -> CoreResult<PlanOut> {
     }
     check_memory(&ids, cells)?;
     let mut run = Run::new(&m, &ids, cells);
+    cancel.progress().begin(Phase::Piper, ids.len() as u64);
+    cancel.progress().reach(1); // the empty upset's table
     for level in ids.levels().into_iter().skip(1) {
         let mut start = level.start;
         while start < level.end {
             run.check(cancel)?;
+            cancel.progress().reach(start as u64);
             let end = chunk_end(&ids, start, level.end, cells);
             run.chunk(start, end, cancel);
             start = end;
         }
     }
     run.check(cancel)?;
+    cancel.progress().reach(ids.len() as u64);
     let Run {
         tables,
         mut final_dense,

@@ -15,6 +15,9 @@
   exit 130; a closed stdout (``| head``) is a quiet exit 141. Output paths (``-o``,
   ``--split-out``) are checked before any work, and written atomically (temporary file, then
   rename: a full disk leaves the old file intact); JSON output never holds ``Infinity``/``NaN``.
+* one progress story: a tqdm bar on stderr for a run past 2 s when stderr is a terminal
+  (:mod:`stagecut.progress`); ``-q/--quiet`` (:func:`add_quiet`) prints nothing on stderr but
+  errors: no bar, no notes, no warnings.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from stagecut import formats
+from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import Graph
 from stagecut.units import parse_bandwidth, parse_bytes
@@ -39,7 +43,8 @@ __all__ = [
     "Parser", "load_graph", "add_graph", "add_devices", "add_memory", "add_bandwidth", "add_output",
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
     "positive_number", "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table",
-    "bad_argument", "doc", "check_outputs", "requires",
+    "bad_argument", "doc", "check_outputs", "requires", "add_quiet", "quiet", "quieted",
+    "print_parse_notes",
 ]
 
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
@@ -74,8 +79,10 @@ def doc(text: str | None) -> str:
 
 
 def note(text: str) -> None:
-    """One line ``stagecut: note: ...`` on stderr (deprecations, fallbacks the user should know)."""
-    print(f"stagecut: note: {text}", file=sys.stderr)
+    """One line ``stagecut: note: ...`` on stderr (deprecations, fallbacks the user should know),
+    unless ``--quiet``."""
+    if not quiet():
+        print(f"stagecut: note: {text}", file=sys.stderr)
 
 
 def _int_type(minimum: int) -> Callable[[str], int]:
@@ -133,7 +140,8 @@ class _Once(argparse.Action):
 
 
 class _Deprecated(argparse.Action):
-    """A hidden old spelling: stores into the new flag's ``dest`` and says so on stderr."""
+    """A hidden old spelling: stores into the new flag's ``dest`` and says so on stderr (after the
+    parse, unless ``--quiet``)."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, new: str = "",
                  convert: Callable[[str], Any] | None = None, **kw: Any) -> None:
@@ -143,13 +151,13 @@ class _Deprecated(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         if self.nargs == 0:
-            note(f"{option_string} is no longer needed ({self.new}); it does nothing and goes away "
-                 "in the next release")
+            defer_note(namespace, f"{option_string} is no longer needed ({self.new}); it does nothing and "
+                        "goes away in the next release")
             setattr(namespace, self.dest, True)
             return
         if _already(namespace, self.dest):
             parser.error(f"{option_string} is the old spelling of {self.new}: give one of them, once")
-        note(f"{option_string} is deprecated and goes away in the next release; use {self.new}")
+        defer_note(namespace, f"{option_string} is deprecated and goes away in the next release; use {self.new}")
         setattr(namespace, self.dest, self.convert(values) if self.convert else values)
 
 
@@ -199,7 +207,8 @@ def add_bandwidth(p: argparse.ArgumentParser, meaning: str, default: str, plain:
 
 
 def add_output(p: argparse.ArgumentParser, *, save: bool = True) -> None:
-    """``--json`` and (for solving subcommands) ``-o FILE``."""
+    """``--json``, ``-q/--quiet`` and (for solving subcommands) ``-o FILE``."""
+    add_quiet(p)
     p.add_argument("--json", action="store_true",
                    help="print the result as one JSON object on stdout (the full node lists) "
                         "instead of the summary and the stage table")

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     cert = certify(graph, placement, devices=args.devices, levels=levels, time_limit=args.time_limit,
                    colocate=not args.ignore_colocation, solver=args.solver, threads=args.threads,
                    workers=args.workers, seed=args.seed, verbose=args.verbose,
-                   on_level=None if args.json else _progress, **mtpp_memory(args, graph))
+                   on_level=None if args.json or _common.quiet() else _progress, **mtpp_memory(args, graph))
     return _common.report(cert, args)
 
 

@@ -24,6 +24,7 @@ from stagecut.cli import show as show_cmd
 from stagecut.cli import slice as slice_cmd
 from stagecut.cli import sweep as sweep_cmd
 from stagecut.cli import trace as trace_cmd
+from stagecut.progress import reporting
 
 __all__ = ["main", "build_parser", "load_graph"]
 
@@ -86,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"stagecut {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="on an internal error, print the traceback (also STAGECUT_DEBUG=1)")
+    _common.add_quiet(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=_common.Parser)
     for mod in SUBCOMMANDS:
@@ -99,6 +101,10 @@ def _one_line_warning(message: Any, category: Any, filename: str, lineno: int,
     print(f"stagecut: warning: {text[0] if text else category.__name__}", file=sys.stderr)
 
 
+def _no_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = build_parser()
@@ -106,8 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, usage errors
         return e.code if isinstance(e.code, int) else (0 if e.code is None else _common.EXIT_USAGE)
-    with warnings.catch_warnings():
-        warnings.showwarning = _one_line_warning
+    quiet = bool(getattr(args, "quiet", False))
+    # progress bars by default (shown only on a terminal, past 2 s); --quiet: no bar, notes or warnings
+    with warnings.catch_warnings(), _common.quieted(quiet), reporting(not quiet):
+        warnings.showwarning = _no_warning if quiet else _one_line_warning
+        _common.print_parse_notes(args)
         return int(args.func(args))
 
 

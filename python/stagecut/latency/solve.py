@@ -48,6 +48,7 @@ from stagecut.graph import Graph
 from stagecut.latency.devices import Devices
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
+from stagecut.progress import Progress, reports
 from stagecut.validate import check_int, shown
 
 __all__ = ["place", "METHODS", "AUTO_TIME_LIMIT", "problem_of"]
@@ -113,9 +114,11 @@ def _solvers() -> dict[str, Callable[..., Schedule]]:
     }
 
 
+@reports
 def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *, method: str = "auto",
           time_limit: float | None = None, seed: int = 0, solver: str = "cbc", threads: int | None = None,
-          output_bytes: Mapping[Hashable, float] | str | None = None, **options: Any) -> Schedule:
+          output_bytes: Mapping[Hashable, float] | str | None = None, progress: Progress = None,
+          **options: Any) -> Schedule:
     """Place one request of ``graph`` on ``devices`` to minimise its makespan.
 
     Parameters
@@ -136,6 +139,11 @@ def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *
     threads : int, optional
         MIP solver threads.
     output_bytes : see :class:`LatencyProblem`.
+    progress : bool or callable, optional
+        Progress reports (:mod:`stagecut.progress`): a callable receives a
+        :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
+        or a MIP solves (an exception it raises stops the call); ``True`` shows a tqdm bar on
+        stderr once the call has run 2 s, if stderr is a terminal; ``None`` (default): none.
     **options
         Passed to the method (``q`` for ``ip``, ``max_evaluations`` for ``sa``/``ea``/``local``/
         ``mcmc``, ``order``/``gap``/``alpha`` for ``quickp``/``quickp-p1``, ``backend``/``imbalance``

@@ -32,6 +32,7 @@ from stagecut.graph import Graph, kahn_order
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate
+from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Status
 from stagecut.validate import check_number
 
@@ -183,6 +184,7 @@ def _verdict(objective: float, ladder: _Ladder) -> tuple[float | None, float | N
     return objective, lb, "optimal" if lb >= objective * (1 - 1e-9) else "feasible"
 
 
+@reports
 def certify(
     graph: Graph | MtppProblem, plan: Any, *, devices: int | None = None, levels: Sequence[str] | str = LEVELS,
     time_limit: float | None = 600.0, memory: float | None = None, bandwidth: float | None = None,
@@ -190,7 +192,7 @@ def certify(
     threads: int | None = None, workers: int | None = None, gap: float | None = None, seed: int = 0,
     verbose: bool = False, stop_when_proven: bool = True,
     on_level: Callable[[BoundResult, float], None] | None = None, stages: int | None = None,
-    fast_memory: float | None = None,
+    fast_memory: float | None = None, progress: Progress = None,
 ) -> Certificate:
     """Certify an MTPP plan: its cost, the ladder of lower bounds and the ratio.
 
@@ -218,6 +220,11 @@ def certify(
         ladder as it climbs).
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory``.
+    progress : bool or callable, optional
+        Progress reports (:mod:`stagecut.progress`): a callable receives a
+        :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works or a MIP solves
+        (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
+        has run 2 s, if stderr is a terminal; ``None`` (default): none.
 
     Returns
     -------

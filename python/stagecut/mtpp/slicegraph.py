@@ -58,6 +58,7 @@ from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.units import CoreArrays, Units
+from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
 
@@ -401,6 +402,7 @@ def _plan(problem: MtppProblem, units: Units, opts: _Options, found: _Found, t0:
     )
 
 
+@reports
 def slice_graph(
     graph: Graph | MtppProblem, *legacy: Any, devices: int | None = None, method: str = "brkga", seed: int = 0,
     population: int = 100, generations: int = 100, decodes: int | None = None, elite: float = 0.2,
@@ -408,7 +410,7 @@ def slice_graph(
     priorities: Priorities | None = None, memory: float | None = None, bandwidth: float | None = None,
     reserved_memory: float | None = None, segment_costs: str = "auto", max_ideals: int = 1_000_000,
     fold_leaves: bool = True, kind: str | None = None, colocate: bool | None = None, stages: int | None = None,
-    fast_memory: float | None = None, time_limit: float | None = None,
+    fast_memory: float | None = None, time_limit: float | None = None, progress: Progress = None,
 ) -> SlicePlan:
     """Split ``graph`` into at most ``devices`` pipeline stages minimising the largest MTPP
     block cost (see :mod:`stagecut.mtpp.model` for the cost model and units, and the module
@@ -456,6 +458,11 @@ def slice_graph(
         bound its DPs; ``"order"`` returns none. Status ``"time_limit"`` (``"optimal"`` if the
         lower bound proves it), the simple lower bound (or the leaf relaxation's optimum, if a
         round of it finished); ``objective`` ``None`` when nothing was found in time.
+    progress : bool or callable, optional
+        Progress reports (:mod:`stagecut.progress`): a callable receives a
+        :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
+        (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
+        has run 2 s, if stderr is a terminal; ``None`` (default): none.
 
     Returns
     -------

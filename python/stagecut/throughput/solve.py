@@ -10,6 +10,7 @@ from typing import TypeVar
 from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
+from stagecut.progress import Progress, reports
 from stagecut.results import Plan
 from stagecut.throughput.baselines import BASELINES, run_baseline
 from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, simple_lower_bound, solve_dp, solve_dpl, try_dp
@@ -94,6 +95,7 @@ def _device_notes(problem: ThroughputProblem) -> tuple[str, ...]:
                  for name, count in (("devices", problem.devices), ("cpus", problem.cpus)) if count > n)
 
 
+@reports
 def partition(
     graph: Graph | ThroughputProblem,
     *,
@@ -113,6 +115,7 @@ def partition(
     warm_start: Plan | Mapping[K, tuple[str, int]] | None = None,
     verbose: bool = False,
     accelerators: int | None = None,
+    progress: Progress = None,
 ) -> Plan:
     """Split ``graph`` into contiguous pipeline stages minimizing the time per sample.
 
@@ -165,6 +168,11 @@ def partition(
         Only for ``method="ip"`` (see :func:`partition_ip`); ``seed`` also for the baselines.
     accelerators : int, optional
         Deprecated spelling of ``devices`` (a :class:`DeprecationWarning`).
+    progress : bool or callable, optional
+        Progress reports (:mod:`stagecut.progress`): a callable receives a
+        :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
+        (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
+        has run 2 s, if stderr is a terminal; ``None`` (default): none.
 
     Returns
     -------

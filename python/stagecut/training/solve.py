@@ -29,6 +29,7 @@ import numpy.typing as npt
 from stagecut import _core
 from stagecut._deadline import DeadlineReached, check_time_limit
 from stagecut.errors import InvalidArgumentError, internal_error
+from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Status
 from stagecut.throughput import DEFAULT_MAX_IDEALS
 from stagecut.training._args import check_flag, renamed_kwargs
@@ -135,6 +136,7 @@ class _Options(NamedTuple):
 
 
 @renamed_kwargs(prob="problem", max_batch="batch")
+@reports
 def plan_training(
     problem: PiperProblem,
     *,
@@ -152,6 +154,7 @@ def plan_training(
     server_size: int | None = None,
     intra_bandwidth: float | None = None,
     time_limit: float | None = None,
+    progress: Progress = None,
 ) -> TrainingPlan:
     """Piper's DP: the best training plan, and the table (``tps_table``) of the best TPS for every ``k <= K``, ``s``.
 
@@ -181,6 +184,11 @@ def plan_training(
     time_limit : float, optional
         Seconds (``None``: no limit). The DP has no plan until it finishes: stopped by the
         limit, the result has ``objective=None``, no stages and status ``"time_limit"``.
+    progress : bool or callable, optional
+        Progress reports (:mod:`stagecut.progress`): a callable receives a
+        :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
+        (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
+        has run 2 s, if stderr is a terminal; ``None`` (default): none.
 
     Returns
     -------
