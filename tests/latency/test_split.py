@@ -134,8 +134,27 @@ def test_split_equals_milp_on_a_stacked_rwnn(seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(50))
 def test_split_equals_milp_on_stacked_rwnns_slow(seed):
-    p = rwnn_problem(2 + seed % 2, 6 + seed % 3, seed)
-    check_against(p, solve_milp(p, threads=1))
+    # two stacked ER modules of 6 body nodes (16 nodes), both on HiGHS: CBC did not prove a
+    # 27-node instance optimal in 120 s, and HiGHS needs 11 s on some 16-node ones and more than
+    # 120 s on others (seed 1), so the whole MILP has 60 s: when it proves its optimum, SPLIT
+    # equals it; when it stops, it has found nothing better than SPLIT and its bound is below
+    from stagecut.errors import BackendUnavailableError
+
+    p = rwnn_problem(2, 6, seed)
+    try:
+        s = solve_split(p, threads=1, solver="highs")
+    except BackendUnavailableError:
+        pytest.skip("HiGHS is not installed")
+    exact = solve_milp(p, threads=1, solver="highs", time_limit=60)
+    assert s.status == "optimal"
+    assert s.objective <= exact.objective * (1 + TOL), (s.objective, exact.objective)
+    assert exact.lower_bound <= s.objective * (1 + TOL)
+    if exact.status == "optimal":
+        assert s.objective == pytest.approx(exact.objective, rel=TOL)
+    assert s.lower_bound <= s.objective
+    for method in ("best-device", "met", "greedy", "heft", "sa", "ea"):  # SPLIT <= every baseline
+        base = sc.latency.place(p, method=method, seed=seed, time_limit=2.0)
+        assert s.objective <= base.objective * (1 + TOL), method
 
 
 def test_lower_bound_under_a_time_limit_stays_below_the_optimum():

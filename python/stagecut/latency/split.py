@@ -62,13 +62,13 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from stagecut._mip import check_options, stated_tolerance
+from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
 from stagecut.latency.brute import colocated
@@ -219,8 +219,9 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     threads : int, optional
         Solver threads of each MILP (default 1).
     workers : int, optional
-        Processes solving modules at once (default 1: in this process; more: a
-        :class:`concurrent.futures.ProcessPoolExecutor`).
+        Module solves at once, through :func:`stagecut._parallel.parallel_map`: ``1`` in this
+        process; more: on the active Dask client when there is one, else a pool of that many
+        spawned processes; default: the active Dask client's workers, else in this process.
 
     Returns
     -------
@@ -250,7 +251,9 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     if not isinstance(problem, LatencyProblem):
         raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
     check_options(time_limit, None, threads, 0, solver)
-    nw = 1 if workers is None else check_int(workers, "workers", minimum=1)
+    if workers is not None:
+        check_int(workers, "workers", minimum=1)
+    nw = parallel_width(workers)
     names = problem.devices.names
     why = problem.fits_anywhere()
     if why is not None:
@@ -278,11 +281,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     if time_limit is not None and tasks:
         each = max(0.05, time_limit * nw / len(tasks))
         tasks = [dataclasses.replace(k, time_limit=each) for k in tasks]
-    if nw > 1 and len(tasks) > 1:
-        with ProcessPoolExecutor(max_workers=min(nw, len(tasks))) as pool:
-            solved = list(pool.map(_solve_task, tasks))
-    else:
-        solved = [_solve_task(k) for k in tasks]
+    solved = parallel_map(_solve_task, tasks, workers=workers if len(tasks) > 1 else 1)
     sub = {key: (s, tol) for key, s, tol in solved}
     return _combine(problem, mods, ok, sub, cuts, time_limit, solver, threads, t0)
 
