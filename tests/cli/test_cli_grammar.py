@@ -30,7 +30,7 @@ def test_version_in_a_subprocess():
 def test_top_level_help_says_which_subcommand_answers_what(run):
     code, out, _ = run("--help")
     assert code == 0
-    for word in ("partition", "evaluate", "slice", "certify", "plan", "latency", "show", "demo"):
+    for word in ("partition", "evaluate", "slice", "certify", "plan", "latency", "sweep", "trace", "show", "demo"):
         assert f"\n  {word}" in out
     for term in ("MTPP", "DPL", "ideals", "TMPC"):  # each explained on its own line
         assert any(line.strip().startswith(term + " ") for line in out.splitlines()), term
@@ -39,7 +39,7 @@ def test_top_level_help_says_which_subcommand_answers_what(run):
 
 def test_every_flag_has_help_with_its_default():
     _, subs = _subparsers()
-    assert set(subs) == {*SOLVING, "show", "demo"}
+    assert set(subs) == {*SOLVING, "sweep", "trace", "show", "demo"}
     for name, p in subs.items():
         for a in p._actions:
             if a.help == argparse.SUPPRESS or isinstance(a, argparse._HelpAction):
