@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from stagecut.latency import LatencyProblem, heuristics, search
-from stagecut.latency.batched import batch_spec, evaluate_batched, single_batch, solve_batched
+from stagecut.latency.batched import batch_spec, evaluate_batched, solve_batched
 from stagecut.latency.milp import solve_milp
 from stagecut.latency.split import solve_split
-from stagecut.latency.split_multi import solve_split_batched, solve_split_multi
+from stagecut.latency.split_multi import single_batch, solve_split_batched, solve_split_multi
 from stagecut.rwnn import rwnn, rwnn_devices
 
 CONFIGS = ((1, "sdep"), (2, "sdep"), (2, "wdep"), (4, "sdep"), (4, "wdep"))

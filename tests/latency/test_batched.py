@@ -11,8 +11,9 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Devices, LatencyProblem
-from stagecut.latency.batched import BatchedSchedule, batch_spec, evaluate_batched, single_batch, solve_batched
+from stagecut.latency.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
 from stagecut.latency.milp import solve_milp
+from stagecut.latency.split_multi import single_batch
 from stagecut.rwnn import rwnn_devices
 
 TOL = 1e-6

@@ -71,7 +71,7 @@ from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.validate import check_int, check_number, shown
 
 __all__ = ["BatchSpec", "BatchedSchedule", "batch_spec", "evaluate_batched", "solve_batched", "ALPHA",
-           "CPU_ALPHA", "single_batch"]
+           "CPU_ALPHA", "simple_bound"]
 
 ALPHA = 0.5  #: default batch exponent of a device that is not a CPU: t(v, d, b) = t(v, d) * b ** ALPHA
 CPU_ALPHA = 1.0  #: default batch exponent of a device of kind "cpu"
@@ -287,35 +287,6 @@ def evaluate_batched(problem: LatencyProblem, spec: BatchSpec, counts: np.ndarra
     return float(np.nanmax(fin)) if total else 0.0, start, fin, seqs
 
 
-def single_batch(problem: LatencyProblem, spec: BatchSpec, placement: Sequence[int]) -> np.ndarray:
-    """The counts of a one-device-per-node placement: all ``L`` inputs of each node as one batch
-    on its device (how the latency heuristics' placements run ``L`` inputs in the tables).
-
-    Parameters
-    ----------
-    problem : LatencyProblem
-    spec : BatchSpec
-    placement : sequence of int
-        A device per node position.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(n, devices)`` counts.
-
-    Raises
-    ------
-    InvalidArgumentError
-        A device that does not support a batch of ``L``.
-    """
-    counts = np.zeros((len(problem), problem.num_devices), dtype=np.int64)
-    for v, d in enumerate(placement):
-        if spec.inputs not in spec.sizes[d]:
-            raise InvalidArgumentError(f"placement: {problem.devices.names[d]} runs no batch of {spec.inputs}")
-        counts[v, d] = spec.inputs
-    return counts
-
-
 def _greedy(problem: LatencyProblem, spec: BatchSpec, release: np.ndarray | None) -> np.ndarray | None:
     """Each node in topological order as one batch of ``L`` where it finishes first (memory
     permitting); ``None`` when that fails."""
@@ -373,7 +344,30 @@ def _result(problem: LatencyProblem, spec: BatchSpec, counts: np.ndarray, orders
 
 def simple_bound(problem: LatencyProblem, spec: BatchSpec) -> float:
     """The longest path with every node at its shortest batch time (a lower bound on the
-    makespan of every batched schedule: each node runs at least one batch)."""
+    makespan of every batched schedule: each node runs at least one batch).
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    spec : BatchSpec
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    IndexError
+        ``spec`` is not of this problem (fewer devices or nodes).
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> p = LatencyProblem(sc.Graph.chain([1.0, 2.0]), Devices.pcie_star(1, cpu=False))
+    >>> simple_bound(p, batch_spec(p, 4))
+    3.0
+    """
     quick = [min((spec.time(problem, v, d, b) for d in range(problem.num_devices) if math.isfinite(problem.times[v, d])
                   for b in spec.sizes[d]), default=math.inf) for v in range(len(problem))]
     head = [0.0] * len(problem)

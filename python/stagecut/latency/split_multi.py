@@ -40,6 +40,9 @@ re-scored by the evaluator. The result is **not** proven optimal: its status is 
 problem's simple bound, whichever is larger. Batched, every time is the node's shortest batch
 time. The tests hold it below the MILP's optimum (and brute force) on small multi-channel graphs.
 
+:func:`single_batch` runs a one-device-per-node placement with every node's ``L`` inputs as one batch
+(the baselines of the batched table).
+
 **Batched SPLIT** (:func:`solve_split_batched`): for graphs with cut vertices, the chain DP of
 :mod:`stagecut.latency.split` with every cut vertex running all ``L`` inputs as one batch on one
 device (a restriction: a heuristic), each module solved by the batched MILP for each (entry,
@@ -84,7 +87,7 @@ from stagecut.latency.schedule import Schedule
 from stagecut.results import Stat, Status
 from stagecut.validate import check_int, shown
 
-__all__ = ["channel_modules", "solve_split_multi", "solve_split_batched", "MIN_MODULE"]
+__all__ = ["channel_modules", "solve_split_multi", "solve_split_batched", "single_batch", "MIN_MODULE"]
 
 MIN_MODULE = 3  #: components with fewer nodes join a neighbour's module
 MIN_TOPOLOGICAL = 6  #: the least module of the topological fallback
@@ -183,6 +186,44 @@ def channel_modules(problem: LatencyProblem, channels: int | None = None) -> tup
     if len(best[1]) >= 2:
         return best
     return max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
+
+
+def single_batch(problem: LatencyProblem, spec: BatchSpec, placement: Sequence[int]) -> np.ndarray:
+    """The counts of a one-device-per-node placement: all ``L`` inputs of each node as one batch
+    on its device (how the latency heuristics' placements run ``L`` inputs in the tables).
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    spec : BatchSpec
+    placement : sequence of int
+        A device per node position.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n, devices)`` counts.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A device that does not support a batch of ``L``.
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices
+    >>> from stagecut.latency.batched import batch_spec
+    >>> p = LatencyProblem(sc.Graph.chain([1.0, 2.0]), Devices.pcie_star(2, cpu=False))
+    >>> single_batch(p, batch_spec(p, 4), [0, 1]).tolist()
+    [[4, 0], [0, 4]]
+    """
+    counts = np.zeros((len(problem), problem.num_devices), dtype=np.int64)
+    for v, d in enumerate(placement):
+        if spec.inputs not in spec.sizes[d]:
+            raise InvalidArgumentError(f"placement: {problem.devices.names[d]} runs no batch of {spec.inputs}")
+        counts[v, d] = spec.inputs
+    return counts
 
 
 def _sub_problem(problem: LatencyProblem, members: Sequence[int], zero: int | None = None,
