@@ -85,7 +85,6 @@ def test_rerun_after_an_interruption_runs_only_what_is_missing(dask_client, tmp_
     assert run_sweep(spec, client=dask_client).ran == ()
 
 
-@pytest.mark.slow  # ~5 s idle, 20 s on a loaded box (exact DPs of about a second each)
 def test_a_killed_worker_loses_nothing(dask_client, tmp_path):
     # tasks of about a second each (the exact DP on 20-21 node DAGs), so that one is running when killed
     path = _sweep(tmp_path, 'graphs = ["regal:20", "regal:21:erdos_renyi:1"]\ndevices = [2, 3]\nmethods = ["dp"]\n')
