@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     todo, skipped = pending(spec, results)
     total = skipped + len(todo)
     if not args.quiet:
-        where = args.scheduler or "a local cluster"
-        print(f"stagecut: sweep: {total} tasks, {skipped} already in {results}, {len(todo)} to run on {where}",
+        where = f"to run on {args.scheduler or 'a local cluster'}" if todo else "nothing to run"
+        print(f"stagecut: sweep: {total} tasks, {skipped} already in {results}, {len(todo)} {where}",
               file=sys.stderr, flush=True)
     try:
         out = run_sweep(spec, results=results, workers=args.workers, scheduler=args.scheduler,
