@@ -473,3 +473,82 @@ fn batches_equal_single_evaluations_and_stop_when_interrupted() {
         Err(CoreError::Interrupted)
     );
 }
+
+/// Timing only (`cargo test --release -- --ignored sweep_speed --nocapture`): evaluations per
+/// second of the sequence sweep on the benchmark's shape (1,000 nodes, 3,000 edges, 4 devices),
+/// a distinct placement and linear extension per evaluation.
+#[test]
+#[ignore]
+fn sweep_speed() {
+    let (n, m, nd, rows) = (1000usize, 3000usize, 4usize, 1000usize);
+    let mut rng = Rng::new(7);
+    let mut perm: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        perm.swap(i, rng.below(i + 1));
+    }
+    let mut set = std::collections::BTreeSet::new();
+    while set.len() < m {
+        let (a, b) = (rng.below(n), rng.below(n));
+        if a != b {
+            set.insert((perm[a.min(b)], perm[a.max(b)]));
+        }
+    }
+    let edges: Vec<(u32, u32)> = set.into_iter().collect();
+    let times = (0..n * nd)
+        .map(|k| 0.5 + (k % 7) as f64 / (1.0 + (k % nd) as f64))
+        .collect();
+    let size = (0..n).map(|i| (i % 100) as f64).collect();
+    let bw = (0..nd * nd)
+        .map(|k| if k / nd / 2 == k % nd / 2 { 50.0 } else { 20.0 })
+        .collect();
+    let p = problem(n, &edges, times, size, bw, vec![false; nd]);
+    let mut succ = vec![Vec::new(); n];
+    let mut indeg = vec![0usize; n];
+    for &(a, b) in &edges {
+        succ[a as usize].push(b as usize);
+        indeg[b as usize] += 1;
+    }
+    let mut devs = Vec::new();
+    let mut seqs = Vec::new();
+    for _ in 0..rows {
+        devs.push((0..n).map(|_| rng.below(nd) as i64).collect::<Vec<_>>());
+        let mut deg = indeg.clone();
+        let mut ready: Vec<usize> = (0..n).filter(|&i| deg[i] == 0).collect();
+        let mut seq = Vec::new();
+        while !ready.is_empty() {
+            let i = ready.swap_remove(rng.below(ready.len()));
+            seq.push(i as i64);
+            for &j in &succ[i] {
+                deg[j] -= 1;
+                if deg[j] == 0 {
+                    ready.push(j);
+                }
+            }
+        }
+        seqs.push(seq);
+    }
+    // this thread's CPU time (Linux), so that a loaded machine does not skew the figure
+    let cpu = || -> f64 {
+        let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        s.split_whitespace()
+            .next()
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1e9
+    };
+    let mut ws = Workspace::new(&p);
+    let mut total = 0.0;
+    let (t0, c0) = (std::time::Instant::now(), cpu());
+    for _ in 0..5 {
+        for (d, s) in devs.iter().zip(&seqs) {
+            total += ws.evaluate(&p, d, Order::Sequence(s)).unwrap();
+        }
+    }
+    let (dt, dc) = (t0.elapsed().as_secs_f64(), cpu() - c0);
+    let evals = 5.0 * rows as f64;
+    println!(
+        "sweep: {:.0} evaluations/s wall, {:.0} per CPU second (checksum {total})",
+        evals / dt,
+        evals / dc
+    );
+}
