@@ -221,3 +221,25 @@ def test_a_chain_from_a_numpy_array_and_a_file_with_a_byte_order_mark(tmp_path):
     path = tmp_path / "bom.json"
     path.write_text(json.dumps(sc.workload_to_dict(g)), encoding="utf-8-sig")
     assert sc.read_workload(path).edges == g.edges
+
+
+def test_deprecation_warnings_point_at_the_callers_line():
+    # the entry points are wrapped (argument checks, progress reports): the warning must still
+    # name the user's file, not one of stagecut's wrappers
+    import warnings
+
+    from stagecut.training import plan_training
+    from stagecut.training.io import chain_problem
+
+    g = sc.Graph.chain([1.0, 2.0, 3.0])
+    split = {0: ("accelerator", 0), 1: ("accelerator", 0), 2: ("accelerator", 1)}
+    calls = [lambda: sc.partition(g, accelerators=2), lambda: sc.evaluate(g, split, accelerators=2),
+             lambda: sc.slice_graph(g, stages=2, method="order"),
+             lambda: plan_training(chain_problem([1.0, 2.0], devices=2, memory=1e9, bandwidth=1.0, batch=1),
+                                   max_batch=1)]
+    for call in calls:
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            call()
+        deprecations = [w for w in rec if issubclass(w.category, DeprecationWarning)]
+        assert deprecations and all(w.filename == __file__ for w in deprecations), [w.filename for w in rec]

@@ -90,3 +90,18 @@ class StagecutWarning(UserWarning):
 def internal_error(what: str) -> SolverError:
     """The :class:`SolverError` for a broken internal invariant (a bug in stagecut)."""
     return SolverError(f"internal error: {what}; please report this with the input")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a ``warnings.warn`` in the calling function point at the
+    first frame outside the stagecut package (the user's line), however many of stagecut's own
+    wrappers (argument checks, progress reporting) lie in between."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level

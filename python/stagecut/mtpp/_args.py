@@ -10,16 +10,17 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from stagecut.errors import InvalidArgumentError
+from stagecut.errors import InvalidArgumentError, user_stacklevel
 
 __all__ = ["deprecated", "renamed", "positional"]
 
 
 def deprecated(message: str, stacklevel: int = 3) -> None:
-    """Warn that an old spelling was used (it still works for one release); ``stacklevel``
-    counts from the caller of :func:`deprecated` (3: the user of the function that called it)."""
+    """Warn that an old spelling was used (it still works for one release), pointing at the
+    user's line (``stacklevel`` is kept for callers and no longer used: see
+    :func:`stagecut.errors.user_stacklevel`)."""
     warnings.warn(message + " (the old spelling works for one more release)", DeprecationWarning,
-                  stacklevel=stacklevel + 1)
+                  stacklevel=user_stacklevel())
 
 
 def renamed(where: str, new: str, value: Any, old: str, old_value: Any, stacklevel: int = 3) -> Any:

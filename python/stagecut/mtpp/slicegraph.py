@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stagecut._deadline import DeadlineReached, check_time_limit, deadline
-from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error
+from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error, user_stacklevel
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
@@ -223,7 +223,7 @@ def _warn_cycle_groups(problem: MtppProblem, groups: list[int]) -> None:
             f"(with node {g.nodes[big].id!r}); a backward pass wired in reverse does this. "
             "colocate=False treats the graph as a plain DAG",
             StagecutWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 

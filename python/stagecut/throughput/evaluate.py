@@ -36,7 +36,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from stagecut.errors import InvalidArgumentError, InvalidGraphError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, user_stacklevel
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
 from stagecut.results import DeviceLoad, Evaluation
 from stagecut.validate import check_graph, check_int, check_number
@@ -134,7 +134,7 @@ def _limits(graph: Graph, devices: int | None, cpus: int | None, memory: float |
     """The device counts (``None``: unchecked) and memory to hold the split to."""
     if accelerators is not None:
         warnings.warn("evaluate(accelerators=...) is deprecated and will be removed in the next release; "
-                      "use devices=...", DeprecationWarning, stacklevel=3)
+                      "use devices=...", DeprecationWarning, stacklevel=user_stacklevel())
         if devices is not None:
             raise InvalidArgumentError("give devices=, not both devices= and the deprecated accelerators=")
         devices = accelerators

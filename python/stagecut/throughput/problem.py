@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, user_stacklevel
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
 from stagecut.validate import check_graph, check_int, check_number
 
@@ -148,7 +148,7 @@ def resolve_problem(graph: Graph | ThroughputProblem, devices: int | None, cpus:
     """
     if accelerators is not None:
         warnings.warn(f"{caller}(accelerators=...) is deprecated and will be removed in the next release; "
-                      "use devices=...", DeprecationWarning, stacklevel=3)
+                      "use devices=...", DeprecationWarning, stacklevel=user_stacklevel())
         if devices is not None:
             raise InvalidArgumentError("give devices=, not both devices= and the deprecated accelerators=")
         devices = accelerators

@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from stagecut.errors import InvalidArgumentError
+from stagecut.errors import InvalidArgumentError, user_stacklevel
 
 __all__ = ["check_flag", "renamed_kwargs"]
 
@@ -51,7 +51,7 @@ def renamed_kwargs(**old_to_new: str) -> Callable[[Callable[P, R]], Callable[P, 
                     if new in kwargs:
                         raise InvalidArgumentError(f"{fn.__name__}: give {new}= only (not also {old}=)")
                     warnings.warn(f"{fn.__name__}({old}=...) is deprecated: use {new}=...",
-                                  DeprecationWarning, stacklevel=2)
+                                  DeprecationWarning, stacklevel=user_stacklevel())
                     kwargs[new] = kwargs.pop(old)
             return fn(*args, **kwargs)
 

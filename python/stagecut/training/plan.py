@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stagecut.errors import InvalidArgumentError, InvalidGraphError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, user_stacklevel
 from stagecut.results import NodeId, Result, Stage
 from stagecut.training.model import RECOMPUTE_ID
 from stagecut.units import format_bytes
@@ -104,7 +104,7 @@ class PiperStage(Stage):
 
 
 def _deprecated(old: str, new: str) -> None:
-    warnings.warn(f"TrainingPlan.{old} is deprecated: use {new}", DeprecationWarning, stacklevel=3)
+    warnings.warn(f"TrainingPlan.{old} is deprecated: use {new}", DeprecationWarning, stacklevel=user_stacklevel())
 
 
 @dataclass(frozen=True, kw_only=True)
