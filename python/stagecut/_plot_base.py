@@ -6,12 +6,11 @@ from __future__ import annotations
 import colorsys
 import importlib.util
 import os
-import secrets
-import stat
 import sys
 from typing import TYPE_CHECKING, Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError
+from stagecut.formats import atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -167,22 +166,4 @@ def savefig(fig_or_ax: Any, path: str | os.PathLike[str], *, dpi: float = 120) -
     if ext not in supported:
         raise InvalidArgumentError(f"path: {target}: the extension must be one of "
                                    f"{', '.join('.' + e for e in sorted(supported))}")
-    folder = os.path.dirname(os.path.abspath(target))
-    tmp = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=ext, dpi=dpi)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
-        except FileNotFoundError:
-            pass
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write(target, lambda f: fig.savefig(f, format=ext, dpi=dpi))

@@ -25,7 +25,7 @@ import os
 import secrets
 import stat
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, BinaryIO
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
@@ -90,14 +90,36 @@ def write_json(obj: Any, path: PathLike, *, indent: int | None = 1) -> None:
     ValueError
         ``obj`` holds a non-finite float or something JSON cannot encode (nothing is written).
     """
+    text = json.dumps(obj, indent=indent, allow_nan=False) + "\n"  # fails before anything is written
+    atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def atomic_write(path: PathLike, write: Callable[[BinaryIO], Any]) -> None:
+    """Call ``write`` on a binary file that becomes ``path`` only once it is complete: a
+    temporary file beside ``path``, flushed to disk, then renamed over it with the old file's
+    permissions (else the umask's). On any error, or Ctrl-C, the temporary file is removed and
+    the old file, if any, stays as it was.
+
+    Raises
+    ------
+    OSError
+        The directory is not writable, or the disk is full (the old file is untouched).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> atomic_write(path, lambda f: f.write(b"hello"))
+    >>> open(path).read()
+    'hello'
+    """
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     tmp = os.path.join(folder, f".{os.path.basename(target)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    text = json.dumps(obj, indent=indent, allow_nan=False) + "\n"  # fails before anything is written
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         try:
