@@ -195,3 +195,10 @@ def test_bad_input_in_a_subprocess(tmp_path):
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.splitlines() == ["stagecut: error: --bandwidth: '9Gb/s' looks like bits; write bytes "
                                        "(e.g. 9GB/s or 9GiB/s)"]
+
+
+def test_every_built_in_example_loads():
+    from stagecut.cli._common import EXAMPLES, load_graph
+
+    sizes = {name: len(load_graph(f"example:{name}")) for name in EXAMPLES}
+    assert sizes == {"transformer": 110, "transformer-training": 220, "chain": 8}

@@ -252,7 +252,8 @@ EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
                     lambda ex: ex.transformer_like(layers=12)),
     "transformer-training": ("the same with backward nodes, 220 nodes",
                              lambda ex: ex.transformer_like(layers=12, training=True)),
-    "chain": ("embedding and head only, 2 nodes", lambda ex: ex.transformer_like(layers=0)),
+    "chain": ("an 8-layer chain, accelerator times 4 1 1 2 4 3 2 1 ms, outputs 0.5 ms to move",
+              lambda ex: Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0, 3.0, 2.0, 1.0], comm=0.5)),
 }
 
 
