@@ -19,6 +19,7 @@ Quick start
 
 from importlib import metadata as _metadata
 
+from stagecut.balance import balance  # the function shadows its module: import helpers from stagecut.balance
 from stagecut.errors import (
     BackendUnavailableError,
     CycleError,
@@ -94,7 +95,7 @@ __all__ = [
     "STATUSES", "Result", "Stage",
     # throughput (pipeline partitioning)
     "DEFAULT_MAX_IDEALS", "DeviceLoad", "Evaluation", "Plan", "ThroughputProblem", "evaluate", "is_contiguous",
-    "partition", "partition_hierarchical", "partition_ip", "partition_replicated",
+    "partition", "partition_hierarchical", "partition_ip", "partition_replicated", "balance",
     # SliceGraph (MTPP objective), bounds and certificates
     "BOUND_LEVELS", "BoundResult", "Certificate", "MtppEvaluation", "MtppProblem", "SlicePlan", "certify",
     "evaluate_mtpp", "mtpp_block_cost", "mtpp_bound", "mtpp_lower_bound", "slice_graph",
