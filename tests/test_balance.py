@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import random
 
@@ -167,3 +168,17 @@ def test_bad_input(kwargs, name):
     costs, k = kwargs.pop("costs"), kwargs.pop("k")
     with pytest.raises(InvalidArgumentError, match=name):
         sc.balance(costs, k, **kwargs)
+
+
+def test_loop_dp_agrees(monkeypatch):
+    """The plain-loop DP (used when the load matrix would be too large) gives the same loads."""
+    module = importlib.import_module("stagecut.balance")  # the submodule: ``sc.balance`` is the function
+    rng = random.Random(23)
+    cases = [random_case(rng) for _ in range(300)]
+    expected = [load(costs, sc.balance(costs, k, comm=comm, fill=fill), comm)
+                for (n, k, costs, comm), fill in zip(cases, itertools.cycle((False, True)))]
+    monkeypatch.setattr(module, "_MATRIX_LIMIT", 0)
+    for ((n, k, costs, comm), fill), want in zip(zip(cases, itertools.cycle((False, True))), expected):
+        bal = sc.balance(costs, k, comm=comm, fill=fill)
+        check_shape(bal, n, k, fill)
+        assert load(costs, bal, comm) == want

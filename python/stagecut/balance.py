@@ -17,8 +17,12 @@ Without ``comm``, an optimal split is found by bisecting the threshold over the 
 the non-negative floats (at most 64 probes), each probe a greedy that fills every stage as far
 as the threshold (and the memory capacity) allows, with a binary search on the prefix sums:
 ``O(64 k log n)`` in all. With ``comm``, splitting a stage adds communication to both sides, so
-the greedy is no longer exact; a dynamic program over (stages, last layer) is used instead,
-pruned by the compute sum (``O(n^2 k)`` in the worst case, far less in practice).
+the greedy is no longer exact; a dynamic program over (stages, last layer) is used instead.
+Its stages are limited to those whose compute sum is at most the load of the optimal split
+without ``comm`` re-scored with it (an upper bound on the optimum, so no optimal stage is
+lost): about ``n / k`` lengths per last layer, done as numpy operations on a (length x last
+layer) matrix, ``O(n^2)`` work in all; above ``2**22`` matrix entries, the same DP runs in
+plain loops pruned the same way.
 """
 
 from __future__ import annotations
@@ -28,10 +32,14 @@ import math
 import struct
 from collections.abc import Sequence
 
+import numpy as np
+
 from stagecut.errors import InvalidArgumentError
 from stagecut.validate import check_int, check_number
 
 __all__ = ["balance"]
+
+_MATRIX_LIMIT = 1 << 22  # entries of the (stage length x last layer) load matrix; above: plain loops
 
 
 def _values(x: object, what: str, n: int | None) -> list[float]:
@@ -110,8 +118,19 @@ def _no_comm(c: list[float], k: int, mp: list[float] | None, cap: float, fill: b
     return _fill(ends, min(k, n)) if fill else ends
 
 
-def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None, cap: float,
+def _comm_load(c: list[float], comm: list[float], ends: list[int]) -> float:
+    p = _prefix(c)
+    n, worst, a = len(c), 0.0, 0
+    for e in ends:
+        x = (p[e] - p[a]) + (comm[e - 1] if e < n else 0.0) + (comm[a - 1] if a > 0 else 0.0)
+        worst = max(worst, x)
+        a = e
+    return worst
+
+
+def _with_comm_loops(c: list[float], comm: list[float], k: int, mp: list[float] | None, cap: float,
                fill: bool) -> list[int]:
+    """The same DP in plain loops, pruned by the compute sum (when the matrix would be too large)."""
     n = len(c)
     p = _prefix(c)
     m = min(k, n)
@@ -155,6 +174,59 @@ def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None
         ends.append(b + 1)
         b = arg[j][b] - 1
         j -= 1
+    return ends[::-1]
+
+
+def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None, cap: float,
+               fill: bool) -> list[int]:
+    n = len(c)
+    m = min(k, n)
+    # An upper bound: the optimal split without comm (exactly m stages, memory respected), with
+    # comm. No stage of an optimal split has a compute sum above it, which bounds the stage
+    # lengths the DP has to try (``w``: about n / k, not n).
+    ub = _comm_load(c, comm, _no_comm(c, k, mp, cap, True))
+    p = np.asarray(_prefix(c))
+    first = np.searchsorted(p, p[1:] - ub, side="left")  # first start a with p[b+1] - p[a] <= ub
+    w = min(n - 1, int(np.max(np.arange(n) - first)) + 2)  # +2: slack against rounding
+    if (w + 1) * n > _MATRIX_LIMIT:
+        return _with_comm_loops(c, comm, k, mp, cap, fill)
+    send = np.asarray([*comm[:-1], 0.0])  # send[b]: stage ending at layer b (the last sends nothing)
+    recv = np.asarray([0.0, *comm[:-1]])  # recv[a]: stage starting at layer a (the first receives nothing)
+    b = np.arange(n)
+    d = np.arange(w + 1)[:, None]
+    a = b[None, :] - d  # load[d, b]: the stage a = b - d .. b
+    ok = a >= 0
+    a0 = np.where(ok, a, 0)
+    load = (p[b + 1][None, :] - p[a0]) + send[None, :] + recv[a0]
+    if mp is not None:
+        mpa = np.asarray(mp)
+        ok &= (mpa[b + 1][None, :] - mpa[a0]) <= cap
+    load[~ok] = np.inf
+    # best[j - 1][b]: the least largest load of layers 0..b in exactly j stages (inf: none <= ub)
+    row = np.full(n, np.inf)
+    row[: w + 1] = load[b[: w + 1], b[: w + 1]]  # one stage 0..b
+    rows, args = [row], [np.full(n, -1)]
+    for _ in range(2, m + 1):
+        prev = np.concatenate(([np.inf], rows[-1]))  # prev[a]: the earlier stages cover 0..a-1
+        cand = np.maximum(prev[a0], load)  # a = 0 or invalid: prev[0] = inf
+        cand[~ok] = np.inf
+        arg = np.argmin(cand, axis=0)  # the first minimum: the shortest last stage
+        rows.append(cand[arg, b])
+        args.append(arg)
+    if fill:
+        j = m
+    else:
+        j = min(range(1, m + 1), key=lambda s: (float(rows[s - 1][n - 1]), s))  # ties: the fewest stages
+    if not np.isfinite(rows[j - 1][n - 1]):
+        raise InvalidArgumentError(f"capacity: no split of the {n} layers into {'exactly' if fill else 'at most'} "
+                                   f"{j if fill else k} stages fits {cap} per stage")
+    ends = []
+    e = n - 1
+    while j > 1:
+        ends.append(e + 1)
+        e -= int(args[j - 1][e]) + 1
+        j -= 1
+    ends.append(e + 1)
     return ends[::-1]
 
 
