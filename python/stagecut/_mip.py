@@ -197,12 +197,16 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         # with preprocessing off, 120 time-limited solves ran clean
         model.preprocess = 0
     t0 = time.perf_counter()
+    rows, cols, name = model.num_rows, model.num_cols, str(model.solver_name).lower()
     with _quiet(model.verbose == 0):
         try:
             st = _optimize(model, limit, relax)
         except Exception as exc:
             raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
     seconds = time.perf_counter() - t0
+    if st is _OVERRAN:  # the solver is still running (see _optimize): its model is not touched again
+        return MipOutcome(status="time_limit", objective=None, bound=-math.inf, seconds=seconds, solver=name,
+                          rows=rows, cols=cols)
     has_sol = model.num_solutions > 0 and model.objective_value is not None
     obj = _solution_value(model) if has_sol else None
     try:
@@ -232,6 +236,15 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
 
 
+#: Seconds past a solve's time limit (or 5% of the limit, if more) after which :func:`solve` stops
+#: waiting for the solver and answers "time_limit" with no solution: CBC checks its clock late in
+#: some long phases of large models (root cuts, strong branching), and the caller's time limit is a
+#: promise. The solver thread is left to end on its own (a daemon: it never keeps the process alive).
+OVERRUN_GRACE = 2.0
+
+_OVERRAN = object()
+
+
 def _optimize(model: Any, limit: float, relax: bool) -> Any:
     """``model.optimize`` on a helper thread, the calling thread waiting in 50 ms steps, so that
     Ctrl-C raises ``KeyboardInterrupt`` within a second even though the solver's C code never
@@ -250,11 +263,14 @@ def _optimize(model: Any, limit: float, relax: bool) -> Any:
 
     tick = Ticker("mip", limit if math.isfinite(limit) else None)
     t0 = time.perf_counter()
+    give_up = limit + max(OVERRUN_GRACE, 0.05 * limit)
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
         tick(time.perf_counter() - t0)
+        if time.perf_counter() - t0 > give_up:
+            return _OVERRAN  # CBC stuck in a phase that does not look at its clock: stop waiting
     tick.final(time.perf_counter() - t0)
     if "error" in out:
         raise out["error"]
