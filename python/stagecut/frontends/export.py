@@ -30,9 +30,10 @@ from typing import Any
 
 from stagecut.frontends._common import NotExpressibleError, require
 from stagecut.graph import Graph
-from stagecut.results import Plan
+from stagecut.results import Plan, Status
 
-__all__ = ["PipelineSplit", "plan_to_pipelining", "plan_to_balance", "balance_to_parts", "program_order_graph"]
+__all__ = ["PipelineSplit", "plan_to_pipelining", "plan_to_balance", "balance_to_parts", "program_order_graph",
+           "partition_program_order"]
 
 
 @dataclass(frozen=True)
@@ -367,3 +368,69 @@ def program_order_graph(trace: Any) -> Graph:
     order = list(trace.order)
     g: Graph = trace.graph
     return Graph(g.nodes, list(g.edges) + list(zip(order, order[1:])), g.defaults)
+
+
+def partition_program_order(trace: Any, devices: int, **options: Any) -> Plan:
+    """The best plan contiguous in program order (so :func:`plan_to_pipelining`, ``module_fqns``
+    and :func:`plan_to_balance` apply when its boundaries fall at module calls), scored on the
+    real graph, with the cost of the restriction against the unrestricted optimum.
+
+    :func:`stagecut.partition` runs twice: on :func:`program_order_graph` (the restricted plan)
+    and on ``trace.graph`` (the reference). The restricted plan's objective and stage loads are
+    the evaluator's on ``trace.graph`` (the extra program-order edges may have charged a boundary
+    for a tensor nobody after it reads); ``stats`` carry ``unrestricted_objective`` and
+    ``restriction_cost`` (the fraction above it, 0 when the restriction costs nothing), and a
+    note says so. Its status is ``"optimal"`` only when the restriction costs nothing and the
+    reference is optimal; else ``"feasible"`` (optimal over program-order plans under the model's
+    boundary charges, which the re-scoring can only lower).
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+        A traced model (anything with ``graph`` and ``order``).
+    devices : int
+        Accelerators.
+    **options
+        Passed to :func:`stagecut.partition` both times (``cpus``, ``memory``, ``method``, ...).
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    InvalidGraphError
+        The program order contradicts the graph's edges (a corrupted trace).
+    InvalidArgumentError
+        A bad option (as :func:`stagecut.partition` raises it).
+
+    Examples
+    --------
+    >>> import types, stagecut as sc
+    >>> g = sc.Graph([sc.Node(v, {"accelerator": t}) for v, t in (("a", 2.0), ("b", 2.0), ("c", 1.0))],
+    ...              [("a", "c"), ("b", "c")])
+    >>> trace = types.SimpleNamespace(graph=g, order=["a", "b", "c"])
+    >>> plan = partition_program_order(trace, 2)
+    >>> plan.objective, plan.stats["restriction_cost"]
+    (3.0, 0.0)
+    """
+    import dataclasses
+
+    from stagecut.throughput import evaluate, partition
+
+    free = partition(trace.graph, devices=devices, **options)
+    plan = partition(program_order_graph(trace), devices=devices, **options)
+    if plan.objective is None or free.objective is None:
+        return plan
+    ev = evaluate(trace.graph, plan.device_of(), devices=devices, cpus=options.get("cpus"),
+                  memory=options.get("memory"))
+    by_device = {s.device: s for s in ev.stages}
+    stages = tuple(by_device.get(s.device, s) for s in plan.stages)
+    cost = max(0.0, ev.objective / free.objective - 1.0) if free.objective > 0 else 0.0
+    status: Status = "optimal" if cost == 0.0 and free.status == "optimal" else "feasible"
+    note = (f"restricted to program order: {ev.objective:.6g} against {free.objective:.6g} unrestricted "
+            f"(+{100 * cost:.2f}%)")
+    return dataclasses.replace(plan, objective=ev.objective, stages=stages, status=status,
+                               lower_bound=min(free.lower_bound or 0.0, ev.objective) if free.lower_bound is not None
+                               else None, notes=(*plan.notes, note),
+                               stats={**plan.stats, "unrestricted_objective": free.objective, "restriction_cost": cost})
