@@ -122,3 +122,30 @@ def test_summary_matches_a_plain_reference_on_random_tables():
             assert math.isclose(s[k, "all"].bound_best, bb, rel_tol=1e-9)
             assert math.isclose(s[k, "all"].answer_baseline, ab, rel_tol=1e-9)
             assert s[k, "all"].optimal == pytest.approx(opt_share)
+
+
+def test_the_report_plot_draws_the_summary(tmp_path, capsys):
+    require_extra("matplotlib", "plot")
+    import matplotlib.pyplot as plt
+
+    from stagecut.cli import main
+    from stagecut.sweep.plot import plot_summary
+
+    rows = [_row("a", 2, "dp", 4.0, 4.0, "optimal"), _row("a", 2, "dpl", 5.0, 2.0, "feasible"),
+            _row("a", 4, "dp", 3.0, 3.0, "optimal"), _row("a", 4, "dpl", 3.0, 1.5, "feasible")]
+    summary = summarize(rows)
+    fig = plot_summary(summary)
+    ratio, optimal = ({line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+                      for ax in fig.axes)
+    plt.close(fig)
+    want = {(r.devices, r.method): r for r in summary}
+    for method in ("dp", "dpl", "all"):
+        assert ratio[method] == ([2, 4], [want[2, method].bound_best, want[4, method].bound_best])
+        assert optimal[method] == ([2, 4], [want[2, method].optimal, want[4, method].optimal])
+    with pytest.raises(InvalidArgumentError, match="^summary"):
+        plot_summary([])
+    for r in rows:
+        write_row(str(tmp_path / "t"), r)
+    png = tmp_path / "summary.png"
+    assert main(["sweep", "--report", str(tmp_path / "t"), "--plot", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"

@@ -39,6 +39,7 @@ import sys
 from typing import Any
 
 from stagecut.cli import _common
+from stagecut.cli._plot import add_plot
 
 __all__ = ["add_parser", "run"]
 
@@ -69,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
         rows = read_results(args.report)
         if not rows:
             raise _common.bad_argument("--report", f"{args.report}: no results table there")
-        print(format_report(summarize(rows, args.baseline), args.format, args.baseline), end="")
+        summary = summarize(rows, args.baseline)
+        print(format_report(summary, args.format, args.baseline), end="")
+        if args.plot:
+            _draw(summary, args.plot)
         return _common.EXIT_OK
     if args.workers is not None and args.scheduler is not None:
         raise _common.bad_argument("--workers", "sets the local cluster's size; not with --scheduler")
@@ -100,6 +104,20 @@ def run(args: argparse.Namespace) -> int:
     return _common.EXIT_OK
 
 
+def _draw(summary: Any, path: str) -> None:
+    """``--plot``: the summary's figure, written atomically."""
+    import matplotlib.pyplot as plt
+
+    from stagecut.plot import savefig
+    from stagecut.sweep.plot import plot_summary
+
+    fig = plot_summary(summary)
+    try:
+        savefig(fig, path)
+    finally:
+        plt.close(fig)
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "sweep", help="run a sweep of planner calls on Dask (graphs x methods x K x memory x seeds) and tabulate it",
@@ -121,5 +139,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--format", choices=("markdown", "csv"), default="markdown",
                    help="summary format (default: markdown)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_plot(p, "the --report summary (bound / best and the share proven optimal per device count)")
     p.set_defaults(func=run)
     return p
