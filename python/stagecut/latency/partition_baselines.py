@@ -58,7 +58,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.latency.heuristics import Units, _check_problem, best_device, finished, no_answer
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
-from stagecut.latency.search import DEFAULT_EVALUATIONS, Start, _Budget, _roomy, _State
+from stagecut.latency.search import DEFAULT_EVALUATIONS, Start, _Budget, _random_move, _roomy, _State
 from stagecut.validate import check_int, check_number, shown
 
 __all__ = ["metis", "mcmc", "balanced_parts", "devices_by_speed", "repair", "unit_graph", "have_pymetis",
@@ -522,12 +522,10 @@ def mcmc(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_li
         if len(tried) >= moves:
             break   # a local optimum: no single move can be accepted any more
         attempts += 1
-        u = state.movable[rng.randrange(len(state.movable))]
-        old = int(cur[u])
-        to = _roomy(state, loads, u, old)
-        if not to:
+        move = _random_move(state, loads, cur, rng)
+        if move is None:
             continue
-        d = to[rng.randrange(len(to))]
+        u, old, d = move
         if (u, d) in tried:
             continue
         cur[u] = d

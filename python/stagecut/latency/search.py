@@ -182,6 +182,16 @@ class _State:
                         status=status, seed=self.seed, stats=stats)
 
 
+def _random_move(state: _State, loads: np.ndarray, cur: np.ndarray, rng: random.Random
+                 ) -> tuple[int, int, int] | None:
+    """A random movable unit ``u``, its device ``old`` and a random other device ``d`` with room
+    for it, as ``(u, old, d)``; ``None`` when the drawn unit fits nowhere else."""
+    u = state.movable[rng.randrange(len(state.movable))]
+    old = int(cur[u])
+    to = _roomy(state, loads, u, old)
+    return None if not to else (u, old, to[rng.randrange(len(to))])
+
+
 def _seed(seed: object) -> int:
     return check_int(seed, "seed")
 
@@ -242,12 +252,10 @@ def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: i
     accepted = improved = attempts = 0
     while state.movable and t_hi > 0 and not budget.spent() and attempts < 100 * (budget.evaluations + 10):
         attempts += 1
-        u = state.movable[rng.randrange(len(state.movable))]
-        old = int(cur[u])
-        to = _roomy(state, loads, u, old)
-        if not to:
+        move = _random_move(state, loads, cur, rng)
+        if move is None:
             continue
-        d = to[rng.randrange(len(to))]
+        u, old, d = move
         cur[u] = d
         f = state.fitness(cur, budget)
         t = t_hi * (t_lo / t_hi) ** budget.progress()
