@@ -3,6 +3,7 @@ single-channel chains of modules, its lower bound never above the optimum, never
 constructive baselines, the cut vertices, the fallbacks and ``place(method="split")``."""
 
 import math
+import os
 import random
 
 import pytest
@@ -132,29 +133,35 @@ def test_split_equals_milp_on_a_stacked_rwnn(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(50))
-def test_split_equals_milp_on_stacked_rwnns_slow(seed):
-    # two stacked ER modules of 6 body nodes (16 nodes), both on HiGHS: CBC did not prove a
-    # 27-node instance optimal in 120 s, and HiGHS needs 11 s on some 16-node ones and more than
-    # 120 s on others (seed 1), so the whole MILP has 60 s: when it proves its optimum, SPLIT
-    # equals it; when it stops, it has found nothing better than SPLIT and its bound is below
+def test_split_equals_milp_on_50_stacked_rwnns_slow():
+    # two stacked ER modules of 6 body nodes (16 nodes) on HiGHS (CBC did not prove a 27-node
+    # instance optimal in 120 s). The whole MILP has 60 s: HiGHS proves most of these within a
+    # second or two but stalls on a few (seed 1: 60 s, stopped at SPLIT's value). On every seed
+    # SPLIT is optimal, the MILP finds nothing better and its bound is below SPLIT; where the
+    # MILP proves its optimum the two are equal, and that must happen on at least 50 instances.
     from stagecut.errors import BackendUnavailableError
 
-    p = rwnn_problem(2, 6, seed)
-    try:
-        s = solve_split(p, threads=1, solver="highs")
-    except BackendUnavailableError:
-        pytest.skip("HiGHS is not installed")
-    exact = solve_milp(p, threads=1, solver="highs", time_limit=60)
-    assert s.status == "optimal"
-    assert s.objective <= exact.objective * (1 + TOL), (s.objective, exact.objective)
-    assert exact.lower_bound <= s.objective * (1 + TOL)
-    if exact.status == "optimal":
-        assert s.objective == pytest.approx(exact.objective, rel=TOL)
-    assert s.lower_bound <= s.objective
-    for method in ("best-device", "met", "greedy", "heft", "sa", "ea"):  # SPLIT <= every baseline
-        base = sc.latency.place(p, method=method, seed=seed, time_limit=2.0)
-        assert s.objective <= base.objective * (1 + TOL), method
+    both = []
+    for seed in range(60):
+        p = rwnn_problem(2, 6, seed)
+        try:
+            s = solve_split(p, threads=1, solver="highs")
+        except BackendUnavailableError:
+            if os.environ.get("CI") == "true":
+                raise
+            pytest.skip("HiGHS is not installed")
+        exact = solve_milp(p, threads=1, solver="highs", time_limit=60)
+        assert s.status == "optimal", seed
+        assert s.objective <= exact.objective * (1 + TOL), (seed, s.objective, exact.objective)
+        assert exact.lower_bound <= s.objective * (1 + TOL), seed
+        if exact.status == "optimal":
+            assert s.objective == pytest.approx(exact.objective, rel=TOL), seed
+            both.append(seed)
+        assert s.lower_bound <= s.objective * (1 + TOL), seed
+        for method in ("best-device", "met", "greedy", "heft", "sa", "ea"):  # SPLIT <= every baseline
+            base = sc.latency.place(p, method=method, seed=seed, time_limit=2.0)
+            assert s.objective <= base.objective * (1 + TOL), (seed, method)
+    assert len(both) >= 50, f"SPLIT = MILP with both optimal on {len(both)} of 60: {both}"
 
 
 def test_lower_bound_under_a_time_limit_stays_below_the_optimum():
@@ -167,6 +174,39 @@ def test_lower_bound_under_a_time_limit_stays_below_the_optimum():
         assert cut.lower_bound <= opt.objective * (1 + TOL)
         if cut.objective is not None:
             assert cut.objective >= opt.objective * (1 - TOL)
+
+
+def test_split_is_never_above_its_start_under_a_tight_limit():
+    # module MILPs cut off after 0.05 s: without the start's module schedules as warm starts
+    # SPLIT lands above simulated annealing's makespan on every one of these seeds
+    for seed in range(3):
+        p = rwnn_problem(3, 10, seed)
+        sa = sc.latency.place(p, method="sa", seed=seed, max_evaluations=3000)
+        s = solve_split(p, threads=1, time_limit=0.5, start=sa)
+        assert s.status == "time_limit"
+        assert s.objective <= sa.objective * (1 + TOL), (seed, s.objective, sa.objective)
+        assert s.lower_bound <= s.objective
+        assert not any("not used" in n for n in s.notes)
+
+
+def test_split_keeps_its_time_limit_with_many_module_solves():
+    # 54 module MILPs at their 0.05 s floor would take 2.7 s; past the limit a module's answer
+    # is its warm start at once
+    p = rwnn_problem(6, 10, 0)
+    s = solve_split(p, threads=1, time_limit=0.5)
+    assert s.stats["solves"] >= 50
+    assert s.runtime_s < 2.0, s.runtime_s
+    assert s.objective is not None and s.objective <= best_constructive(p).objective * (1 + TOL)
+
+
+def test_a_start_that_does_not_fit_is_not_used():
+    p = rwnn_problem(2, 6, 0)
+    other = best_constructive(rwnn_problem(3, 6, 0))
+    s = solve_split(p, threads=1, start=other)
+    assert any("the start is not used" in n for n in s.notes)
+    assert s.status == "optimal"
+    with pytest.raises(InvalidArgumentError, match="start"):
+        solve_split(p, threads=1, start={"a": "cpu"})
 
 
 def test_workers_give_the_same_answer():

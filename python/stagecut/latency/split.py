@@ -167,6 +167,8 @@ class _Task:
     time_limit: float | None
     solver: str
     threads: int | None
+    start: tuple[tuple[int, ...], ...] | None = None  # per device: the start's order of this module's nodes
+    deadline: float | None = None  # time.time() by which every module solve ends
 
 
 def _task(problem: LatencyProblem, key: tuple[int, int, int], entry: int | None, inner: Sequence[int],
@@ -197,14 +199,28 @@ def _solve_task(task: _Task) -> tuple[tuple[int, int, int], Schedule, float]:
     graph = Graph([Node(i, dict(comp), mem, size, colocation=col) for i, comp, mem, size, col in task.nodes],
                   task.edges)
     sub = LatencyProblem(graph, task.devices, output_bytes="comm")
-    s = solve_milp(sub, time_limit=task.time_limit, solver=task.solver, threads=task.threads)
+    begin = None
+    if task.start is not None:  # the whole start's schedule of this module, in its device order
+        order = [[sub.index[i] for i in seq] for seq in task.start]
+        dev = [0] * len(sub)
+        for d, seq in enumerate(order):
+            for k in seq:
+                dev[k] = d
+        try:
+            begin = schedule_from(sub, dev, order, method="start")
+        except InvalidArgumentError:  # an order against the DAG (a start of other semantics): its placement
+            begin = schedule_from(sub, dev, None, method="start")
+    limit = task.time_limit
+    if task.deadline is not None and limit is not None:  # past the deadline: the warm start, at once
+        limit = min(limit, max(1e-3, task.deadline - time.time()))
+    s = solve_milp(sub, time_limit=limit, solver=task.solver, threads=task.threads, start=begin)
     scale = float(s.stats.get("mip_scale") or 0.0)
     tol = stated_tolerance(s.objective, scale) if s.objective is not None else 0.0
     return task.key, s, tol
 
 
 def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, solver: str = "cbc",
-                threads: int | None = None, workers: int | None = None) -> Schedule:
+                threads: int | None = None, workers: int | None = None, start: Schedule | None = None) -> Schedule:
     """MILP-SPLIT: solve each module between cut vertices for every pair of entry and exit
     devices, join them by the chain DP (see the module docs).
 
@@ -213,7 +229,8 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     problem : LatencyProblem
     time_limit : float, optional
         Seconds in all: each module solve gets ``time_limit * workers / solves`` (at least
-        0.05 s); the fallback whole MILP gets what is left. A module solve stopped by its limit
+        0.05 s) and none runs past the limit (once it has passed, a module's answer is its warm
+        start, with the simple bound); the fallback whole MILP gets what is left. A module solve stopped by its limit
         enters the DP with its best schedule (or none) and its bound in the lower bound.
     solver : {"cbc", "highs"}
     threads : int, optional
@@ -222,6 +239,13 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         Module solves at once, through :func:`stagecut._parallel.parallel_map`: ``1`` in this
         process; more: on the active Dask client when there is one, else a pool of that many
         spawned processes; default: the active Dask client's workers, else in this process.
+    start : Schedule, optional
+        A schedule of the whole problem (e.g. the best heuristic's; default: the shortest of
+        :func:`~stagecut.latency.heuristics.best_constructive`). Each module solve whose
+        (entry, exit) devices are the start's starts from the start's schedule of that module, so
+        the chain DP can always rebuild the start: SPLIT's makespan is at most the start's, even
+        when the module solves stop at their limits. A start with a different device list or
+        missing nodes is not used (a note says so).
 
     Returns
     -------
@@ -271,19 +295,62 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     mods = modules_of(problem, cuts)
     nd = problem.num_devices
     ok = [[d for d in range(nd) if math.isfinite(problem.times[c, d])] for c in range(len(problem))]
+    notes: list[str] = []
+    begin = _start_orders(problem, start, notes)
     tasks: list[_Task] = []
     for t, (entry, inner, exit_) in enumerate(mods):
         if not inner:
             continue  # an edge between two cut vertices: no MILP (see _cost)
         for u in ok[entry] if entry is not None else [-1]:
             for v in ok[exit_] if exit_ is not None else [-1]:
-                tasks.append(_task(problem, (t, u, v), entry, inner, exit_, None, solver, threads))
+                task = _task(problem, (t, u, v), entry, inner, exit_, None, solver, threads)
+                if begin is not None and (entry is None or begin[1][entry] == u) and \
+                        (exit_ is None or begin[1][exit_] == v):
+                    members = {i for i, *_ in task.nodes}
+                    task = dataclasses.replace(task, start=tuple(tuple(i for i in seq if i in members)
+                                                                 for seq in begin[0]))
+                tasks.append(task)
     if time_limit is not None and tasks:
         each = max(0.05, time_limit * nw / len(tasks))
-        tasks = [dataclasses.replace(k, time_limit=each) for k in tasks]
+        deadline = time.time() + time_limit - (time.perf_counter() - t0)
+        tasks = [dataclasses.replace(k, time_limit=each, deadline=deadline) for k in tasks]
     solved = parallel_map(_solve_task, tasks, workers=workers if len(tasks) > 1 else 1)
     sub = {key: (s, tol) for key, s, tol in solved}
-    return _combine(problem, mods, ok, sub, cuts, time_limit, solver, threads, t0)
+    out = _combine(problem, mods, ok, sub, cuts, time_limit, solver, threads, t0)
+    return dataclasses.replace(out, notes=(*out.notes, *notes)) if notes else out
+
+
+def _start_orders(problem: LatencyProblem, start: Schedule | None,
+                  notes: list[str]) -> tuple[list[list[int]], list[int]] | None:
+    """The start's per-device order (positions) and device of every node, or None (with a note
+    when a given start cannot be used)."""
+    if start is None:
+        from stagecut.latency.heuristics import best_constructive
+
+        start = best_constructive(problem)
+        if start.objective is None:
+            return None
+    elif not isinstance(start, Schedule):
+        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    names = problem.devices.names
+    where = {name: d for d, name in enumerate(names)}
+    order: list[list[int]] = [[] for _ in names]
+    dev = [-1] * len(problem)
+    for name, seq in start.order.items():
+        if name not in where:
+            notes.append(f"the start is not used: its device {name!r} is not one of this problem's")
+            return None
+        for v in seq:
+            i = problem.index.get(v)
+            if i is None or dev[i] >= 0:
+                notes.append(f"the start is not used: node {v!r} is not in the problem or listed twice")
+                return None
+            dev[i] = where[name]
+            order[where[name]].append(i)
+    if min(dev, default=0) < 0:
+        notes.append("the start is not used: it does not place every node")
+        return None
+    return order, dev
 
 
 def _cost(problem: LatencyProblem, entry: int, exit_: int, u: int, v: int) -> float:
