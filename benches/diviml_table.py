@@ -5,7 +5,8 @@ CPU, a T4 and an A100 (:func:`stagecut.rwnn.rwnn_devices`), in the shape of Divi
 
 Table 1 (one request): makespan (ms) of best-device, MET, greedy, HEFT, EA and SA (each
 ``--search-evals`` evaluations), the whole MILP (warm-started from the best heuristic,
-``--milp-limit`` seconds), MILP-SPLIT (``--split-per-module`` seconds per module in all) and
+``--milp-limit`` seconds), MILP-SPLIT (``--split-per-module`` seconds per module in all, started
+from the same heuristic schedule) and
 SPLIT's lower bound; the CPU seconds of the two exact methods (each stops at its limit unless it
 proves optimality first, so this is the time to its best answer within the limit) and the
 speed-up of SPLIT over the MILP. Table 2 (``L`` inputs): throughput (inputs per ms) of the
@@ -56,10 +57,10 @@ def table1(args: argparse.Namespace) -> None:
             milp, milp_s = timed(solve_milp, p, time_limit=args.milp_limit, solver=args.solver, threads=1, start=best)
             limit = args.split_per_module * m
             if c == 1:
-                split, split_s = timed(solve_split, p, time_limit=limit, solver=args.solver, threads=1)
+                split, split_s = timed(solve_split, p, time_limit=limit, solver=args.solver, threads=1, start=best)
             else:
                 split, split_s = timed(solve_split_multi, p, channels=c, time_limit=limit, solver=args.solver,
-                                       threads=1)
+                                       threads=1, start=best)
             label = "1" if c == 1 else f"{c} {dep}"
             print("| " + " | ".join([label, str(m), str(len(p)), *(fmt(s.objective) for s in base),
                                      fmt(milp.objective), fmt(split.objective), fmt(split.lower_bound),

@@ -287,7 +287,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         from stagecut.latency.split_multi import channel_modules, solve_split_multi
 
         if len(channel_modules(problem)[1]) >= 2:  # modules joined by several channels: the heuristic
-            out = solve_split_multi(problem, time_limit=time_limit, solver=solver, threads=threads)
+            out = solve_split_multi(problem, time_limit=time_limit, solver=solver, threads=threads, start=start)
             assert isinstance(out, Schedule)
             return out
         return _whole(problem, "the graph has no cut vertex (no narrow point): the whole MILP is solved",

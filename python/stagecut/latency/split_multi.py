@@ -276,7 +276,8 @@ def _chain_bound(problem: LatencyProblem, spec: BatchSpec, mods: list[list[int]]
 
 def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec | None = None,
                       channels: int | None = None, time_limit: float | None = None, solver: str = "cbc",
-                      threads: int | None = None, bound_solves: bool = True) -> Schedule | BatchedSchedule:
+                      threads: int | None = None, bound_solves: bool = True,
+                      start: Schedule | None = None) -> Schedule | BatchedSchedule:
     """The sequential module solve with its lower bound (see the module docs).
 
     Parameters
@@ -296,6 +297,11 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         Solver threads of each MILP.
     bound_solves : bool
         Solve each module alone for its dual bound (else its simple bound is used).
+    start : Schedule, optional
+        ``L = 1`` only: a schedule of the whole problem (default: the shortest of
+        :func:`~stagecut.latency.heuristics.best_constructive`); when the sequential solve ends
+        above it, the start's placement and order are returned instead (a note says so), so the
+        answer is never above the start.
 
     Returns
     -------
@@ -371,11 +377,39 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
                                        devices=problem.devices.names, status="unknown",
                                        runtime_s=time.perf_counter() - t0)
         assert best.objective is not None
+        best = _no_worse_than(problem, best, start, stats, note)
+        assert best.objective is not None
         return dataclasses.replace(best, status=status, lower_bound=min(bound, best.objective),
                                    runtime_s=time.perf_counter() - t0)
     mk = evaluate_batched(problem, sp, counts, orders)[0]
     return _batched_result(problem, sp, counts, orders, status, max(bound, simple_bound(problem, sp)), mk, stats,
                            note, t0)
+
+
+def _no_worse_than(problem: LatencyProblem, best: Schedule, start: Schedule | None, stats: dict[str, Stat],
+                   note: str) -> Schedule:
+    """``best``, or the start re-scored (method ``"split"``) when the start is shorter."""
+    if start is None:
+        from stagecut.latency.heuristics import best_constructive
+
+        start = best_constructive(problem)
+    elif not isinstance(start, Schedule):
+        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    if start.objective is None or best.objective is None or start.objective >= best.objective:
+        return best
+    names = problem.devices.names
+    try:
+        dev = [names.index(start.placement[v]) for v in problem.ids]
+        order = [[problem.index[v] for v in start.order.get(name, ())] for name in names]
+        again = schedule_from(problem, dev, order, method="split", stats=stats, notes=[note])
+    except (KeyError, ValueError, InvalidArgumentError):
+        return dataclasses.replace(best, notes=(*best.notes, "the start is not used: it is not a schedule of "
+                                                             "this problem"))
+    if again.objective is None or again.objective >= best.objective or again.violations:
+        return best
+    why = (f"the sequential solve ended at {best.objective:.6g}, above its start's {again.objective:.6g} "
+           f"({start.method}): the start is returned")
+    return dataclasses.replace(again, notes=(*again.notes, why))
 
 
 def _batched_result(problem: LatencyProblem, spec: BatchSpec, counts: np.ndarray, orders: list[list[int]],
