@@ -63,6 +63,11 @@ PHASES: dict[str, tuple[str, str]] = {
     "random": ("random-T", "decodes"),
     "mla": ("MLA search", "evaluations"),
     "piper dp": ("Piper's DP", "upsets"),
+    "sa": ("simulated annealing", "evaluations"),
+    "ea": ("(1+1) EA", "evaluations"),
+    "local": ("local search", "evaluations"),
+    "mcmc": ("MCMC", "evaluations"),
+    "local-search": ("local search", "runs"),
     "mip": ("MIP", "s"),
 }
 
@@ -89,6 +94,9 @@ class ProgressEvent:
     final : bool
         This run of the phase has ended: ``done`` (``total`` if it ran to completion) and
         ``best`` are its last values.
+    bound : float or None
+        A proven lower bound on the cost (``None``: none known; only a MIP solved by HiGHS
+        reports one, see the module docs).
     """
 
     phase: str
@@ -98,6 +106,7 @@ class ProgressEvent:
     elapsed: float
     unit: str
     final: bool = False
+    bound: float | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -121,11 +130,12 @@ class _Sink:
         self.pid = os.getpid()
         self.last: dict[str, float] = {}
 
-    def event(self, phase: str, done: float, total: float | None, best: float | None, final: bool) -> None:
+    def event(self, phase: str, done: float, total: float | None, best: float | None, final: bool,
+              bound: float | None = None) -> None:
         if os.getpid() != self.pid:  # a forked worker: its parent reports
             return
         unit = PHASES.get(phase, (phase, ""))[1]
-        self.emit(ProgressEvent(phase, done, total, best, time.perf_counter() - self.t0, unit, final))
+        self.emit(ProgressEvent(phase, done, total, best, time.perf_counter() - self.t0, unit, final, bound))
 
     def core(self, phase: str, done: int, total: int, best: float, final: bool) -> None:
         """The hook the core calls (``total`` 0: unknown; ``best`` NaN: none)."""
@@ -174,8 +184,9 @@ class _Bar(_Sink):
             self.bar = tqdm(total=ev.total, initial=ev.done, desc=what, unit=unit, file=self.file, leave=False,
                             dynamic_ncols=True, mininterval=0.2, miniters=1, unit_scale=unit == "s")
             self.phase = ev.phase
-        if ev.best is not None:
-            self.bar.set_postfix_str(f"best {ev.best:.6g}", refresh=False)
+        if ev.best is not None or ev.bound is not None:
+            shown = [f"{name} {x:.6g}" for name, x in (("best", ev.best), ("bound", ev.bound)) if x is not None]
+            self.bar.set_postfix_str(", ".join(shown), refresh=False)
         self.bar.update(ev.done - self.bar.n)
 
     def close(self) -> None:
@@ -248,7 +259,8 @@ def reporting(progress: Progress) -> Iterator[None]:
             sink.close()
 
 
-def report(phase: str, done: float, total: float | None, best: float | None = None, final: bool = False) -> None:
+def report(phase: str, done: float, total: float | None, best: float | None = None, final: bool = False,
+           bound: float | None = None) -> None:
     """Report progress from Python code (the core reports by itself) to the enclosing
     :func:`reporting` block, if any.
 
@@ -256,7 +268,7 @@ def report(phase: str, done: float, total: float | None, best: float | None = No
     ----------
     phase : str
         A key of :data:`PHASES`.
-    done, total, best, final
+    done, total, best, final, bound
         See :class:`ProgressEvent` (``total`` ``None``: unknown).
 
     Examples
@@ -270,12 +282,13 @@ def report(phase: str, done: float, total: float | None, best: float | None = No
     """
     sink = _SINK.get()
     if sink is not None:
-        sink.event(phase, done, total, best, final)
+        sink.event(phase, done, total, best, final, bound)
 
 
 class Ticker:
     """Rate-limit :func:`report` in a polling loop: :meth:`__call__` reports at most every
-    :data:`REPORT_EVERY` seconds; :meth:`final` always reports.
+    :data:`REPORT_EVERY` seconds; :meth:`final` always reports. Outside a :func:`reporting`
+    block both do nothing (one attribute test: cheap enough for every evaluation of a search).
 
     >>> seen = []
     >>> with reporting(seen.append):
@@ -290,14 +303,19 @@ class Ticker:
         self.active = _SINK.get() is not None
         self.at = -math.inf
 
-    def __call__(self, done: float) -> None:
-        if self.active and time.perf_counter() - self.at >= REPORT_EVERY:
-            self.at = time.perf_counter()
-            report(self.phase, done, self.total)
-
-    def final(self, done: float) -> None:
+    def __call__(self, done: float, best: float | None = None, bound: float | None = None) -> None:
+        """Report ``done`` (and the best cost and bound so far) unless a report went out less than
+        :data:`REPORT_EVERY` seconds ago."""
         if self.active:
-            report(self.phase, done, self.total, final=True)
+            now = time.perf_counter()
+            if now - self.at >= REPORT_EVERY:
+                self.at = now
+                report(self.phase, done, self.total, best, bound=bound)
+
+    def final(self, done: float, best: float | None = None, bound: float | None = None) -> None:
+        """Report the end of the run: ``done`` and the final best cost and bound."""
+        if self.active:
+            report(self.phase, done, self.total, best, final=True, bound=bound)
 
 
 P = ParamSpec("P")

@@ -19,6 +19,14 @@ best with status ``"time_limit"``, otherwise ``"feasible"``. With the same seed 
 evaluation budget the result is the same on every run (a time limit that stops the search first
 makes it depend on the machine's speed).
 
+Progress (:mod:`stagecut.progress`): inside a ``progress=`` call (:func:`stagecut.latency.place`)
+or with ``progress=`` given here, a search reports phase ``"sa"``, ``"ea"``, ``"local"`` (and
+``"mcmc"`` for :func:`~stagecut.latency.partition_baselines.mcmc`): the evaluations done out of
+``max_evaluations`` (``total`` ``None`` under a time limit alone) with the best makespan found
+so far, at most every :data:`~stagecut.progress.REPORT_EVERY` seconds, and a final report whose
+``best`` is the returned schedule's makespan. Reporting draws no random numbers: a search gives
+the same schedule with or without it.
+
 :func:`simulated_annealing`
     Moves one random unit to another random device it can go to; a worse string is accepted
     with probability ``exp(-delta / T)``, ``T`` cooling geometrically from ``temperature``
@@ -50,6 +58,7 @@ from stagecut.latency.evaluate import TOL, check_placement
 from stagecut.latency.heuristics import Units, _check_problem, best_constructive, finished, no_answer
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
+from stagecut.progress import Progress, Ticker, reports
 from stagecut.results import Status
 from stagecut.validate import check_int, check_number, shown
 
@@ -119,6 +128,8 @@ class _State:
         self.ev = Evaluator(problem)
         self.start_schedule: Schedule | None = None
         self.failed: Schedule | None = None
+        self.tick: Ticker | None = None   # made at the first evaluation, when the budget is known
+        self.best_seen = math.inf         # the least makespan evaluated so far
         proof = self.units.proof()
         if proof is not None:
             self.failed = no_answer(problem, self.units, method, proof, self.t0, seed)
@@ -160,11 +171,32 @@ class _State:
         return check_placement(self.problem, out)
 
     def fitness(self, udev: np.ndarray, budget: _Budget) -> float:
+        """The makespan of the string ``udev`` (one evaluation, reported as progress). Every string
+        evaluated fits in memory, so the least one so far is the search's best so far."""
         budget.evaluations += 1
-        return self.ev.makespan(self.units.placement(udev))
+        f = self.ev.makespan(self.units.placement(udev))
+        self.report(budget, f)
+        return f
+
+    def report(self, budget: _Budget, f: float) -> None:
+        """Progress after evaluations whose best makespan is ``f``: the evaluations done and the
+        best so far (rate-limited by :class:`~stagecut.progress.Ticker`)."""
+        if f < self.best_seen:
+            self.best_seen = f
+        if self.tick is None:
+            self.tick = Ticker(self.method, budget.max_evaluations)
+        self.tick(budget.evaluations, self.best_seen)
 
     def result(self, best: np.ndarray, best_f: float, budget: _Budget, stats: dict[str, float]) -> Schedule:
-        """The best string in rank round-robin order, or the start schedule if that is shorter."""
+        """The best string in rank round-robin order, or the start schedule if that is shorter
+        (reported as the final progress)."""
+        out = self._result(best, best_f, budget, stats)
+        if self.tick is None:
+            self.tick = Ticker(self.method, budget.max_evaluations)
+        self.tick.final(budget.evaluations, out.objective)
+        return out
+
+    def _result(self, best: np.ndarray, best_f: float, budget: _Budget, stats: dict[str, float]) -> Schedule:
         problem = self.problem
         status: Status = "time_limit" if budget.timed_out else "feasible"
         stats = {"evaluations": budget.evaluations, **stats}
@@ -203,9 +235,10 @@ def _roomy(state: _State, loads: np.ndarray, u: int, current: int) -> list[int]:
     return [int(d) for d in state.units.allowed[u] if d != current and loads[d] + m <= cap[d]]
 
 
+@reports
 def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
                         time_limit: float | None = None, max_evaluations: int | None = None,
-                        temperature: float = 0.05) -> Schedule:
+                        temperature: float = 0.05, progress: Progress = None) -> Schedule:
     """Simulated annealing over device strings (see the module docs).
 
     Parameters
@@ -222,6 +255,8 @@ def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: i
         Fitness evaluations (default :data:`DEFAULT_EVALUATIONS` when there is no time limit).
     temperature : float
         Initial temperature as a fraction of the start's makespan.
+    progress : bool or callable, optional
+        Progress reports, phase ``"sa"`` (see the module docs and :mod:`stagecut.progress`).
 
     Returns
     -------
@@ -294,8 +329,9 @@ def _speed_weights(state: _State) -> list[np.ndarray]:
     return out
 
 
+@reports
 def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_limit: float | None = None,
-                 max_evaluations: int | None = None) -> Schedule:
+                 max_evaluations: int | None = None, progress: Progress = None) -> Schedule:
     """The biased (1+1) evolutionary algorithm over device strings (see the module docs).
 
     Parameters
@@ -309,6 +345,8 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
         Seconds (``None``: none).
     max_evaluations : int, optional
         Fitness evaluations (default :data:`DEFAULT_EVALUATIONS` when there is no time limit).
+    progress : bool or callable, optional
+        Progress reports, phase ``"ea"`` (see the module docs and :mod:`stagecut.progress`).
 
     Returns
     -------
@@ -360,8 +398,9 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
     return state.result(parent, parent_f, budget, {"improvements": improved})
 
 
+@reports
 def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_limit: float | None = None,
-                 max_evaluations: int | None = None) -> Schedule:
+                 max_evaluations: int | None = None, progress: Progress = None) -> Schedule:
     """Best-improvement local search over single-unit moves (see the module docs), until no
     move improves or the budget is spent.
 
@@ -376,6 +415,8 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
         Seconds (``None``: none).
     max_evaluations : int, optional
         Fitness evaluations (``None``: until a local optimum).
+    progress : bool or callable, optional
+        Progress reports, phase ``"local"`` (see the module docs and :mod:`stagecut.progress`).
 
     Returns
     -------
@@ -417,6 +458,7 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
             rows[np.arange(len(chunk)), [u for u, _ in chunk]] = [d for _, d in chunk]
             budget.evaluations += len(chunk)
             parts.append(state.ev.makespans(rows[:, units.unit_of]))
+            state.report(budget, cur_f)  # a descent: its current string is its best
             if budget.out_of_time():
                 break
         spans = np.concatenate(parts)

@@ -41,6 +41,7 @@ import numpy.typing as npt
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId, kahn_order
+from stagecut.progress import Progress, Ticker, reports
 from stagecut.results import Plan, Stat
 from stagecut.throughput._scotch import _INSTALL, _run_gpart, _run_pymetis, _weights, find_gpart
 from stagecut.throughput.dp import simple_lower_bound
@@ -238,8 +239,9 @@ def _improves(new: tuple[float, float, float], old: tuple[float, float, float], 
     return new[1] <= old[1] + tol and new[2] < old[2] - tol * max(1.0, old[1])
 
 
+@reports
 def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 0,
-                 max_moves: int | None = None) -> Plan:
+                 max_moves: int | None = None, progress: Progress = None) -> Plan:
     """Best-improvement local search from random splits (the paper's local-search baseline).
 
     A move reassigns one colocation class (one node, without classes) to another device. From
@@ -250,6 +252,12 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
     largest load. The best of ``restarts`` runs is returned; usually non-contiguous
     (``Plan.contiguous``).
 
+    Progress (:mod:`stagecut.progress`): inside a ``progress=`` call (:func:`stagecut.partition`)
+    or with ``progress=`` given here, phase ``"local-search"`` reports the runs done out of
+    ``restarts`` with the largest load of the best run so far (``None`` while no run has ended
+    within the memory limits), at most every :data:`~stagecut.progress.REPORT_EVERY` seconds (also
+    during a run), and a final report whose ``best`` is the returned plan's objective.
+
     Parameters
     ----------
     problem : ThroughputProblem
@@ -259,6 +267,8 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
         Seed of the random starts (``numpy.random.default_rng``); the same seed gives the same plan.
     max_moves : int, optional
         Moves per run at most (default 50 per class + 1000); a run stopped by it says so in the notes.
+    progress : bool or callable, optional
+        Progress reports (see above and :mod:`stagecut.progress`).
 
     Returns
     -------
@@ -280,18 +290,22 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
     search = _Search(problem, classes)
     lb = simple_lower_bound(problem)
     stats: dict[str, Stat] = {"restarts": restarts, "classes": len(classes)}
+    tick = Ticker("local-search", restarts)
     if not search.ok.any(axis=1).all():
+        tick.final(0)
         return no_plan(problem, status="infeasible", method="local-search", stats=stats, seed=seed,
                        notes=["a colocation class can run on no device kind in use"], contiguous=False)
     rng = np.random.default_rng(seed)
     tol = 1e-9 * max(1.0, float(np.abs(search.t[np.isfinite(search.t)]).sum()))
     best: tuple[tuple[float, float, float], npt.NDArray[np.int64], int] | None = None
+    best_load: float | None = None  # the largest load of the best run so far, if within memory
     total, capped = 0, 0
-    for _ in range(restarts):
+    for run in range(restarts):
         start = np.array([rng.choice(np.flatnonzero(row)) for row in search.ok], dtype=np.int64)
         search.start(start)
         moves = 0
         while moves < limit:
+            tick(run, best_load)
             u, e, key = search.best_move()
             if not _improves(key, search.key(), tol):
                 break
@@ -303,10 +317,13 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
         key = search.key()
         if best is None or (key[0], key[1]) < (best[0][0], best[0][1]):
             best = (key, search.dev_u.copy(), moves)
+            best_load = key[1] if key[0] <= tol else None
+        tick(run + 1, best_load)
     assert best is not None
     stats.update({"moves": best[2], "total_moves": total})
     notes = [f"{capped} of {restarts} runs stopped at max_moves={limit}"] if capped else []
     if best[0][0] > tol:
+        tick.final(restarts)
         return no_plan(problem, status="unknown", method="local-search", stats=stats, seed=seed, lower_bound=lb,
                        notes=[*notes, "every run ended over the memory limit"], contiguous=False,
                        runtime_s=time.perf_counter() - t0)
@@ -317,6 +334,7 @@ def local_search(problem: ThroughputProblem, *, restarts: int = 10, seed: int = 
                            runtime_s=time.perf_counter() - t0)
     if not plan.contiguous:
         plan = _with_note(plan, "non-contiguous split: its quotient graph has a cycle")
+    tick.final(restarts, plan.objective)
     return plan
 
 
