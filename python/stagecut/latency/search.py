@@ -23,9 +23,11 @@ Progress (:mod:`stagecut.progress`): inside a ``progress=`` call (:func:`stagecu
 or with ``progress=`` given here, a search reports phase ``"sa"``, ``"ea"``, ``"local"`` (and
 ``"mcmc"`` for :func:`~stagecut.latency.partition_baselines.mcmc`): the evaluations done out of
 ``max_evaluations`` (``total`` ``None`` under a time limit alone) with the best makespan found
-so far, at most every :data:`~stagecut.progress.REPORT_EVERY` seconds, and a final report whose
-``best`` is the returned schedule's makespan. Reporting draws no random numbers: a search gives
-the same schedule with or without it.
+so far (the start schedule's, in its own order, when that is shorter), at most every
+:data:`~stagecut.progress.REPORT_EVERY` seconds, and a final report whose ``best`` is the returned
+schedule's makespan (re-scored: when the best string ties with the start schedule, the two may
+differ by round-off). Reporting draws no random numbers: a search gives the same schedule with or
+without it.
 
 :func:`simulated_annealing`
     Moves one random unit to another random device it can go to; a worse string is accepted
@@ -129,7 +131,7 @@ class _State:
         self.start_schedule: Schedule | None = None
         self.failed: Schedule | None = None
         self.tick: Ticker | None = None   # made at the first evaluation, when the budget is known
-        self.best_seen = math.inf         # the least makespan evaluated so far
+        self.best_seen = math.inf         # the least makespan so far: evaluated, or the start schedule's
         proof = self.units.proof()
         if proof is not None:
             self.failed = no_answer(problem, self.units, method, proof, self.t0, seed)
@@ -145,6 +147,7 @@ class _State:
                 raise InvalidArgumentError("start: the schedule has no placement (status "
                                            f"{start.status!r})")
             self.start_schedule = start
+            self.best_seen = start.objective
             dev = self._positions(start)
         else:
             try:
@@ -172,7 +175,8 @@ class _State:
 
     def fitness(self, udev: np.ndarray, budget: _Budget) -> float:
         """The makespan of the string ``udev`` (one evaluation, reported as progress). Every string
-        evaluated fits in memory, so the least one so far is the search's best so far."""
+        evaluated fits in memory, so the least one so far (or the start schedule's makespan, in its
+        own order, if less) is the search's best so far."""
         budget.evaluations += 1
         f = self.ev.makespan(self.units.placement(udev))
         self.report(budget, f)
