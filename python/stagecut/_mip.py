@@ -6,6 +6,20 @@ which returns a :class:`MipOutcome`: the status in stagecut's vocabulary (``"opt
 found (``None`` when there is none) and the proven dual bound (never a primal value). A time
 limit is not an error: the best solution and bound found so far come back with status
 ``"time_limit"``. python-mip is imported lazily so that ``import stagecut`` works without it.
+
+Progress (phase ``"mip"`` of :mod:`stagecut.progress`): inside a ``progress=`` call a solve
+reports the seconds it has run out of its time limit about four times a second, and what it
+knows of the solution, in the caller's units when the caller gives ``scale=`` to :func:`solve`
+(the best cost as ``best``, the dual bound as ``bound``):
+
+* **HiGHS**: the incumbent's cost and the dual bound while it solves, read through HiGHS's MIP
+  callbacks (for HiGHS 1.15 to 1.x, whose callback data layout is known; another version reports
+  as CBC does);
+* **CBC**: only the cost of the MIP start (if one was given with every variable of the
+  objective) until the solve ends: python-mip 2.0 exposes no way to watch CBC's incumbent (its
+  ``IncumbentUpdater`` is never called, and its search-progress log makes the bundled CBC
+  crash), so an improvement CBC finds shows only in the final report;
+* both: the final report carries the solve's best cost and proven bound.
 """
 
 from __future__ import annotations
@@ -180,11 +194,13 @@ class MipOutcome:
 
 
 def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[Any, float]] | None = None,
-          relax: bool = False) -> MipOutcome:
+          relax: bool = False, scale: float | None = None) -> MipOutcome:
     """Optimise; map the status; read the dual bound.
 
     ``start`` is a list of ``(var, value)`` pairs (a MIP start). With a time limit the best
-    solution and bound are returned with status ``"time_limit"``.
+    solution and bound are returned with status ``"time_limit"``. ``scale``: the caller's value
+    of one unit of the objective (see :func:`reference_scale`), which the progress reports
+    multiply the best cost and bound by; ``None``: they report neither (see the module docs).
     """
     mip = import_mip()
     S = mip.OptimizationStatus
@@ -198,13 +214,16 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         model.preprocess = 0
     t0 = time.perf_counter()
     rows, cols, name = model.num_rows, model.num_cols, str(model.solver_name).lower()
+    watch = _Watch(model, start, scale)
     with _quiet(model.verbose == 0):
         try:
-            st = _optimize(model, limit, relax)
+            st = _optimize(model, limit, relax, watch)
         except Exception as exc:
+            watch.final(time.perf_counter() - t0, None, None)
             raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
     seconds = time.perf_counter() - t0
     if st is _OVERRAN:  # the solver is still running (see _optimize): its model is not touched again
+        watch.final(seconds, None, None)
         return MipOutcome(status="time_limit", objective=None, bound=-math.inf, seconds=seconds, solver=name,
                           rows=rows, cols=cols)
     has_sol = model.num_solutions > 0 and model.objective_value is not None
@@ -232,6 +251,7 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         status = "feasible" if obj is not None else "no_solution"
     if obj is not None and bound > obj:
         bound = obj  # the bound is at most the best primal value (round-off)
+    watch.final(seconds, obj, bound if math.isfinite(bound) else None)
     return MipOutcome(status=status, objective=obj, bound=bound, seconds=seconds,
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
 
@@ -245,7 +265,7 @@ OVERRUN_GRACE = 2.0
 _OVERRAN = object()
 
 
-def _optimize(model: Any, limit: float, relax: bool) -> Any:
+def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
     """``model.optimize`` on a helper thread, the calling thread waiting in 50 ms steps, so that
     Ctrl-C raises ``KeyboardInterrupt`` within a second even though the solver's C code never
     returns to Python until it ends (and reporting the seconds spent out of ``limit`` as the
@@ -261,20 +281,120 @@ def _optimize(model: Any, limit: float, relax: bool) -> Any:
         except BaseException as exc:  # re-raised on the calling thread
             out["error"] = exc
 
-    tick = Ticker("mip", limit if math.isfinite(limit) else None)
+    watch.start(limit)
     t0 = time.perf_counter()
     give_up = limit + max(OVERRUN_GRACE, 0.05 * limit)
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
     worker.start()
     while worker.is_alive():
         worker.join(0.05)
-        tick(time.perf_counter() - t0)
+        watch(time.perf_counter() - t0)
         if time.perf_counter() - t0 > give_up:
             return _OVERRAN  # CBC stuck in a phase that does not look at its clock: stop waiting
-    tick.final(time.perf_counter() - t0)
     if "error" in out:
         raise out["error"]
     return out["status"]
+
+
+class _Watch:
+    """The progress of one solve (phase ``"mip"``): its seconds, and the best cost and dual bound
+    known so far (kept in model units; reported times ``scale``, only when ``scale`` is given)."""
+
+    def __init__(self, model: Any, start: Sequence[tuple[Any, float]] | None, scale: float | None) -> None:
+        self.tick = Ticker("mip", None)
+        self.scale = float(scale) if scale is not None and math.isfinite(scale) and scale > 0 else None
+        self.best: float | None = None
+        self.bound: float | None = None
+        self.seen: dict[str, float] = {}  # written by the HiGHS callbacks, on the solver's thread
+        if not self.tick.active or self.scale is None:
+            return
+        if start:
+            self.best = _start_value(model, start)
+        if str(model.solver_name).lower() == "highs":
+            _watch_highs(model, self.seen)
+
+    def start(self, limit: float) -> None:
+        self.tick.total = limit if math.isfinite(limit) else None
+
+    def _user(self, x: float | None) -> float | None:
+        return None if x is None or self.scale is None or not math.isfinite(x) else x * self.scale
+
+    def __call__(self, seconds: float) -> None:
+        if not self.tick.active:
+            return
+        primal, dual = self.seen.get("primal", math.inf), self.seen.get("dual", -math.inf)
+        if math.isfinite(primal) and (self.best is None or primal < self.best):
+            self.best = primal
+        if math.isfinite(dual) and (self.bound is None or dual > self.bound):
+            self.bound = dual
+        bound = self.bound if self.bound is None or self.best is None else min(self.bound, self.best)
+        self.tick(seconds, self._user(self.best), self._user(bound))
+
+    def final(self, seconds: float, objective: float | None, bound: float | None) -> None:
+        self.tick.final(seconds, self._user(objective), self._user(bound))
+
+
+def _start_value(model: Any, start: Sequence[tuple[Any, float]]) -> float | None:
+    """The objective at a MIP start (``None`` when it leaves a variable of the objective out)."""
+    try:
+        values = {v.idx: float(x) for v, x in start}
+        expr = model.objective
+        total = float(expr.const)
+        for var, coef in expr.expr.items():
+            if coef:
+                if var.idx not in values:
+                    return None
+                total += float(coef) * values[var.idx]
+    except Exception:  # pragma: no cover - an objective python-mip does not expose this way
+        return None
+    return total if math.isfinite(total) else None
+
+
+#: The head of HiGHS's ``HighsCallbackDataOut`` (``lp_data/HighsCallbackStruct.h``) in HiGHS 1.15,
+#: with 32-bit ``HighsInt``: python-mip 2.0 declares an older layout, whose bounds read garbage.
+_HIGHS_OUT = """typedef struct {
+    void* cbdata; int log_type; double running_time; int simplex_iteration_count; int ipm_iteration_count;
+    int pdlp_iteration_count; double objective_function_value; int64_t mip_node_count;
+    int64_t mip_total_lp_iterations; double mip_primal_bound; double mip_dual_bound; double mip_gap;
+} stagecut_highs_out;"""
+_HIGHS_FFI: list[Any] = []
+
+
+def _watch_highs(model: Any, seen: dict[str, float]) -> None:
+    """Have HiGHS write its incumbent's cost and its dual bound into ``seen`` (keys ``"primal"``,
+    ``"dual"``, model units) on every improving solution and every check for an interrupt; nothing
+    with a HiGHS whose callback data layout is not the one known here."""
+    try:
+        from mip import highs
+
+        solver = model.solver
+        lib, hffi = solver._lib, highs.ffi
+        if lib.Highs_versionMajor() != 1 or lib.Highs_versionMinor() < 15:
+            return
+        if not _HIGHS_FFI:
+            import cffi  # type: ignore[import-untyped]  # a dependency of python-mip
+
+            own = cffi.FFI()
+            own.cdef(_HIGHS_OUT)
+            _HIGHS_FFI.append(own)
+        own = _HIGHS_FFI[0]
+
+        def read(kind: int, message: Any, out: Any, data_in: Any, user: Any) -> None:
+            try:
+                data = own.cast("stagecut_highs_out *", int(hffi.cast("uintptr_t", out)))
+                seen["primal"], seen["dual"] = float(data.mip_primal_bound), float(data.mip_dual_bound)
+            except Exception:  # pragma: no cover - nothing may propagate into the C solver
+                pass
+
+        callback = hffi.callback("void(int, const char*, const HighsCallbackDataOut*, HighsCallbackDataIn*, void*)",
+                                 read)
+        if lib.Highs_setCallback(solver._model, callback, hffi.NULL) != 0:
+            return
+        for kind in (lib.kHighsCallbackMipImprovingSolution, lib.kHighsCallbackMipInterrupt):
+            lib.Highs_startCallback(solver._model, kind)
+        model._stagecut_progress_callback = callback  # alive while the solver may call it
+    except Exception:  # a python-mip or HiGHS without these entry points: seconds only
+        return
 
 
 def _solution_value(model: Any) -> float:

@@ -17,9 +17,22 @@ The entry points (:func:`stagecut.partition`, :func:`stagecut.slice_graph`,
 What is reported (the :attr:`ProgressEvent.phase` names, :data:`PHASES`): the ideals
 enumerated so far; the rows of the ideal DP (throughput, MTPP ``dp``) and of Piper's DP done
 out of the ideals; the decodes of BRKGA, random-T and MLA done out of their budget, with the
-best cost decoded so far; the seconds a MIP solve has run out of its time limit. A phase may
-run several times in one call (``done`` starts again from 0); within one run ``done`` never
-decreases and ``best`` never increases.
+best cost decoded so far; the evaluations of the latency searches (``sa``, ``ea``, ``local``,
+``mcmc``) out of ``max_evaluations``, and the runs of the throughput ``local-search`` out of its
+restarts, with the best cost so far; the seconds a MIP solve has run out of its time limit. A
+phase may run several times in one call (``done`` starts again from 0); within one run ``done``
+never decreases and ``best`` never increases (except a final ``best``, re-scored, by round-off).
+
+What a MIP (phase ``"mip"``) shows besides its seconds, per solver (see :mod:`stagecut._mip`;
+the latency ``milp`` and the throughput ``ip`` give their costs in the problem's units, the
+other MIPs seconds only):
+
+* **HiGHS**: the incumbent's cost as ``best`` and the proven dual bound as ``bound``, live,
+  through HiGHS's MIP callbacks (HiGHS 1.15 to 1.x; another version shows what CBC shows);
+* **CBC**: the cost of the MIP start the solve began from, if any, as ``best`` until the solve
+  ends, and no bound: python-mip 2.0 gives no live view of CBC (``mip.IncumbentUpdater`` is
+  never called by it, and the search-progress log crashes the bundled CBC);
+* both: the final report (``final=True``) has the solve's best cost and proven bound.
 
 Examples
 --------

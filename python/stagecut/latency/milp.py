@@ -508,7 +508,7 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         build_s = time.perf_counter() - t0
         mip_start = _start_values(problem, h, *known) if known is not None else None
         left = remaining()
-        out = solve(h.model, time_limit=None if left is None else max(0.05, left), start=mip_start)
+        out = solve(h.model, time_limit=None if left is None else max(0.05, left), start=mip_start, scale=h.scale)
     stats: dict[str, Stat] = {
         "mip_vars": out.cols, "mip_constraints": out.rows, "mip_pairs": h.pairs, "mip_pairs_pruned": h.pruned_pairs,
         "build_s": build_s, "solve_s": out.seconds, "solver": out.solver, "mip_status": out.status,

@@ -209,7 +209,7 @@ def _solve_round(problem: ThroughputProblem, known: Plan | None, options: dict[s
     model = build_throughput_ip(problem, upper=None if known is None else known.objective, **options)
     build_s = time.perf_counter() - t0
     start = start_values(problem.graph, model, known.device_of(), problem.cpus) if known is not None else []
-    out = solve(model.model, time_limit=time_limit, start=start)
+    out = solve(model.model, time_limit=time_limit, start=start, scale=model.scale)
     return model, out, _stats(out, model, build_s, bool(start))
 
 
