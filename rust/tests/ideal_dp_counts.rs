@@ -7,38 +7,16 @@
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+mod common;
+
+use common::chain;
+use common::sum_cost::Sum;
 use stagecut_core::dag::Dag;
 use stagecut_core::ideal_dp::{solve, solve_with, BlockCost, Costs};
 use stagecut_core::ideals::Ideals;
 use stagecut_core::{Cancel, CoreError};
 
 const INF: f64 = f64::INFINITY;
-
-/// Block cost = sum of node weights; on a CPU three times that.
-struct Sum(Vec<f64>);
-
-impl BlockCost for Sum {
-    type State = Vec<f64>;
-    fn new_state(&self) -> Vec<f64> {
-        vec![0.0]
-    }
-    fn push(&self, st: &mut Vec<f64>, v: usize) {
-        let last = *st.last().unwrap();
-        st.push(last + self.0[v]);
-    }
-    fn pop(&self, st: &mut Vec<f64>, _v: usize) {
-        st.pop();
-    }
-    fn eval(&self, st: &Vec<f64>) -> Costs {
-        let s = *st.last().unwrap();
-        Costs {
-            acc: s,
-            cpu: 3.0 * s,
-            acc_lb: s,
-            cpu_lb: 3.0 * s,
-        }
-    }
-}
 
 /// The tests of this binary one at a time: one of them lowers the memory budget.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -56,11 +34,26 @@ fn without_pruning_every_pair_is_visited() {
     let _one = serial();
     // a chain of n nodes: ideals are its n + 1 prefixes, pairs J < I number n (n + 1) / 2
     let n = 10;
-    let chain: Vec<(u32, u32)> = (0..n as u32 - 1).map(|i| (i, i + 1)).collect();
-    let sol = solve(&ideals_of(n, &chain), &Sum(vec![1.0; n]), 3, 1, false, INF).unwrap();
+    let sol = solve(
+        &ideals_of(n, &chain(n)),
+        &Sum::new(vec![1.0; n]),
+        3,
+        1,
+        false,
+        INF,
+    )
+    .unwrap();
     assert_eq!((sol.ideals, sol.pairs), (n + 1, (n * (n + 1) / 2) as u64));
     // an antichain of 4: 16 ideals, 3^4 pairs J <= I, minus the 16 with J = I
-    let sol = solve(&ideals_of(4, &[]), &Sum(vec![1.0; 4]), 2, 1, false, INF).unwrap();
+    let sol = solve(
+        &ideals_of(4, &[]),
+        &Sum::new(vec![1.0; 4]),
+        2,
+        1,
+        false,
+        INF,
+    )
+    .unwrap();
     assert_eq!((sol.ideals, sol.pairs), (16, 81 - 16));
 }
 
@@ -79,12 +72,20 @@ fn pruning_cuts_pairs_of_a_wide_graph() {
     let w: Vec<f64> = (0..16).map(|i| 1.0 + (i * 7 % 5) as f64).collect();
     let ideals = ideals_of(16, &edges);
     for (acc, cpus) in [(3, 0), (3, 1), (0, 2), (2, 2)] {
-        let full = solve(&ideals, &Sum(w.clone()), acc, cpus, false, INF).unwrap();
+        let full = solve(&ideals, &Sum::new(w.clone()), acc, cpus, false, INF).unwrap();
         // 9 x 9 ideals (a, b), each with (a + 1)(b + 1) - 1 strict sub-ideals
         assert_eq!(full.pairs, 45 * 45 - 81, "every pair");
-        let rows = solve(&ideals, &Sum(w.clone()), acc, cpus, true, INF).unwrap();
+        let rows = solve(&ideals, &Sum::new(w.clone()), acc, cpus, true, INF).unwrap();
         assert_eq!((rows.objective, rows.pairs), (full.objective, full.pairs));
-        let cut = solve(&ideals, &Sum(w.clone()), acc, cpus, true, full.objective).unwrap();
+        let cut = solve(
+            &ideals,
+            &Sum::new(w.clone()),
+            acc,
+            cpus,
+            true,
+            full.objective,
+        )
+        .unwrap();
         assert_eq!(cut.objective, full.objective);
         assert!(
             cut.pairs * 10 < full.pairs * 9,
@@ -100,8 +101,8 @@ fn pruning_cuts_pairs_of_a_wide_graph() {
         .map(|i| if i == 5 || i == 12 { 4.0 } else { 0.0 })
         .collect();
     for (acc, cpus) in [(3, 0), (0, 2), (2, 1)] {
-        let full = solve(&ideals, &Sum(w0.clone()), acc, cpus, false, INF).unwrap();
-        let rows = solve(&ideals, &Sum(w0.clone()), acc, cpus, true, INF).unwrap();
+        let full = solve(&ideals, &Sum::new(w0.clone()), acc, cpus, false, INF).unwrap();
+        let rows = solve(&ideals, &Sum::new(w0.clone()), acc, cpus, true, INF).unwrap();
         assert_eq!(rows.objective, full.objective);
         assert!(
             rows.pairs * 10 < full.pairs * 9,
@@ -116,15 +117,14 @@ fn pruning_cuts_pairs_of_a_wide_graph() {
 fn fewer_devices_than_available() {
     let _one = serial();
     // one heavy node: a second accelerator or the CPU cannot help; the plan is one block
-    let sol = solve(&ideals_of(1, &[]), &Sum(vec![5.0]), 3, 2, true, INF).unwrap();
+    let sol = solve(&ideals_of(1, &[]), &Sum::new(vec![5.0]), 3, 2, true, INF).unwrap();
     assert_eq!(sol.objective, 5.0);
     assert_eq!(sol.blocks.len(), 1);
     assert!(sol.blocks[0].accelerator);
     // CPUs only: three times the weight, on one CPU per block
-    let chain = [(0, 1), (1, 2)];
     let sol = solve(
-        &ideals_of(3, &chain),
-        &Sum(vec![1.0, 1.0, 4.0]),
+        &ideals_of(3, &chain(3)),
+        &Sum::new(vec![1.0, 1.0, 4.0]),
         0,
         2,
         true,
@@ -140,9 +140,8 @@ fn the_table_estimate_meets_the_memory_budget() {
     let _one = serial();
     // a chain of 10: 11 ideals, levels of one, 3 accelerators and a CPU: 8 cells per ideal;
     // the estimate is (11 ideals + the widest level) x 8 cells x 16 bytes = 1536 bytes
-    let chain: Vec<(u32, u32)> = (0..9u32).map(|i| (i, i + 1)).collect();
-    let ideals = ideals_of(10, &chain);
-    let cost = Sum(vec![1.0; 10]);
+    let ideals = ideals_of(10, &chain(10));
+    let cost = Sum::new(vec![1.0; 10]);
     std::env::set_var("STAGECUT_MEMORY_BUDGET", "1536");
     assert!(solve(&ideals, &cost, 3, 1, true, INF).is_ok());
     std::env::set_var("STAGECUT_MEMORY_BUDGET", "1535");
@@ -156,7 +155,7 @@ fn the_ideal_estimate_meets_the_memory_budget() {
     let _one = serial();
     // a chain of 99: 100 ideals, 99 immediate subs; estimated at 64 bytes per ideal and 8 per
     // sub as they are found (never n bits per ideal): 6,400 + 792 = 7,192 bytes
-    let dag = Dag::from_edges(99, &(1..99u32).map(|i| (i - 1, i)).collect::<Vec<_>>()).unwrap();
+    let dag = Dag::from_edges(99, &chain(99)).unwrap();
     std::env::set_var("STAGECUT_MEMORY_BUDGET", "7192");
     assert_eq!(Ideals::enumerate(&dag, 1000).unwrap().len(), 100);
     std::env::set_var("STAGECUT_MEMORY_BUDGET", "7191");
@@ -191,7 +190,10 @@ impl BlockCost for Interrupting<'_> {
         self.inner.push(st, v);
     }
     fn pop(&self, st: &mut Vec<f64>, v: usize) {
-        assert!(v < self.inner.0.len(), "pop of node {v}, never pushed");
+        assert!(
+            v < self.inner.weights.len(),
+            "pop of node {v}, never pushed"
+        );
         self.balance.fetch_sub(1, Ordering::Relaxed);
         self.inner.pop(st, v);
     }
@@ -209,7 +211,7 @@ fn an_interrupt_in_a_row_undoes_every_push() {
     for at in [1, 700, 5000, 40_000] {
         let cancel = Cancel::never();
         let cost = Interrupting {
-            inner: Sum(vec![1.0; 12]),
+            inner: Sum::new(vec![1.0; 12]),
             cancel: &cancel,
             at,
             pushes: AtomicUsize::new(0),

@@ -5,10 +5,11 @@
 
 mod common;
 
-use common::{random_dag, Lcg};
+use common::sum_cost::Sum;
+use common::{chain, random_dag, Lcg};
 use stagecut_core::dag::Dag;
 use stagecut_core::ideal_bounds::{greedy_upper, solve_bounded};
-use stagecut_core::ideal_dp::{solve, BlockCost, Costs};
+use stagecut_core::ideal_dp::solve;
 use stagecut_core::ideals::Ideals;
 use stagecut_core::throughput::{MaxLoadCost, OriginalNodes};
 use stagecut_core::Cancel;
@@ -104,10 +105,6 @@ fn check_against_brute_force(n: usize, edges: &[(u32, u32)], what: &str) {
     }
 }
 
-fn chain(n: usize) -> Vec<(u32, u32)> {
-    (1..n as u32).map(|i| (i - 1, i)).collect()
-}
-
 #[test]
 fn ideals_match_the_brute_force() {
     let mut rng = Lcg(77);
@@ -148,35 +145,6 @@ fn large_chains_and_antichains_are_counted_in_linear_space() {
     assert_eq!(ids.levels()[8].len(), 12_870);
     let subs: usize = (0..ids.len()).map(|i| ids.immediate_subs(i).len()).sum();
     assert_eq!(subs, 16 << 15);
-}
-
-/// Block cost = sum of integer weights, on a CPU three times that; per-node bounds given.
-struct Sum(Vec<f64>);
-
-impl BlockCost for Sum {
-    type State = Vec<f64>;
-    fn new_state(&self) -> Vec<f64> {
-        vec![0.0]
-    }
-    fn push(&self, st: &mut Vec<f64>, v: usize) {
-        let last = *st.last().unwrap();
-        st.push(last + self.0[v]);
-    }
-    fn pop(&self, st: &mut Vec<f64>, _v: usize) {
-        st.pop();
-    }
-    fn eval(&self, st: &Vec<f64>) -> Costs {
-        let s = *st.last().unwrap();
-        Costs {
-            acc: s,
-            cpu: 3.0 * s,
-            acc_lb: s,
-            cpu_lb: 3.0 * s,
-        }
-    }
-    fn node_lb(&self, v: usize) -> (f64, f64) {
-        (self.0[v], 3.0 * self.0[v])
-    }
 }
 
 /// The best split of a chain into at most `k` accelerator and `l` CPU intervals: `O(n^2 k l)`.
@@ -223,7 +191,7 @@ fn chains_equal_the_linear_partition() {
         let (k, l) = ([1, 2, 3, 5, 8][trial % 5], [0, 0, 1, 2][trial % 4]);
         let want = linear_partition(&w, k, l);
         let ids = Ideals::enumerate(&Dag::from_edges(n, &chain(n)).unwrap(), n + 2).unwrap();
-        let cost = Sum(w.clone());
+        let cost = Sum::with_node_bounds(w.clone());
         let plain = solve(&ids, &cost, k, l, false, INF).unwrap();
         let bounded = solve_bounded(&ids, &cost, k, l, INF, &never).unwrap();
         assert_eq!(plain.objective, want, "trial {trial}: plain");
@@ -248,7 +216,7 @@ fn a_long_chain_visits_few_pairs() {
     let mut rng = Lcg(9);
     let w: Vec<f64> = (0..n).map(|_| 1.0 + rng.int(9)).collect();
     let ids = Ideals::enumerate(&Dag::from_edges(n, &chain(n)).unwrap(), n + 2).unwrap();
-    let cost = Sum(w.clone());
+    let cost = Sum::with_node_bounds(w.clone());
     let sol = solve_bounded(&ids, &cost, 8, 0, INF, &Cancel::never()).unwrap();
     assert_eq!(sol.objective, linear_partition(&w, 8, 0));
     assert!(sol.pairs < 40 * n as u64, "{} pairs", sol.pairs);

@@ -1,10 +1,12 @@
 //! Pieces shared by the integration tests: a seeded generator of their own (so the oracles
 //! share no code with the crate), random DAGs, set partitions and an acyclicity check.
 //!
-//! Nothing here calls the crate: the brute forces built on it are independent of the code
-//! under test, cost model included.
+//! Nothing here calls the crate (but [`sum_cost`], a toy cost model fed to the ideal DP): the
+//! brute forces built on it are independent of the code under test, cost model included.
 
 #![allow(dead_code)] // each test crate uses a different part
+
+pub mod sum_cost;
 
 /// A 64-bit LCG (Knuth's MMIX constants); the high bits are good enough for test inputs.
 pub struct Lcg(pub u64);
@@ -54,6 +56,11 @@ pub fn random_dag(rng: &mut Lcg, n: usize, p: f64) -> (Vec<(u32, u32)>, Vec<u32>
         }
     }
     (edges, perm)
+}
+
+/// The chain `0 -> 1 -> ... -> n - 1`.
+pub fn chain(n: usize) -> Vec<(u32, u32)> {
+    (1..n as u32).map(|i| (i - 1, i)).collect()
 }
 
 /// Is the graph on `0..n` with these edges acyclic (Kahn's algorithm, self-loops ignored)?
