@@ -14,6 +14,7 @@ per second of ASAP with a given order on one core.
 
 from __future__ import annotations
 
+import pathlib
 import random
 import sys
 import time
@@ -24,6 +25,10 @@ import pytest
 import stagecut as sc
 from stagecut.latency import Device, Devices, LatencyProblem
 from stagecut.latency._fast import Evaluator
+
+# tests/helpers.py: pytest puts tests/ on the path (pyproject's pythonpath); a direct run needs it too
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from helpers import random_linear_extension  # noqa: E402
 
 N, EDGES, DEVICES, BATCH = 1000, 3000, 4, 1000
 
@@ -43,20 +48,6 @@ def random_problem(seed: int = 0) -> LatencyProblem:
     return LatencyProblem(sc.Graph(nodes, sorted(edges)), Devices.from_matrix(devs, bw), output_bytes=sizes)
 
 
-def linear_extension(p: LatencyProblem, rng: random.Random) -> list[int]:
-    indeg = [len(x) for x in p.pred]
-    ready = [i for i in range(len(p)) if indeg[i] == 0]
-    out = []
-    while ready:
-        i = ready.pop(rng.randrange(len(ready)))
-        out.append(i)
-        for j in p.succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                ready.append(j)
-    return out
-
-
 class Case:
     """The problem, its evaluator, random placements and orders (fixed seeds)."""
 
@@ -65,7 +56,7 @@ class Case:
         self.p = random_problem()
         self.ev = Evaluator(self.p)
         self.devs = np.array([[rng.randrange(DEVICES) for _ in range(N)] for _ in range(BATCH)], dtype=np.int64)
-        self.seqs = np.array([linear_extension(self.p, rng) for _ in range(BATCH)], dtype=np.int64)
+        self.seqs = np.array([random_linear_extension(rng, self.p) for _ in range(BATCH)], dtype=np.int64)
         self.dev, self.seq = self.devs[0], self.seqs[0]
         self.lists = [[int(i) for i in self.seq if self.dev[i] == d] for d in range(DEVICES)]
         # each row's device lists, concatenated device by device: the same schedules, but not a

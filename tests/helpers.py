@@ -91,6 +91,23 @@ def random_inference_graph(rng, n):
     return sc.Graph(nodes, edges)
 
 
+
+def random_linear_extension(rng, problem):
+    """A random topological order of the node positions of ``problem`` (anything with ``pred`` and
+    ``succ`` lists and a length, e.g. a LatencyProblem): Kahn's algorithm taking a uniformly
+    random ready node at each step, drawn with ``rng.randrange``."""
+    indeg = [len(x) for x in problem.pred]
+    ready = [i for i in range(len(problem)) if indeg[i] == 0]
+    out = []
+    while ready:
+        i = ready.pop(rng.randrange(len(ready)))
+        out.append(i)
+        for j in problem.succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                ready.append(j)
+    return out
+
 def published_rows():
     path = SHARED / "published-table1.json"
     if not path.exists():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import stagecut as sc
+from helpers import random_linear_extension
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem, asap, rank_round_robin
 from stagecut.latency._fast import Evaluator
@@ -37,20 +38,6 @@ def random_problem(rng, n, nd, p_edge=0.3):
 
 def random_placement(rng, p):
     return [rng.choice([d for d in range(p.num_devices) if math.isfinite(p.times[i, d])]) for i in range(len(p))]
-
-
-def random_linear_extension(rng, p):
-    indeg = [len(x) for x in p.pred]
-    ready = [i for i in range(len(p)) if indeg[i] == 0]
-    out = []
-    while ready:
-        i = ready.pop(rng.randrange(len(ready)))
-        out.append(i)
-        for j in p.succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                ready.append(j)
-    return out
 
 
 def per_device(p, dev, seq):
