@@ -11,7 +11,9 @@ import pathlib
 import pytest
 
 import stagecut as sc
+from stagecut.errors import InvalidGraphError
 from stagecut.graph import Node
+from stagecut.mtpp.model import evaluate as mtpp_evaluate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "workloads"
@@ -63,6 +65,32 @@ def brute_force(graph, accelerators, cpus, memory=math.inf):
             best = ev.objective
     return best
 
+
+
+def set_partitions(items, k):
+    """Every partition of ``items`` into at most ``k`` non-empty blocks (lists of lists)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for part in set_partitions(rest, k):
+        for i in range(len(part)):
+            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+        if len(part) < k:
+            yield [[first]] + part
+
+
+def brute_force_mtpp(problem):
+    """The MTPP optimum of ``problem`` (an MtppProblem): the best evaluator score over every
+    partition of the node ids into at most ``problem.devices`` blocks that it accepts (a cyclic
+    quotient raises InvalidGraphError and is passed over)."""
+    best = math.inf
+    for part in set_partitions(list(problem.graph.ids), problem.devices):
+        try:
+            best = min(best, mtpp_evaluate(problem, part).objective)
+        except InvalidGraphError:
+            continue
+    return best
 
 def random_training_graph(rng, n_fwd):
     """A forward DAG plus backward nodes mirrored in reverse, colocated with their forward node."""

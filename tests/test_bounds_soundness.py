@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import stagecut as sc
 from helpers import brute_force as brute_contiguous
-from helpers import colocation_groups
+from helpers import colocation_groups, set_partitions
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import LEVELS, mtpp_bound
@@ -181,26 +181,13 @@ def mtpp_instances(draw, max_n=6):
     return MtppProblem(g, devices=k, memory=5.0, bandwidth=0.5, reserved_memory=1.0)
 
 
-def _partitions(items, k):
-    """Every partition of ``items`` into at most ``k`` non-empty blocks."""
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for part in _partitions(rest, k):
-        for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1:]
-        if len(part) < k:
-            yield [[first]] + part
-
-
 def brute_mtpp(problem):
     """The MTPP optimum: every partition of the colocation classes the evaluator accepts (the
     quotient must be acyclic), in any block order that is one."""
     g = problem.graph
     groups = colocation_groups(g)
     best = math.inf
-    for part in _partitions(list(range(len(groups))), problem.devices):
+    for part in set_partitions(list(range(len(groups))), problem.devices):
         blocks = [[g.nodes[i].id for c in block for i in groups[c]] for block in part]
         try:
             best = min(best, mtpp_evaluate(problem, blocks).objective)

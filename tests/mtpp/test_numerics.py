@@ -2,37 +2,14 @@
 evaluator agrees with, and the exact DP the brute-force optimum, where plain running sums used to
 lose the small terms (an internal error)."""
 
-import math
 import random
 
 import pytest
 
-from stagecut.errors import InvalidGraphError
+from helpers import brute_force_mtpp
 from stagecut.graph import Graph, Node
 from stagecut.mtpp.model import MtppProblem, evaluate, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.slicegraph import METHODS, slice_graph
-
-
-def _partitions(items, k):
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for part in _partitions(rest, k):
-        for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1:]
-        if len(part) < k:
-            yield [[first]] + part
-
-
-def brute(problem):
-    best = math.inf
-    for part in _partitions(list(problem.graph.ids), problem.devices):
-        try:
-            best = min(best, evaluate(problem, part).objective)
-        except InvalidGraphError:
-            continue
-    return best
 
 
 @pytest.mark.parametrize("segment_costs", ["auto", "scan", "fenwick"])
@@ -42,7 +19,7 @@ def test_the_issue_chain_gets_the_optimum_from_every_method(method, k, segment_c
     # unit work, output costs 0, 1e16, 1, 0: {0} | {1, 2, 3} costs 3 (the 1e16 tensor stays inside);
     # the Fenwick table's difference array used to cancel the 1
     p = MtppProblem(Graph.chain([1.0, 1.0, 1.0, 1.0], comm=[0.0, 1e16, 1.0, 0.0]), devices=k)
-    assert tensor_costs_dwarf_the_answer(p) and brute(p) == 3.0
+    assert tensor_costs_dwarf_the_answer(p) and brute_force_mtpp(p) == 3.0
     plan = slice_graph(p, method=method, population=8, generations=4, segment_costs=segment_costs)
     assert plan.objective == 3.0
     assert evaluate(p, [s.nodes for s in plan.stages]).objective == 3.0
@@ -56,7 +33,7 @@ def test_random_graphs_with_costs_far_apart():
                  for i in range(n)]
         g = Graph(nodes, [(i, j) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4])
         p = MtppProblem(g, devices=rng.randint(1, 3))
-        want = brute(p)
+        want = brute_force_mtpp(p)
         for method, seg in (("dp", "auto"), ("order", "auto"), ("order", "fenwick"), ("brkga", "fenwick"),
                             ("random", "auto")):
             plan = slice_graph(p, method=method, population=8, generations=4, segment_costs=seg)  # no error

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import SHARED, require_shared
+from helpers import SHARED, brute_force_mtpp, require_shared
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning, TooManyIdealsError
 from stagecut.examples import REGAL_MODELS, regal_graph
 from stagecut.graph import Graph, Node
@@ -65,30 +65,6 @@ def small_problems(draw, max_n=7, classes=False, leaves=0):
     return MtppProblem(g, devices=k, memory=5.0, bandwidth=0.5, reserved_memory=1.0)
 
 
-def set_partitions(items, k):
-    """All partitions of ``items`` into at most ``k`` non-empty blocks."""
-    if not items:
-        yield []
-        return
-    first, rest = items[0], items[1:]
-    for part in set_partitions(rest, k):
-        for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1:]
-        if len(part) < k:
-            yield [[first]] + part
-
-
-def brute_force(problem):
-    best = math.inf
-    for part in set_partitions(list(problem.graph.ids), problem.devices):
-        try:
-            ev = evaluate(problem, part)
-        except InvalidGraphError:
-            continue  # cyclic quotient
-        best = min(best, ev.objective)
-    return best
-
-
 def cut_brute_force(problem, order):
     """Every set of cut positions of a fixed order."""
     n = len(order)
@@ -105,7 +81,7 @@ def cut_brute_force(problem, order):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_problems())
 def test_dp_equals_brute_force_over_acyclic_partitions(problem):
-    want = brute_force(problem)
+    want = brute_force_mtpp(problem)
     plan = slice_graph(problem, method="dp", fold_leaves=False)
     assert cost(plan) == want
     folded = slice_graph(problem, method="dp", fold_leaves=True)
@@ -124,7 +100,7 @@ def test_dp_equals_brute_force_over_acyclic_partitions(problem):
 def test_dp_equals_brute_force_with_colocation_classes_and_parameter_leaves(problem):
     # brute force: every partition the evaluator accepts (classes whole, acyclic quotient);
     # the DP works on forced groups, folds free leaves, relaxes and repairs parameter leaves
-    want = brute_force(problem)
+    want = brute_force_mtpp(problem)
     for fold in (False, True):
         plan = slice_graph(problem, method="dp", fold_leaves=fold)
         assert cost(plan) == pytest.approx(want, abs=1e-9) if math.isfinite(want) else cost(plan) == want
@@ -151,7 +127,7 @@ def _heavy_tensor_problem(seed):
 def test_dp_with_heavy_tensors_equals_brute_force(seed):
     # fixed cases (no hypothesis): several reach the pruned branch of the DP's descent
     problem = _heavy_tensor_problem(seed)
-    want = brute_force(problem)
+    want = brute_force_mtpp(problem)
     for fold in (False, True):
         plan = slice_graph(problem, method="dp", fold_leaves=fold)
         assert cost(plan) == want
@@ -171,7 +147,7 @@ def test_parameter_leaves_relaxation_rounds_and_fallback(case):
     spec, edges, k, want, how, rounds = case
     g = Graph([Node(v, {"accelerator": float(w)}, memory=float(m), comm=float(c)) for v, w, m, c in spec], edges)
     p = MtppProblem(g, devices=k, memory=5.0, bandwidth=0.5)
-    assert brute_force(p) == want
+    assert brute_force_mtpp(p) == want
     plan = slice_graph(p, method="dp")
     assert plan.objective == want and plan.status == "optimal"
     assert plan.exact_by == how and plan.relaxation.rounds == rounds
@@ -191,7 +167,7 @@ def test_colocation_classes_are_kept_and_can_be_ignored():
     assert together.objective == 10.0 and len(blocks(together)) == 1 and together.stats["units"] == 1
     apart = slice_graph(g, devices=2, method="dp", colocate=False)
     # apart: {f0, f1} costs 4 + two tensors out, {b1, b0} 6 + two tensors in
-    assert apart.objective == brute_force(MtppProblem(g, devices=2, colocate=False)) == 8.0
+    assert apart.objective == brute_force_mtpp(MtppProblem(g, devices=2, colocate=False)) == 8.0
     with pytest.raises(InvalidGraphError, match="colocation class 0 is split"):
         evaluate(MtppProblem(g, devices=2), [["f0"], ["f1", "b1", "b0"]])
     assert evaluate(MtppProblem(g, devices=2, colocate=False), [["f0"], ["f1", "b1", "b0"]]).objective == 9.0
@@ -403,7 +379,7 @@ def test_wide_cost_ranges_get_the_exact_answer():
     g = Graph([Node(i, {"accelerator": w}, comm=c) for i, w, c in spec],
               [(0, 4), (1, 2), (1, 3), (2, 6), (4, 5), (4, 6)])
     plan = slice_graph(g, devices=3, method="dp")
-    assert plan.status == "optimal" and plan.objective == brute_force(MtppProblem(g, devices=3)) == 25.0
+    assert plan.status == "optimal" and plan.objective == brute_force_mtpp(MtppProblem(g, devices=3)) == 25.0
 
 
 def test_infeasible_hard_memory():
@@ -506,7 +482,7 @@ def test_order_method_with_colocation_groups():
              Node("y", {"accelerator": 5.0}), Node("b", {"accelerator": 1.0}, colocation="X")]
     g = Graph(nodes, [("a", "x"), ("y", "b")])
     plan = slice_graph(g, devices=3, method="order", order=["a", "x", "y", "b"])
-    assert plan.objective == brute_force(MtppProblem(g, devices=3)) == 5.0
+    assert plan.objective == brute_force_mtpp(MtppProblem(g, devices=3)) == 5.0
     with pytest.raises(InvalidArgumentError, match="node 'x' comes before its predecessor 'a'"):
         slice_graph(g, devices=3, method="order", order=["x", "a", "y", "b"])
 
