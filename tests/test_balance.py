@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import random
 
@@ -170,15 +169,62 @@ def test_bad_input(kwargs, name):
         sc.balance(costs, k, **kwargs)
 
 
-def test_loop_dp_agrees(monkeypatch):
-    """The plain-loop DP (used when the load matrix would be too large) gives the same loads."""
-    module = importlib.import_module("stagecut.balance")  # the submodule: ``sc.balance`` is the function
-    rng = random.Random(23)
-    cases = [random_case(rng) for _ in range(300)]
-    expected = [load(costs, sc.balance(costs, k, comm=comm, fill=fill), comm)
-                for (n, k, costs, comm), fill in zip(cases, itertools.cycle((False, True)))]
-    monkeypatch.setattr(module, "_MATRIX_LIMIT", 0)
-    for ((n, k, costs, comm), fill), want in zip(zip(cases, itertools.cycle((False, True))), expected):
-        bal = sc.balance(costs, k, comm=comm, fill=fill)
-        check_shape(bal, n, k, fill)
-        assert load(costs, bal, comm) == want
+def long_case(rng, integer=True):
+    n = rng.randint(13, 400)
+    k = rng.choice((2, 3, 4, 5, 8))
+    if integer:
+        return n, k, [rng.randint(0, 50) for _ in range(n)], [rng.randint(0, 30) for _ in range(n)]
+    return n, k, [rng.uniform(0.5, 1.5) for _ in range(n)], [rng.uniform(0.0, 0.3) for _ in range(n)]
+
+
+def test_with_comm_on_longer_chains():
+    """Past the brute-force sizes: the threshold search lists candidate loads there."""
+    rng = random.Random(29)
+    for i in range(80):
+        n, k, costs, comm = long_case(rng, integer=i % 2 == 0)
+        opt = sc.partition(sc.Graph.chain(costs, comm=comm), devices=k).objective
+        bal = sc.balance(costs, k, comm=comm, fill=False)
+        check_shape(bal, n, k, fill=False)
+        if i % 2 == 0:
+            assert load(costs, bal, comm) == opt
+        else:
+            assert load(costs, bal, comm) == pytest.approx(opt, rel=1e-12)
+        filled = sc.balance(costs, k, comm=comm)
+        check_shape(filled, n, k)
+        assert load(costs, filled, comm) >= load(costs, bal, comm)
+        if len(bal) == min(k, n):  # the optimum over at most k stages has k: filling costs nothing
+            assert load(costs, filled, comm) == load(costs, bal, comm)
+
+
+def test_memory_with_comm_on_longer_chains():
+    rng = random.Random(31)
+    seen_infeasible = seen_feasible = 0
+    for _ in range(60):
+        n, k, costs, comm = long_case(rng)
+        memory = [rng.randint(1, 10) for _ in range(n)]
+        capacity = rng.randint(10, int(3 * 5.5 * n / k))
+        plan = sc.partition(sc.Graph.chain(costs, comm=comm, memory=memory), devices=k, memory=capacity)
+        if plan.status == "infeasible":
+            seen_infeasible += 1
+            with pytest.raises(InvalidArgumentError, match="capacity"):
+                sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=False)
+            continue
+        seen_feasible += 1
+        bal = sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=False)
+        check_shape(bal, n, k, fill=False)
+        start = 0
+        for size in bal:
+            assert sum(memory[start:start + size]) <= capacity
+            start += size
+        assert load(costs, bal, comm) == plan.objective
+    assert seen_infeasible > 0 and seen_feasible > 0
+
+
+def test_comm_edge_cases():
+    # equal costs, no transfer: the optimum is the lower bound the search starts below
+    assert sc.balance([2] * 12, 4, comm=[0] * 12) == [3, 3, 3, 3]
+    assert sc.balance([0, 0, 0], 2, comm=[0, 0, 0], fill=False) == [3]
+    assert sc.balance([0, 0, 0], 2, comm=[0, 0, 0]) == [2, 1]
+    # a transfer too large to cut at: one stage, or the cut where the transfer is small
+    assert sc.balance([1, 1, 1, 1], 2, comm=[9, 9, 0, 9], fill=False) == [3, 1]
+    assert sc.balance([1.5, 2.5], 1, comm=[0.25, 7.0]) == [2]

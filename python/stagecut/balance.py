@@ -17,12 +17,13 @@ Without ``comm``, an optimal split is found by bisecting the threshold over the 
 the non-negative floats (at most 64 probes), each probe a greedy that fills every stage as far
 as the threshold (and the memory capacity) allows, with a binary search on the prefix sums:
 ``O(64 k log n)`` in all. With ``comm``, splitting a stage adds communication to both sides, so
-the greedy is no longer exact; a dynamic program over (stages, last layer) is used instead.
-Its stages are limited to those whose compute sum is at most the load of the optimal split
-without ``comm`` re-scored with it (an upper bound on the optimum, so no optimal stage is
-lost): about ``n / k`` lengths per last layer, done as numpy operations on a (length x last
-layer) matrix, ``O(n^2)`` work in all; above ``2**22`` matrix entries, the same DP runs in
-plain loops pruned the same way.
+the greedy is no longer exact. Each probe then tracks the set of first layers reachable with
+``1, 2, ..`` stages (a running maximum over prefix sums, ``O(k n)`` numpy work; with memory, window
+maxima from a sparse table, ``O(k n log n)``). The optimum is one of the loads of a block
+``a..b``: the threshold is bisected until the interval holds a few thousand such candidates at
+most, which are then listed (from the sorted block starts) and bisected: about 10-20 probes for
+100 to 10,000 layers, ``O(k n log n)`` in all on these inputs (on any input at most 64 bisection
+probes plus 12 over the list, twice that if rounding defeats the margin of the lower bound).
 """
 
 from __future__ import annotations
@@ -33,14 +34,12 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.validate import check_int, check_number
 
 __all__ = ["balance"]
-
-_MATRIX_LIMIT = 1 << 22  # entries of the (stage length x last layer) load matrix; above: plain loops
-
 
 def _values(x: object, what: str, n: int | None) -> list[float]:
     if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or not hasattr(x, "__iter__"):
@@ -118,116 +117,171 @@ def _no_comm(c: list[float], k: int, mp: list[float] | None, cap: float, fill: b
     return _fill(ends, min(k, n)) if fill else ends
 
 
-def _comm_load(c: list[float], comm: list[float], ends: list[int]) -> float:
-    p = _prefix(c)
-    n, worst, a = len(c), 0.0, 0
-    for e in ends:
-        x = (p[e] - p[a]) + (comm[e - 1] if e < n else 0.0) + (comm[a - 1] if a > 0 else 0.0)
-        worst = max(worst, x)
-        a = e
-    return worst
+class _Reach:
+    """Threshold probes of the chain with ``comm``: is there a split with every load <= ``t``?
+
+    The load of the stage ``a..b`` is ``R[b] - L[a]`` with ``R[b] = p[b + 1] + send[b]`` and
+    ``L[a] = p[a] - recv[a]``. The positions (first layers of a stage) reachable with ``j``
+    stages give those reachable with ``j + 1``: ``b + 1`` is when the largest ``L[a]`` over the
+    reachable ``a <= b`` (and, with memory, ``a`` at least the first start whose memory sum up
+    to ``b`` fits) is at least ``R[b] - t``; a running maximum (with memory: a sparse table of
+    window maxima), so one probe is ``O(m n)`` numpy work (``O(m n log n)`` with memory).
+    """
+
+    def __init__(self, p: npt.NDArray[np.float64], comm: list[float], mp: list[float] | None, cap: float,
+                 m: int, exact: bool) -> None:
+        n = len(p) - 1
+        send = np.asarray(comm, dtype=np.float64)
+        send[-1] = 0.0  # the last stage sends nothing
+        self.n, self.m, self.exact = n, m, exact
+        self.left = p[:-1] - np.concatenate(([0.0], send[:-1]))  # L[a]; the first stage receives nothing
+        self.right = p[1:] + send  # R[b]
+        self.window: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
+                           npt.NDArray[np.bool_], int] | None = None
+        if mp is not None:
+            self.window = self._window(np.asarray(mp, dtype=np.float64), cap)
+
+    def _window(self, mp: npt.NDArray[np.float64], cap: float) -> tuple[
+            npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:
+        n = self.n
+        b = np.arange(n)
+        # first[b]: the first a with mp[b + 1] - mp[a] <= cap (the test the loads use; monotone in a)
+        first = np.searchsorted(mp, mp[1:] - cap, side="left").astype(np.int64)
+        while True:  # rounding: move each first start until the test itself agrees
+            up = (first <= b) & (mp[1:] - mp[np.minimum(first, n - 1)] > cap)
+            down = (first > 0) & (first - 1 <= b) & (mp[1:] - mp[np.maximum(first - 1, 0)] <= cap)
+            if not (up.any() or down.any()):
+                break
+            first = first + up - down
+        length = np.maximum(b - first + 1, 1)
+        level = np.zeros(n, dtype=np.int64)
+        while bool(((2 << level) <= length).any()):
+            level += (2 << level) <= length
+        return np.minimum(first, n - 1), b - (1 << level) + 1, level, first > b, int(level.max()) + 1
+
+    def _max(self, w: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``out[b]``: the largest ``w[a]`` over the starts ``a`` a stage ending at ``b`` may have."""
+        if self.window is None:
+            running: npt.NDArray[np.float64] = np.empty_like(w)
+            np.maximum.accumulate(w, out=running)
+            return running
+        i1, i2, level, empty, levels = self.window
+        table = np.full((levels, self.n), -np.inf)
+        table[0] = w
+        for j in range(1, levels):
+            s = 1 << (j - 1)
+            np.maximum(table[j - 1, :-s], table[j - 1, s:], out=table[j, :-s])
+        out: npt.NDArray[np.float64] = np.maximum(table[level, i1], table[level, i2])
+        out[empty] = -np.inf
+        return out
+
+    def probe(self, t: float) -> list[npt.NDArray[np.bool_]] | None:
+        """The reachable starts after ``0 .. j - 1`` stages for the ``j`` of a split with loads <=
+        ``t`` (exactly ``m`` stages, else the fewest up to ``m``); None if there is none."""
+        n, left, exact = self.n, self.left, self.exact
+        target = self.right - t
+        reach = np.zeros(n, dtype=bool)
+        reach[0] = True
+        masks = [reach]
+        for j in range(1, self.m + 1):
+            hit = self._max(np.where(reach, left, -np.inf)) >= target
+            if hit[-1] and (j == self.m or not exact):
+                return masks
+            if j == self.m:
+                break
+            nxt = np.empty(n, dtype=bool)
+            nxt[0] = not exact  # at most m: what fewer stages reach stays reachable
+            nxt[1:] = hit[:-1]
+            if not exact:
+                nxt |= reach
+            reach = nxt
+            masks.append(reach)
+        return None
+
+    def ends(self, t: float) -> list[int]:
+        """Stage ends (exclusive) of a split with loads <= ``t`` (which must exist): each last
+        stage as short as possible, going backwards."""
+        masks = self.probe(t)
+        assert masks is not None
+        ends, e = [self.n], self.n
+        for reach in masks[::-1]:
+            ok = reach[:e] & (self.left[:e] >= self.right[e - 1] - t)
+            e = int(np.flatnonzero(ok)[-1])  # the shortest stage: in the memory window if any start is
+            if e == 0:
+                break
+            ends.append(e)
+        return ends[::-1]
 
 
-def _with_comm_loops(c: list[float], comm: list[float], k: int, mp: list[float] | None, cap: float,
-               fill: bool) -> list[int]:
-    """The same DP in plain loops, pruned by the compute sum (when the matrix would be too large)."""
-    n = len(c)
-    p = _prefix(c)
-    m = min(k, n)
-    inf = math.inf
-    # d[j][b]: best max load of layers 0..b in exactly j stages; arg[j][b]: first layer of stage j
-    d = [[inf] * n for _ in range(m + 1)]
-    arg = [[-1] * n for _ in range(m + 1)]
-    for b in range(n):
-        if mp is not None and mp[b + 1] > cap:
-            break
-        d[1][b] = p[b + 1] + (comm[b] if b < n - 1 else 0.0)
-        arg[1][b] = 0
-    for j in range(2, m + 1):
-        prev, row, arow = d[j - 1], d[j], arg[j]
-        for b in range(j - 1, n):
-            send = comm[b] if b < n - 1 else 0.0
-            end = p[b + 1]
-            best, where = inf, -1
-            for a in range(b, j - 2, -1):
-                compute = end - p[a]
-                if compute >= best or (mp is not None and mp[b + 1] - mp[a] > cap):
-                    break
-                q = prev[a - 1]
-                if q >= best:
-                    continue
-                load = compute + send + comm[a - 1]
-                v = load if load > q else q
-                if v < best:
-                    best, where = v, a
-            row[b], arow[b] = best, where
-    if fill:
-        j = m
-    else:
-        j = min(range(1, m + 1), key=lambda s: (d[s][n - 1], s))  # ties: the fewest stages
-    if d[j][n - 1] == inf:
-        raise InvalidArgumentError(f"capacity: no split of the {n} layers into {'exactly' if fill else 'at most'} "
-                                   f"{j if fill else k} stages fits {cap} per stage")
-    ends = []
-    b = n - 1
-    while j > 0:
-        ends.append(b + 1)
-        b = arg[j][b] - 1
-        j -= 1
-    return ends[::-1]
+_ENUMERATE = 4096  # candidate loads listed once the threshold interval holds at most this many
 
 
 def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None, cap: float,
                fill: bool) -> list[int]:
     n = len(c)
     m = min(k, n)
-    # An upper bound: the optimal split without comm (exactly m stages, memory respected), with
-    # comm. No stage of an optimal split has a compute sum above it, which bounds the stage
-    # lengths the DP has to try (``w``: about n / k, not n).
-    ub = _comm_load(c, comm, _no_comm(c, k, mp, cap, True))
-    p = np.asarray(_prefix(c))
-    first = np.searchsorted(p, p[1:] - ub, side="left")  # first start a with p[b+1] - p[a] <= ub
-    w = min(n - 1, int(np.max(np.arange(n) - first)) + 2)  # +2: slack against rounding
-    if (w + 1) * n > _MATRIX_LIMIT:
-        return _with_comm_loops(c, comm, k, mp, cap, fill)
-    send = np.asarray([*comm[:-1], 0.0])  # send[b]: stage ending at layer b (the last sends nothing)
-    recv = np.asarray([0.0, *comm[:-1]])  # recv[a]: stage starting at layer a (the first receives nothing)
-    b = np.arange(n)
-    d = np.arange(w + 1)[:, None]
-    a = b[None, :] - d  # load[d, b]: the stage a = b - d .. b
-    ok = a >= 0
-    a0 = np.where(ok, a, 0)
-    load = (p[b + 1][None, :] - p[a0]) + send[None, :] + recv[a0]
-    if mp is not None:
-        mpa = np.asarray(mp)
-        ok &= (mpa[b + 1][None, :] - mpa[a0]) <= cap
-    load[~ok] = np.inf
-    # best[j - 1][b]: the least largest load of layers 0..b in exactly j stages (inf: none <= ub)
-    row = np.full(n, np.inf)
-    row[: w + 1] = load[b[: w + 1], b[: w + 1]]  # one stage 0..b
-    rows, args = [row], [np.full(n, -1)]
-    for _ in range(2, m + 1):
-        prev = np.concatenate(([np.inf], rows[-1]))  # prev[a]: the earlier stages cover 0..a-1
-        cand = np.maximum(prev[a0], load)  # a = 0 or invalid: prev[0] = inf
-        cand[~ok] = np.inf
-        arg = np.argmin(cand, axis=0)  # the first minimum: the shortest last stage
-        rows.append(cand[arg, b])
-        args.append(arg)
-    if fill:
-        j = m
-    else:
-        j = min(range(1, m + 1), key=lambda s: (float(rows[s - 1][n - 1]), s))  # ties: the fewest stages
-    if not np.isfinite(rows[j - 1][n - 1]):
+    p = np.concatenate(([0.0], np.cumsum(np.asarray(c, dtype=np.float64))))
+    reach = _Reach(p, comm, mp, cap, m, fill)
+    total = float(p[-1])
+    top = min(2.0 * (total + 2.0 * max(comm)) + 1.0, float(np.finfo(np.float64).max))  # above every load
+    if mp is not None and reach.probe(top) is None:
         raise InvalidArgumentError(f"capacity: no split of the {n} layers into {'exactly' if fill else 'at most'} "
-                                   f"{j if fill else k} stages fits {cap} per stage")
-    ends = []
-    e = n - 1
-    while j > 1:
-        ends.append(e + 1)
-        e -= int(args[j - 1][e]) + 1
-        j -= 1
-    ends.append(e + 1)
-    return ends[::-1]
+                                   f"{m if fill else k} stages fits {cap} per stage")
+    # lo: no split (a lower bound on every split's largest load, less a margin: checked at the
+    # end), hi: a split. A guess from the classic bound (average + largest layer + two transfers).
+    bound = max(total / m, max(c))
+    lo, hi, lo_checked = (bound * (1 - 1e-9), top, False) if bound > 0 else (-1.0, top, True)
+    guess = bound + max(c) + 2.0 * max(comm)
+    if lo < guess < hi:
+        if reach.probe(guess) is None:
+            lo, lo_checked = guess, True
+        else:
+            hi = guess
+    while True:
+        t = _search(reach, lo, hi, total)
+        if lo_checked or reach.probe(lo) is None:
+            return reach.ends(t)
+        lo, lo_checked = -1.0, True  # rounding made the margin too small: search below it too
+
+
+def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
+    """The least threshold with a split, given ``probe(lo)`` None and ``probe(hi)`` not: the
+    largest load of an optimal split is one of the candidates ``R[b] - L[a]``. Bisect the
+    threshold (on the float bit patterns) until the interval holds few candidates (about
+    ``n**2 / total`` of them per unit of load), list them, and bisect over them."""
+    n = reach.n
+    ls = np.sort(reach.left)
+    width = 32.0 * total / (n * n)
+    vals = np.empty(0)
+    while True:
+        lo_b, hi_b = (_bits(lo) if lo >= 0 else -1), _bits(hi)
+        if hi_b - lo_b <= 1:  # hi is the only float left
+            break
+        if hi - lo <= width:
+            i0 = np.searchsorted(ls, reach.right - hi - 1e-12 * abs(hi), side="left")
+            i1 = np.searchsorted(ls, reach.right - lo + 1e-12 * abs(lo), side="right")
+            count = np.maximum(i1 - i0, 0)
+            listed = int(count.sum())
+            if listed <= _ENUMERATE:
+                rows = np.repeat(np.arange(n), count)
+                offset = np.arange(listed) - np.repeat(np.cumsum(count) - count, count)
+                vals = reach.right[rows] - ls[i0[rows] + offset]
+                vals = np.unique(vals[(vals > lo) & (vals <= hi)])
+                break
+            width /= 16.0
+        mid = _float((max(lo_b, 0) + hi_b) // 2)
+        if reach.probe(mid) is None:
+            lo = mid
+        else:
+            hi = mid
+    below, above = -1, len(vals)  # probe(vals[above]) (hi when above == len(vals)) has a split
+    while above - below > 1:
+        mid_i = (below + above) // 2
+        if reach.probe(float(vals[mid_i])) is None:
+            below = mid_i
+        else:
+            above = mid_i
+    return float(vals[above]) if above < len(vals) else hi
 
 
 def balance(costs: Sequence[float], k: int, *, comm: Sequence[float] | None = None,
