@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 
+import numpy as np
 import pytest
 
 import stagecut as sc
@@ -144,6 +145,8 @@ def test_float_costs_and_shapes():
         check_shape(bal, n, k)
         assert load(costs, bal) <= sc.partition(sc.Graph.chain(costs), devices=k).objective * (1 + 1e-9)
     assert sc.balance([0, 0, 0], 5) == [1, 1, 1]
+    assert sc.balance(np.array([4, 1, 1, 2, 4]), 3, comm=np.array([0.5] * 5)) == sc.balance(
+        [4, 1, 1, 2, 4], 3, comm=[0.5] * 5)
     assert sc.balance([3], 1) == [1]
 
 
@@ -152,6 +155,9 @@ def test_float_costs_and_shapes():
     ({"costs": "abc", "k": 2}, "costs"),
     ({"costs": [1, -1], "k": 2}, r"costs\[1\]"),
     ({"costs": [1, float("nan")], "k": 2}, r"costs\[1\]"),
+    ({"costs": [1, True], "k": 2}, r"costs\[1\]"),
+    ({"costs": np.array([1.0, -1.0]), "k": 2}, r"costs\[1\]"),
+    ({"costs": [1, 2], "k": 2, "comm": [1, float("inf")]}, r"comm\[1\]"),
     ({"costs": [1, 2], "k": 0}, "k"),
     ({"costs": [1, 2], "k": 2.0}, "k"),
     ({"costs": [1, 2], "k": 2, "comm": [1]}, "comm"),

@@ -44,9 +44,29 @@ __all__ = ["balance"]
 def _values(x: object, what: str, n: int | None) -> list[float]:
     if isinstance(x, (str, bytes)) or not hasattr(x, "__len__") or not hasattr(x, "__iter__"):
         raise InvalidArgumentError(f"{what}: expected a sequence of per-layer numbers, got {type(x).__name__}")
-    values = [check_number(v, f"{what}[{i}]", error=InvalidArgumentError) for i, v in enumerate(x)]
+    values = _fast_values(x)
+    if values is None:  # a value to refuse, or of another type: check each, naming the first bad one
+        values = [check_number(v, f"{what}[{i}]", error=InvalidArgumentError) for i, v in enumerate(x)]
     if n is not None and len(values) != n:
         raise InvalidArgumentError(f"{what}: expected {n} values (one per layer), got {len(values)}")
+    return values
+
+
+def _fast_values(x: object) -> list[float] | None:
+    """The values as floats when they are plain ints and floats (or a numeric array), all finite
+    and non-negative: what ``check_number`` accepts, checked at once; None otherwise."""
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind not in "iuf":
+            return None
+    elif not set(map(type, x)) <= {int, float}:  # type: ignore[call-overload]  # x: a sized iterable
+        return None
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if a.ndim != 1 or not bool(np.isfinite(a).all()) or bool((a < 0).any()):
+        return None
+    values: list[float] = a.tolist()
     return values
 
 
