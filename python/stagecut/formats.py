@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
-from stagecut.validate import check_flag, check_id, check_int, check_number, shown
+from stagecut.validate import check_field, check_flag, check_id, check_int, check_list, check_number, shown
 
 __all__ = ["read_workload", "workload_from_dict", "workload_to_dict", "write_workload",
            "read_split", "split_from_dict", "split_to_dict", "write_split", "write_json", "read_json",
@@ -167,29 +167,15 @@ def read_json(path: PathLike, what: str = "a JSON file") -> Any:
         raise InvalidGraphError(f"{os.fspath(path)}: not valid JSON ({str(e).splitlines()[0][:80]})") from None
 
 
-def _field(obj: Any, key: str, where: str) -> Any:
-    if not isinstance(obj, Mapping):
-        raise InvalidGraphError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    if key not in obj:
-        raise InvalidGraphError(f"{where}: missing field {key!r}")
-    return obj[key]
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise InvalidGraphError(f"{where}: expected a JSON list, got {type(value).__name__}")
-    return value
-
-
 def _read_edges(edges_in: list[Any]) -> tuple[list[tuple[Any, Any]], dict[Any, float]]:
     """The edges and each source's ``cost`` (equal on every edge out of one node)."""
     comm: dict[Any, float] = {}
     edges = []
     for i, e in enumerate(edges_in):
         where = f"edges[{i}]"
-        u = check_id(_field(e, "sourceId", where), f"{where}.sourceId")
-        v = check_id(_field(e, "destId", where), f"{where}.destId")
-        cost = check_number(_field(e, "cost", where), f"{where}.cost")
+        u = check_id(check_field(e, "sourceId", where), f"{where}.sourceId")
+        v = check_id(check_field(e, "destId", where), f"{where}.destId")
+        cost = check_number(check_field(e, "cost", where), f"{where}.cost")
         if u in comm and abs(comm[u] - cost) > 1e-6:
             raise InvalidGraphError(
                 f"{where}: node {shown(u)} has two different outgoing edge costs ({comm[u]} and {cost})"
@@ -200,17 +186,17 @@ def _read_edges(edges_in: list[Any]) -> tuple[list[tuple[Any, Any]], dict[Any, f
 
 
 def _read_node(n: Any, i: int, comm: Mapping[Any, float]) -> Node:
-    nid = check_id(_field(n, "id", f"nodes[{i}]"), f"nodes[{i}].id")
+    nid = check_id(check_field(n, "id", f"nodes[{i}]"), f"nodes[{i}].id")
     where = f"node {shown(nid)}"
-    supported = check_flag(_field(n, "supportedOnFpga", where), f"{where}: supportedOnFpga")
+    supported = check_flag(check_field(n, "supportedOnFpga", where), f"{where}: supportedOnFpga")
     colour = n.get("colorClass")
     name = n.get("name")
     if name is not None and not isinstance(name, str):
         raise InvalidGraphError(f"{where}: name must be a string, got {type(name).__name__}")
     return Node(
         id=nid,
-        compute={ACCELERATOR: check_number(_field(n, "fpgaLatency", where), f"{where}: fpgaLatency"),
-                 CPU: check_number(_field(n, "cpuLatency", where), f"{where}: cpuLatency")},
+        compute={ACCELERATOR: check_number(check_field(n, "fpgaLatency", where), f"{where}: fpgaLatency"),
+                 CPU: check_number(check_field(n, "cpuLatency", where), f"{where}: cpuLatency")},
         memory=check_number(n.get("size", 0.0), f"{where}: size"),
         comm=comm.get(nid, 0.0),
         kinds=None if supported else frozenset({CPU}),
@@ -258,8 +244,8 @@ def workload_from_dict(data: Mapping[str, Any]) -> Graph:
     """
     if not isinstance(data, Mapping):
         raise InvalidGraphError(f"workload: expected a JSON object, got {type(data).__name__}")
-    nodes_in = _list(_field(data, "nodes", "workload"), "workload: 'nodes'")
-    edges_in = _list(_field(data, "edges", "workload"), "workload: 'edges'")
+    nodes_in = check_list(check_field(data, "nodes", "workload"), "workload: 'nodes'")
+    edges_in = check_list(check_field(data, "edges", "workload"), "workload: 'edges'")
     edges, comm = _read_edges(edges_in)
     nodes = [_read_node(n, i, comm) for i, n in enumerate(nodes_in)]
     defaults = {name: read(data[key]) for key, (name, read) in _DEFAULTS.items() if key in data}
@@ -346,10 +332,10 @@ def split_from_dict(data: Mapping[str, Any], graph: Graph | None = None) -> dict
                                 "(lists of {\"nodes\": [...]})")
     assignment: dict[Any, tuple[str, int]] = {}
     for key, kind in (("fpgas", ACCELERATOR), ("cpus", CPU)):
-        devices = _list(data.get(key, []), f"split: {key!r}")
+        devices = check_list(data.get(key, []), f"split: {key!r}")
         for d, dev in enumerate(devices):
             where = f"split {key}[{d}]"
-            for j, raw in enumerate(_list(_field(dev, "nodes", where), f"{where}.nodes")):
+            for j, raw in enumerate(check_list(check_field(dev, "nodes", where), f"{where}.nodes")):
                 nid = check_id(raw, f"{where}.nodes[{j}]")
                 if nid in assignment:
                     raise InvalidGraphError(f"split: node {shown(nid)} is assigned twice")

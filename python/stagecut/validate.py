@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 
-__all__ = ["check_number", "check_int", "check_flag", "check_id", "check_graph", "shown", "MAX_INT"]
+__all__ = ["check_number", "check_int", "check_flag", "check_id", "check_field", "check_list", "check_graph", "shown",
+           "MAX_INT"]
 
 #: the largest integer any argument may take (the core's widest integer is a u64)
 MAX_INT = 2**64 - 1
@@ -149,6 +151,78 @@ def check_id(value: Any, where: str, *, error: type[StagecutError] = InvalidGrap
                     "a number or a list)") from None
     return out
 
+
+
+def check_field(obj: Any, key: str, where: str) -> Any:
+    """The field ``key`` of a JSON object read from a file.
+
+    Parameters
+    ----------
+    obj : Any
+        What the file holds at ``where``: it must be a mapping (a JSON object).
+    key : str
+        The field's name.
+    where : str
+        Where ``obj`` is in the file, for the message (e.g. ``"nodes[3]"``).
+
+    Returns
+    -------
+    Any
+        ``obj[key]``, not checked further.
+
+    Raises
+    ------
+    InvalidGraphError
+        ``obj`` is not a mapping, or it has no field ``key``.
+
+    Examples
+    --------
+    >>> check_field({"id": 7}, "id", "nodes[0]")
+    7
+    >>> check_field({"id": 7}, "cost", "nodes[0]")
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidGraphError: nodes[0]: missing field 'cost'
+    """
+    if not isinstance(obj, Mapping):
+        raise InvalidGraphError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    if key not in obj:
+        raise InvalidGraphError(f"{where}: missing field {key!r}")
+    return obj[key]
+
+
+def check_list(value: Any, where: str) -> list[Any]:
+    """A JSON list read from a file.
+
+    Parameters
+    ----------
+    value : Any
+        What the file holds at ``where``.
+    where : str
+        Where ``value`` is in the file, for the message (e.g. ``"edges"``).
+
+    Returns
+    -------
+    list
+        ``value`` itself.
+
+    Raises
+    ------
+    InvalidGraphError
+        ``value`` is not a list.
+
+    Examples
+    --------
+    >>> check_list([1, 2], "edges")
+    [1, 2]
+    >>> check_list({"a": 1}, "edges")
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidGraphError: edges: expected a JSON list, got dict
+    """
+    if not isinstance(value, list):
+        raise InvalidGraphError(f"{where}: expected a JSON list, got {type(value).__name__}")
+    return value
 
 def _tuples(value: Any, depth: int) -> Any:
     if isinstance(value, list) and depth < 100:

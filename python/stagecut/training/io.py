@@ -23,23 +23,9 @@ from stagecut.errors import InvalidGraphError
 from stagecut.formats import read_json
 from stagecut.results import NodeId
 from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
-from stagecut.validate import check_int, shown
+from stagecut.validate import check_field, check_int, check_list, shown
 
 __all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies"]
-
-
-def _req(obj: Any, key: str, where: str) -> Any:
-    if not isinstance(obj, Mapping):
-        raise InvalidGraphError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-    if key not in obj:
-        raise InvalidGraphError(f"{where}: missing field {key!r}")
-    return obj[key]
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise InvalidGraphError(f"{where}: expected a JSON list, got {type(value).__name__}")
-    return value
 
 
 def _int_key(k: Any, where: str, what: str) -> int:
@@ -65,7 +51,7 @@ def _str(value: Any, where: str) -> str:
 
 
 def _sync(c: Mapping[str, Any], key: str, where: str) -> dict[NodeId, float]:
-    m = _req(c, key, where)
+    m = check_field(c, key, where)
     if not isinstance(m, Mapping):
         raise InvalidGraphError(f"{where}: {key} must be an object keyed by node id")
     return {_node_key(k, where): v for k, v in m.items()}
@@ -73,25 +59,25 @@ def _sync(c: Mapping[str, Any], key: str, where: str) -> dict[NodeId, float]:
 
 def _tmpc_from_dict(c: Mapping[str, Any], where: str) -> TMPC:
     return TMPC(
-        id=_str(_req(c, "id", where), f"{where}: id"),
-        time=_req(c, "timePerSample", where),
-        params=_req(c, "parameterSize", where),
-        mem_a=_req(c, "memoryUsageA", where),
-        mem_b=_req(c, "memoryUsageB", where),
+        id=_str(check_field(c, "id", where), f"{where}: id"),
+        time=check_field(c, "timePerSample", where),
+        params=check_field(c, "parameterSize", where),
+        mem_a=check_field(c, "memoryUsageA", where),
+        mem_b=check_field(c, "memoryUsageB", where),
         sync_fw=_sync(c, "syncTimeFw", where),
         sync_bw=_sync(c, "syncTimeBw", where),
     )
 
 
 def _node_from_dict(nd: Mapping[str, Any], i: int) -> PiperNode:
-    nid = _int_key(_req(nd, "id", f"nodes[{i}]"), f"nodes[{i}]", "id")
-    tm = _req(nd, "TMPCs", f"node {nid!r}")
+    nid = _int_key(check_field(nd, "id", f"nodes[{i}]"), f"nodes[{i}]", "id")
+    tm = check_field(nd, "TMPCs", f"node {nid!r}")
     if not isinstance(tm, Mapping):
         raise InvalidGraphError(f"node {nid!r}: TMPCs must be an object keyed by t")
     tmpcs: dict[int, tuple[TMPC, ...]] = {}
     for tk, lst in tm.items():
         t = _int_key(tk, f"node {nid!r}", "TMPC key (a device count)")
-        lst = _list(lst, f"node {nid!r}, t={t}: TMPCs")
+        lst = check_list(lst, f"node {nid!r}, t={t}: TMPCs")
         tmpcs[t] = tuple(_tmpc_from_dict(c, f"node {nid!r}, t={t}, TMPC #{j}") for j, c in enumerate(lst))
     return PiperNode(id=nid, tmpcs=tmpcs, name=_str(nd.get("name", ""), f"node {nid!r}: name"))
 
@@ -131,16 +117,18 @@ def piper_from_dict(data: Mapping[str, Any]) -> PiperProblem:
     """
     if not isinstance(data, Mapping):
         raise InvalidGraphError("a Piper input must be a JSON object")
-    nodes = tuple(_node_from_dict(nd, i) for i, nd in enumerate(_list(_req(data, "nodes", "input"), "nodes")))
+    nodes_in = check_list(check_field(data, "nodes", "input"), "nodes")
+    nodes = tuple(_node_from_dict(nd, i) for i, nd in enumerate(nodes_in))
     edges = []
-    for i, e in enumerate(_list(_req(data, "edges", "input"), "edges")):
+    for i, e in enumerate(check_list(check_field(data, "edges", "input"), "edges")):
         where = f"edges[{i}]"
-        edges.append(PiperEdge(_int_key(_req(e, "sourceId", where), where, "sourceId"),
-                               _int_key(_req(e, "destId", where), where, "destId"),
-                               _req(e, "communicationCost", where)))
-    return PiperProblem(nodes=nodes, edges=tuple(edges), devices=_req(data, "maxDevices", "input"),
-                        memory=_req(data, "maxMemoryPerDevice", "input"), bandwidth=_req(data, "bandwidth", "input"),
-                        batch=_req(data, "mbsInBatch", "input"), server_size=data.get("serverSize"),
+        edges.append(PiperEdge(_int_key(check_field(e, "sourceId", where), where, "sourceId"),
+                               _int_key(check_field(e, "destId", where), where, "destId"),
+                               check_field(e, "communicationCost", where)))
+    return PiperProblem(nodes=nodes, edges=tuple(edges), devices=check_field(data, "maxDevices", "input"),
+                        memory=check_field(data, "maxMemoryPerDevice", "input"),
+                        bandwidth=check_field(data, "bandwidth", "input"),
+                        batch=check_field(data, "mbsInBatch", "input"), server_size=data.get("serverSize"),
                         intra_bandwidth=data.get("intraServerBandwidth"))
 
 
