@@ -46,7 +46,8 @@ from stagecut.validate import shown
 #: A device position per node position (a list or an int array).
 Placement = Sequence[int] | np.ndarray
 
-__all__ = ["Placement", "asap", "rank_round_robin", "schedule_from", "evaluate_schedule", "check_placement", "TOL"]
+__all__ = ["Placement", "asap", "rank_round_robin", "schedule_from", "evaluate_schedule", "check_placement",
+           "devices_in_node_order", "TOL"]
 
 #: Relative tolerance of comparisons between evaluators and solvers.
 TOL = 1e-9
@@ -250,16 +251,50 @@ def schedule_from(problem: LatencyProblem, dev: Placement, order: Sequence[Seque
     )
 
 
+def devices_in_node_order(problem: LatencyProblem, placement: Mapping[Hashable, Any]) -> list[Any]:
+    """The devices a ``{node id: device}`` placement gives, by node position.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    placement : mapping
+        A device (in any form; not checked here) for every node id of ``problem``.
+
+    Returns
+    -------
+    list
+        ``placement[v]`` for each node id ``v`` in position order.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A node of ``problem`` without a device, or a node id that ``problem`` does not have.
+
+    Examples
+    --------
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> p = LatencyProblem(sc.Graph.chain([1.0, 2.0]), Devices.pcie_star(2))
+    >>> devices_in_node_order(p, {1: "cpu", 0: "accelerator:0"})
+    ['accelerator:0', 'cpu']
+    >>> devices_in_node_order(p, {0: "cpu"})
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.InvalidArgumentError: placement: node 1 has no device
+    """
+    missing = [v for v in problem.ids if v not in placement]
+    if missing:
+        raise InvalidArgumentError(f"placement: node {shown(missing[0])} has no device")
+    extra = [v for v in placement if v not in problem.index]
+    if extra:
+        raise InvalidArgumentError(f"placement: unknown node {shown(extra[0])}")
+    return [placement[v] for v in problem.ids]
+
+
 def _positions(problem: LatencyProblem, placement: Mapping[Hashable, Any] | Sequence[Any]) -> list[int]:
     names = problem.devices.names
     if isinstance(placement, Mapping):
-        missing = [v for v in problem.ids if v not in placement]
-        if missing:
-            raise InvalidArgumentError(f"placement: node {shown(missing[0])} has no device")
-        extra = [v for v in placement if v not in problem.index]
-        if extra:
-            raise InvalidArgumentError(f"placement: unknown node {shown(extra[0])}")
-        seq = [placement[v] for v in problem.ids]
+        seq = devices_in_node_order(problem, placement)
     elif isinstance(placement, Sequence) and not isinstance(placement, str):
         seq = list(placement)
     else:

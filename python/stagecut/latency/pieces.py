@@ -58,7 +58,7 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, cycle_among
-from stagecut.latency.evaluate import check_placement
+from stagecut.latency.evaluate import check_placement, devices_in_node_order
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule, Transfer, stages_of
 from stagecut.results import Status
@@ -368,13 +368,7 @@ def placement_positions(problem: LatencyProblem, placement: Any) -> np.ndarray:
     if isinstance(placement, Schedule):
         placement = placement.placement
     if isinstance(placement, Mapping):
-        missing = [v for v in problem.ids if v not in placement]
-        if missing:
-            raise InvalidArgumentError(f"placement: node {shown(missing[0])} has no device")
-        extra = [v for v in placement if v not in problem.index]
-        if extra:
-            raise InvalidArgumentError(f"placement: unknown node {shown(extra[0])}")
-        seq = [placement[v] for v in problem.ids]
+        seq = devices_in_node_order(problem, placement)
     elif isinstance(placement, np.ndarray) or (isinstance(placement, Sequence) and not isinstance(placement, str)):
         seq = list(placement)
         if len(seq) != len(problem):
