@@ -1,5 +1,5 @@
 """``stagecut.balance`` against ``stagecut.partition(Graph.chain(...))`` on random chains of 100
-to 1,000 layers, k in {2, 8}, without and with communication.
+to 10,000 layers, k in {2, 4, 8}, without and with communication.
 
 Run: ``pytest benches/bench_balance.py --benchmark-only`` (add ``--benchmark-json=out.json``).
 Each case times the whole call (building the chain graph is part of the ``partition`` cases:
@@ -30,7 +30,7 @@ def _load(costs, bal, comm):
     return worst
 
 
-CASES = [(n, k, with_comm) for n in (100, 200, 500, 1000) for k in (2, 8) for with_comm in (False, True)]
+CASES = [(n, k, with_comm) for n in (100, 1000, 10000) for k in (2, 4, 8) for with_comm in (False, True)]
 
 
 @pytest.mark.parametrize(("n", "k", "with_comm"), CASES)
