@@ -10,12 +10,22 @@ keeps what it finished and a re-run does only the rest. A worker that dies is re
 tasks are run again elsewhere (Dask's own retry); a task that keeps killing workers is recorded
 as an ``"error"`` row (re-run on the next run).
 
+**Memory per task** (``task_memory = "4GiB"`` in the sweep file): while the task runs, the core's
+budget for refusing big requests before allocating (``STAGECUT_MEMORY_BUDGET``, see
+:class:`~stagecut.errors.MemoryLimitError`) is that size, and the planner's progress events
+(about four a second, :mod:`stagecut.progress`) check that the worker process has not grown by
+more than it; either stops the task with a ``MemoryLimitError`` row. The check runs only where
+the planner reports progress, so a single allocation between two events can pass it: a hard
+cap is the Dask worker's own ``memory_limit`` (a worker over it is restarted and its task
+retried elsewhere).
+
 The graphs are loaded by the workers from the sweep's specs: on a cluster spanning machines,
 graph files must be readable at the same absolute path on every worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -24,16 +34,19 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stagecut.errors import BackendUnavailableError, InvalidArgumentError
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError, MemoryLimitError
 from stagecut.graph import Graph
 from stagecut.sweep.spec import SweepSpec, Task, expand, read_sweep
 from stagecut.sweep.table import ERROR, read_results, write_row
 
 __all__ = ["SweepRun", "run_sweep", "run_task", "pending"]
+
+#: the core's memory budget variable (see :class:`~stagecut.errors.MemoryLimitError`)
+BUDGET_VAR = "STAGECUT_MEMORY_BUDGET"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,11 +110,59 @@ def _worker_name() -> str:
         return f"local:{os.getpid()}"
 
 
-def _call(task: Task, graph: Graph) -> Any:
+def _rss_bytes() -> int:
+    """This process's resident set size now (bytes; 0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class _MemoryWatch:
+    """The progress callback of a task with ``task_memory``: stops the call (MemoryLimitError) once
+    the process has grown by more than ``limit`` bytes since the task began."""
+
+    def __init__(self, limit: float, rss: Callable[[], int] | None = None) -> None:
+        self.limit = limit
+        self.rss = rss if rss is not None else _rss_bytes
+        self.base = self.rss()
+
+    def __call__(self, event: Any) -> None:
+        grown = self.rss() - self.base
+        if grown > self.limit:
+            raise MemoryLimitError(f"task_memory: the task grew by {grown / 2**20:.0f} MiB, over its "
+                                   f"{self.limit / 2**20:.0f} MiB (during {getattr(event, 'phase', '?')})")
+
+
+@contextlib.contextmanager
+def _task_memory(limit: str | None) -> Iterator[Callable[[Any], None] | None]:
+    """For a task with ``task_memory``: the core's budget for refusing big requests before
+    allocating (``STAGECUT_MEMORY_BUDGET``) set to it, and a :class:`_MemoryWatch`."""
+    if limit is None:
+        yield None
+        return
+    from stagecut.units import parse_bytes
+
+    nbytes = parse_bytes(limit, flag="task_memory")
+    before = os.environ.get(BUDGET_VAR)
+    os.environ[BUDGET_VAR] = str(int(nbytes))
+    try:
+        yield _MemoryWatch(nbytes)
+    finally:
+        if before is None:
+            os.environ.pop(BUDGET_VAR, None)
+        else:
+            os.environ[BUDGET_VAR] = before
+
+
+def _call(task: Task, graph: Graph, progress: Callable[[Any], None] | None = None) -> Any:
     import stagecut as sc
     from stagecut.units import parse_bytes
 
     options = json.loads(task.options)
+    if progress is not None:
+        options["progress"] = progress
     memory = None if task.memory == "file" else parse_bytes(task.memory, flag="memory")
     if task.objective == "throughput":  # memory None: the planner takes the graph's own
         return sc.partition(graph, devices=task.devices, memory=memory, method=task.method,
@@ -145,7 +206,8 @@ def run_task(task: Task) -> dict[str, Any]:
                            "objective": None, "lower_bound": None, "gap": None, "error": None}
     t0 = time.perf_counter()
     try:
-        result = _call(task, _graph(task.graph_spec))
+        with _task_memory(task.task_memory) as watch:
+            result = _call(task, _graph(task.graph_spec), watch)
     except Exception as e:  # recorded, not raised: one bad task must not stop the sweep
         text = str(e).strip().splitlines()
         row.update(status=ERROR, error=f"{type(e).__name__}: {text[0] if text else ''}".strip())

@@ -10,6 +10,7 @@ A sweep file names what to run; every combination of its lists is one task (one 
     time_limit = 60                   # seconds per task (a method may set its own)
     results = "sweep.results"         # the results directory (default: <sweep file stem>.results)
     workers = 2                       # LocalCluster worker processes (default: the cores)
+    task_memory = "4GiB"              # memory per task (default: none beyond Dask's worker limit)
 
     [[methods]]
     name = "dp"
@@ -62,8 +63,8 @@ __all__ = ["OBJECTIVES", "GRAPH_PREFIXES", "MethodSpec", "SweepSpec", "Task", "r
 OBJECTIVES = {"throughput": "partition", "slice": "slice_graph", "latency": "place"}
 #: graph specs that are not files
 GRAPH_PREFIXES = ("example:", "regal:", "rwnn:")
-_KEYS = {"objective", "graphs", "devices", "memory", "seeds", "time_limit", "results", "workers", "methods",
-         "report"}
+_KEYS = {"objective", "graphs", "devices", "memory", "seeds", "time_limit", "results", "workers", "task_memory",
+         "methods", "report"}
 _METHOD_KEYS = {"name", "options", "time_limit"}
 #: options a method may not set (the sweep's own axes)
 _AXES = {"devices", "memory", "seed", "time_limit", "graph"}
@@ -97,6 +98,7 @@ class SweepSpec:
     results: str = "sweep.results"
     workers: int | None = None
     baseline: str | None = None
+    task_memory: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +115,7 @@ class Task:
     memory: str
     seed: int
     time_limit: float | None
+    task_memory: str | None = None  # a resource limit, not part of the key
 
 
 def _bad(field: str, message: str) -> InvalidArgumentError:
@@ -241,6 +244,12 @@ def sweep_from_dict(data: Mapping[str, Any], base: str = "", name: str = "sweep"
     if not isinstance(results, str) or not results:
         raise _bad("results", f"expected a directory, got {results!r}")
     workers = data.get("workers")
+    task_memory = data.get("task_memory")
+    if task_memory is not None:
+        if isinstance(task_memory, bool) or not isinstance(task_memory, (str, int, float)) or \
+                parse_bytes(task_memory, flag="task_memory") <= 0:
+            raise _bad("task_memory", f"expected a size such as '4GiB', got {task_memory!r}")
+        task_memory = str(task_memory)
     report = data.get("report", {})
     if not isinstance(report, Mapping) or set(report) - {"baseline"}:
         raise _bad("report", "expected a table with the key baseline")
@@ -253,7 +262,7 @@ def sweep_from_dict(data: Mapping[str, Any], base: str = "", name: str = "sweep"
                      time_limit=_time_limit(data.get("time_limit"), "time_limit"),
                      results=results if os.path.isabs(results) else os.path.join(base, results),
                      workers=None if workers is None else check_int(workers, "workers", minimum=1),
-                     baseline=baseline)
+                     baseline=baseline, task_memory=task_memory)
 
 
 def read_sweep(path: str | os.PathLike[str]) -> SweepSpec:
@@ -325,5 +334,6 @@ def expand(spec: SweepSpec) -> tuple[Task, ...]:
         key = _key(spec.objective, label, m.name, m.options, tl if tl is None or math.isfinite(tl) else None,
                    k, mem, seed)
         out.append(Task(key=key, objective=spec.objective, graph=label, graph_spec=gspec, method=m.name,
-                        options=m.options, devices=k, memory=mem, seed=seed, time_limit=tl))
+                        options=m.options, devices=k, memory=mem, seed=seed, time_limit=tl,
+                        task_memory=spec.task_memory))
     return tuple(out)
