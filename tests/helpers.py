@@ -67,6 +67,30 @@ def brute_force(graph, accelerators, cpus, memory=math.inf):
 
 
 
+
+def brute_force_any(graph, accelerators, cpus, memory=math.inf):
+    """The throughput optimum over every split, contiguous or not (colocation classes whole):
+    every assignment of the classes to devices that the evaluator finds feasible."""
+    devices = [("accelerator", i) for i in range(accelerators)] + [("cpu", i) for i in range(cpus)]
+    groups = colocation_groups(graph)
+    best = math.inf
+    for choice in itertools.product(range(len(devices)), repeat=len(groups)):
+        split = {graph.nodes[i].id: devices[c] for grp, c in zip(groups, choice) for i in grp}
+        ev = sc.evaluate(graph, split, memory=memory, devices=accelerators, cpus=cpus)
+        if ev.feasible:
+            best = min(best, ev.objective)
+    return best
+
+
+def rescored_ip(graph, plan, accelerators, cpus, memory):
+    """The throughput evaluator's verdict on an IP plan, asserted feasible, equal to the plan's
+    objective and not below its lower bound."""
+    ev = sc.evaluate(graph, plan.device_of(), memory=memory, devices=accelerators, cpus=cpus)
+    assert ev.feasible
+    assert ev.objective == pytest.approx(plan.objective)
+    assert plan.lower_bound <= plan.objective + 1e-6
+    return ev
+
 def set_partitions(items, k):
     """Every partition of ``items`` into at most ``k`` non-empty blocks (lists of lists)."""
     if not items:

@@ -20,7 +20,6 @@ on fewer); the ``slow`` sweep checks many more.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import pytest
@@ -29,7 +28,7 @@ from hypothesis import strategies as st
 
 import stagecut as sc
 from helpers import brute_force as brute_contiguous
-from helpers import colocation_groups, set_partitions
+from helpers import brute_force_any, colocation_groups, set_partitions
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import LEVELS, mtpp_bound
@@ -86,19 +85,6 @@ def throughput_instances(draw, max_n=5):
     return sc.Graph(nodes, edges), devices, cpus, memory
 
 
-def brute_any(graph, devices, cpus, memory):
-    """The optimum over every split (colocation classes whole), contiguous or not."""
-    devs = [("accelerator", i) for i in range(devices)] + [("cpu", i) for i in range(cpus)]
-    groups = colocation_groups(graph)
-    best = math.inf
-    for choice in itertools.product(range(len(devs)), repeat=len(groups)):
-        split = {graph.nodes[i].id: devs[c] for grp, c in zip(groups, choice) for i in grp}
-        ev = sc.evaluate(graph, split, devices=devices, cpus=cpus, memory=memory)
-        if ev.feasible:
-            best = min(best, ev.objective)
-    return best
-
-
 def check_combinatorial(instance):
     graph, devices, cpus, memory = instance
     opt = brute_contiguous(graph, devices, cpus, memory)
@@ -115,7 +101,7 @@ def check_ips(instance):
     graph, devices, cpus, memory = instance
     kw = {"devices": devices, "cpus": cpus, "memory": memory}
     check(partition_ip(graph, **kw), brute_contiguous(graph, devices, cpus, memory), "ip")
-    check(partition_ip(graph, contiguous=False, **kw), brute_any(graph, devices, cpus, memory), "ip, any split")
+    check(partition_ip(graph, contiguous=False, **kw), brute_force_any(graph, devices, cpus, memory), "ip, any split")
 
 
 @settings(FAST, max_examples=800)

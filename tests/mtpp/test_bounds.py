@@ -9,7 +9,7 @@ import pytest
 
 import stagecut as sc
 from helpers import SHARED as WORKLOADS
-from helpers import require_shared
+from helpers import require_shared, rescored_ip
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import LEVELS, mtpp_bound
@@ -136,15 +136,6 @@ REPRODUCED = ["LayerGraphs/bert24_inference.json", "LayerGraphs/bert24_training.
               "OperatorGraphs/bert_l-3_inference.json"]
 
 
-def _rescored(graph, plan, k, l, memory):
-    """The throughput evaluator's verdict on an IP plan (as in tests/throughput/test_ip.py)."""
-    ev = sc.evaluate(graph, plan.device_of(), memory=memory, devices=k, cpus=l)
-    assert ev.feasible
-    assert ev.objective == pytest.approx(plan.objective)
-    assert plan.lower_bound <= plan.objective + 1e-6
-    return ev
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REPRODUCED)
 def test_published_noncontiguous_optimum(name):
@@ -155,7 +146,7 @@ def test_published_noncontiguous_optimum(name):
         pytest.fail(f"{name} has no published row")
     g = sc.read_workload(path)
     plan = partition_ip(g, contiguous=False, time_limit=600, threads=1, warm_start=sc.partition(g))
-    _rescored(g, plan, g.defaults["accelerators"], g.defaults["cpus"], g.defaults["memory"])
+    rescored_ip(g, plan, g.defaults["accelerators"], g.defaults["cpus"], g.defaults["memory"])
     assert plan.objective <= rows[name][4] * 1.01
     assert plan.lower_bound <= rows[name][4] + 1e-6  # Gurobi's optimum is above every valid bound
 

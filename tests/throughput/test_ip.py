@@ -1,6 +1,5 @@
 """The throughput IPs, held to the DP, brute force and the evaluator."""
 
-import itertools
 import math
 import random
 
@@ -9,34 +8,12 @@ import pytest
 
 import stagecut as sc  # noqa: E402
 from helpers import (  # noqa: E402
-    colocation_groups,  # noqa: E402
+    brute_force_any,
     random_inference_graph,
     random_training_graph,
+    rescored_ip,
 )
 from stagecut.throughput.ip import partition_ip  # noqa: E402
-
-
-def brute_noncontiguous(graph, k, l, memory):
-    devices = [("accelerator", i) for i in range(k)] + [("cpu", i) for i in range(l)]
-    groups = colocation_groups(graph)
-    best = math.inf
-    for choice in itertools.product(range(len(devices)), repeat=len(groups)):
-        assign = {}
-        for grp, c in zip(groups, choice):
-            for i in grp:
-                assign[graph.nodes[i].id] = devices[c]
-        ev = sc.evaluate(graph, assign, memory=memory, devices=k, cpus=l)
-        if ev.feasible:
-            best = min(best, ev.objective)
-    return best
-
-
-def _rescored(graph, plan, k, l, memory):
-    ev = sc.evaluate(graph, plan.device_of(), memory=memory, devices=k, cpus=l)
-    assert ev.feasible
-    assert ev.objective == pytest.approx(plan.objective)
-    assert plan.lower_bound <= plan.objective + 1e-6
-    return ev
 
 
 def _instance(seed):
@@ -61,7 +38,7 @@ def test_contiguous_ip_equals_dp(seed):
     assert ip.status == "optimal"
     assert ip.objective == pytest.approx(dp.objective)
     assert ip.lower_bound == pytest.approx(dp.objective, rel=1e-5)
-    ev = _rescored(g, ip, k, l, mem)
+    ev = rescored_ip(g, ip, k, l, mem)
     assert ev.contiguous
     # warm-started from the DP: same optimum
     ws = partition_ip(g, devices=k, cpus=l, memory=mem, warm_start=dp)
@@ -69,7 +46,7 @@ def test_contiguous_ip_equals_dp(seed):
     # non-contiguous is never worse
     nc = partition_ip(g, devices=k, cpus=l, memory=mem, contiguous=False)
     assert nc.objective <= ip.objective + 1e-9
-    _rescored(g, nc, k, l, mem)
+    rescored_ip(g, nc, k, l, mem)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -81,14 +58,14 @@ def test_noncontiguous_ip_equals_brute_force(seed):
         g = random_training_graph(rng, rng.randint(2, 4))
     k, l = rng.randint(1, 3), rng.randint(0, 1)
     mem = 6.0 if rng.random() < 0.5 else math.inf
-    want = brute_noncontiguous(g, k, l, mem)
+    want = brute_force_any(g, k, l, mem)
     nc = partition_ip(g, devices=k, cpus=l, memory=mem, contiguous=False)
     if want == math.inf:
         assert nc.status == "infeasible"
         return
     assert nc.status == "optimal"
     assert nc.objective == pytest.approx(want)
-    _rescored(g, nc, k, l, mem)
+    rescored_ip(g, nc, k, l, mem)
 
 
 def test_noncontiguous_beats_contiguous_on_a_chain():
@@ -107,7 +84,7 @@ def test_time_limit_returns_best_found():
     plan = partition_ip(g, devices=6, contiguous=False, time_limit=1.0)
     assert plan.status in ("time_limit", "optimal")
     if plan.objective is not None:
-        _rescored(g, plan, 6, 0, math.inf)
+        rescored_ip(g, plan, 6, 0, math.inf)
         assert plan.lower_bound <= plan.objective
 
 
