@@ -35,6 +35,7 @@ from typing import Any
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require
 from stagecut.graph import ACCELERATOR, Graph, Node
+from stagecut.results import Plan
 from stagecut.validate import check_int, check_number
 
 __all__ = ["OnnxTrace", "trace_onnx", "from_onnx", "extract_stages"]
@@ -73,6 +74,21 @@ class OnnxTrace:
     model_outputs: tuple[str, ...] = ()
     constants: frozenset[str] = frozenset()
     timing: str = "flops"
+    #: the model (``ModelProto`` or path) the trace was read from: :meth:`extract_onnx`'s default
+    source: Any = field(default=None, compare=False, repr=False)
+
+    def extract_onnx(self, plan: Plan, directory: str | os.PathLike[str], model: Any = None) -> list[Any]:
+        """:func:`extract_stages` ``(plan, self, model, directory)``: one ONNX file per stage, in
+        pipeline order; ``model`` defaults to :attr:`source`, the model this trace was read from.
+
+        Raises
+        ------
+        InvalidArgumentError
+            As :func:`extract_stages` (and no ``model`` when :attr:`source` is ``None``).
+        BackendUnavailableError
+            onnx is not installed.
+        """
+        return extract_stages(plan, self, self.source if model is None else model, directory)
 
 
 def _shape(value_info: Any, dims: Mapping[str, int]) -> tuple[list[int] | None, int | None]:
@@ -308,7 +324,8 @@ def trace_onnx(model: Any, *, bandwidth: float | str, profile: str = "flops", fl
     return OnnxTrace(graph=graph, order=tuple(ids), flops=flops, output_bytes=out_bytes, memory=memory,
                      notes=tuple(notes), reads={v: tuple(t for t in ops[i].input if t) for i, v in enumerate(ids)},
                      writes={v: tuple(t for t in ops[i].output if t) for i, v in enumerate(ids)},
-                     model_outputs=tuple(o.name for o in g.output), constants=frozenset(weights), timing=profile)
+                     model_outputs=tuple(o.name for o in g.output), constants=frozenset(weights), timing=profile,
+                     source=model)
 
 
 def _profiled(source: Any, ids: list[str], inputs: Mapping[str, Any] | None,

@@ -39,13 +39,15 @@ import operator
 import statistics
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
+from stagecut.frontends import export, split
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, with_backward
 from stagecut.graph import ACCELERATOR, Graph, Node
+from stagecut.results import Plan
 from stagecut.validate import check_int, check_number
 
 __all__ = ["TorchTrace", "trace_torch", "from_torch", "output_bytes"]
@@ -99,6 +101,51 @@ class TorchTrace:
     method: str
     timing: str
     notes: tuple[str, ...] = field(default=())
+
+    def split_spec(self, plan: Plan, *, mode: str = "error") -> dict[str, Any]:
+        """:func:`~stagecut.frontends.export.plan_to_pipelining` ``(plan, self, mode=mode).split_spec()``.
+
+        Raises
+        ------
+        NotExpressibleError, InvalidArgumentError, BackendUnavailableError
+        """
+        return export.plan_to_pipelining(plan, self, mode=mode).split_spec()
+
+    def split_policy(self, plan: Plan) -> Callable[[Any], Any]:
+        """:func:`~stagecut.frontends.split.split_policy` ``(plan, self)``, for ``pipeline(split_policy=)``.
+
+        Raises
+        ------
+        NotExpressibleError
+        """
+        return split.split_policy(plan, self)
+
+    def split_callback(self, plan: Plan) -> Callable[[Any], int]:
+        """:func:`~stagecut.frontends.split.split_callback` ``(plan, self)``, for ``torch.fx`` ``split_module``.
+
+        Raises
+        ------
+        NotExpressibleError
+        """
+        return split.split_callback(plan, self)
+
+    def module_fqns(self, plan: Plan) -> list[list[str]]:
+        """:func:`~stagecut.frontends.split.module_fqns` ``(plan, self)``: torchtitan's per-stage modules.
+
+        Raises
+        ------
+        NotExpressibleError
+        """
+        return split.module_fqns(plan, self)
+
+    def balance(self, plan: Plan, *, mode: str = "error") -> list[int]:
+        """:func:`~stagecut.frontends.export.plan_to_balance` ``(plan, self, mode=mode)``: torchgpipe's ``balance=``.
+
+        Raises
+        ------
+        NotExpressibleError, InvalidArgumentError
+        """
+        return export.plan_to_balance(plan, self, mode=mode)
 
 
 def output_bytes(value: Any) -> float | None:
