@@ -6,8 +6,8 @@ every export of a plan one method away.
 >>> plan = sc.partition(t.graph, devices=4)  # doctest: +SKIP
 >>> pipe = torch.distributed.pipelining.pipeline(model, (x,), split_policy=t.split_policy(plan))  # doctest: +SKIP
 
-A thin facade: :func:`trace` is :func:`stagecut.frontends.torch.trace_torch` under the names of
-issue 15 (``example_args``, ``cost``), and the trace it returns is a
+A thin facade: :func:`trace` is :func:`stagecut.frontends.torch.trace_torch` with its arguments
+named ``example_args`` and ``cost`` (``timing`` there), and the trace it returns is a
 :class:`~stagecut.frontends.torch.TorchTrace`, whose methods ``split_spec``, ``split_policy``,
 ``split_callback``, ``module_fqns`` and ``balance`` call :mod:`stagecut.frontends.export` and
 :mod:`stagecut.frontends.split`. torch is imported inside those functions only, so importing this
