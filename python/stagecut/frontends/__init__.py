@@ -2,7 +2,11 @@
 tools that run pipelines.
 
 Each front end is an optional extra and imports its framework lazily, inside the functions, so
-``import stagecut`` (and ``import stagecut.frontends``) never imports torch or onnx:
+``import stagecut`` (and ``import stagecut.frontends``) never imports torch or onnx. The short
+names are :func:`stagecut.torch.trace` and :func:`stagecut.onnx.load`, whose traces carry every
+export of a plan as a method (``t.split_policy(plan)``, ``t.split_spec(plan)``,
+``t.module_fqns(plan)``, ``t.balance(plan)``, ``t.split_callback(plan)``,
+``t.extract_onnx(plan, directory)``); they call the functions below:
 
 * :mod:`stagecut.frontends.torch` (``pip install 'stagecut[torch]'``): an ``nn.Module`` and
   example inputs -> a graph (:func:`~stagecut.frontends.torch.from_torch`,
