@@ -218,3 +218,128 @@ def test_load_is_trace_onnx_and_extract_onnx_composes(tmp_path):
     with pytest.raises(InvalidArgumentError, match="model must be"):
         bare.extract_onnx(plan, tmp_path / "bare")
     assert len(bare.extract_onnx(plan, tmp_path / "given", path)) == 2
+
+
+# ----------------------------------------------------------------------- device= and a callable cost
+def deep_model(torch):
+    """A chain of 9 operators whose FLOPs sit in the middle (the 256 x 256 linear)."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 8), nn.ReLU(),
+                         nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8)).eval()
+
+
+def same_but_compute(a, b):
+    """The graphs differ at most in the nodes' compute times; the side tables are the same."""
+    keep = ("id", "memory", "comm", "kinds", "colocation", "backward", "name")
+    fields = [[[getattr(n, f) for f in keep] for n in t.graph.nodes] for t in (a, b)]
+    assert fields[0] == fields[1]
+    assert (a.graph.edges, a.graph.defaults) == (b.graph.edges, b.graph.defaults)
+    assert (a.order, dict(a.flops), dict(a.output_bytes), dict(a.memory), dict(a.targets), dict(a.modules)) == \
+        (b.order, dict(b.flops), dict(b.output_bytes), dict(b.memory), dict(b.targets), dict(b.modules))
+
+
+def test_device_moves_the_model_in_place_and_copies_the_inputs():
+    torch = require_extra("torch", "torch")
+    import collections
+
+    import stagecut.torch
+    from stagecut.errors import InvalidArgumentError
+    from stagecut.torch import _to_device
+
+    model, x = seq_model(torch), torch.randn(4, 8)
+    t = stagecut.torch.trace(model, (x,), bandwidth=BW, flops_per_s=1e9)
+    for device in ("cpu", torch.device("cpu")):
+        same_trace(stagecut.torch.trace(model, (x,), bandwidth=BW, flops_per_s=1e9, device=device), t)
+
+    # "meta" (no data, no hardware) shows the move: the model moves in place, the caller's inputs stay
+    meta = stagecut.torch.trace(model, (x,), bandwidth=BW, device="meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"} and x.device.type == "cpu"
+    assert (meta.order, dict(meta.output_bytes), dict(meta.memory)) == (t.order, dict(t.output_bytes), dict(t.memory))
+    # keyword inputs move too (a meta model on a CPU scale would fail)
+    scaled = torch.nn.Linear(8, 8)
+    model_kw = type("Scaled", (torch.nn.Module,), {
+        "__init__": lambda self: (torch.nn.Module.__init__(self), setattr(self, "fc", scaled))[0],
+        "forward": lambda self, x, *, scale: self.fc(x * scale["s"][0]).relu()})()
+    kw = {"scale": {"s": [torch.randn(3, 8)]}}
+    on_meta = stagecut.torch.trace(model_kw, (torch.randn(3, 8),), kw, bandwidth=BW, device="meta")
+    assert len(on_meta.order) == 3 and kw["scale"]["s"][0].device.type == "cpu"
+
+    Pair = collections.namedtuple("Pair", "a b")
+    a, b, c = torch.randn(2), torch.randn(3), torch.randn(1)
+    moved = _to_device((a, [b, {"k": c, "n": 3}], Pair(a, "s"), None), torch.device("meta"))
+    assert [v.device.type for v in (moved[0], moved[1][0], moved[1][1]["k"], moved[2].a)] == ["meta"] * 4
+    assert (moved[1][1]["n"], moved[2].b, moved[3], type(moved[2]), type(moved[1])) == (3, "s", None, Pair, list)
+    assert [v.shape for v in (moved[0], moved[1][0], moved[1][1]["k"])] == [a.shape, b.shape, c.shape]
+    assert {v.device.type for v in (a, b, c)} == {"cpu"}
+
+    for bad in ("nonsense:0", 3) + (() if torch.cuda.is_available() else ("cuda:0",)):
+        with pytest.raises(InvalidArgumentError, match="device"):
+            stagecut.torch.trace(seq_model(torch), (x,), bandwidth=BW, device=bad)
+
+
+def test_callable_cost_sets_every_node_time_and_the_plan_follows():
+    torch = require_extra("torch", "torch")
+    import math
+    import warnings
+
+    import stagecut as sc
+    import stagecut.torch
+    from stagecut.errors import InvalidArgumentError, StagecutWarning
+    from stagecut.frontends.torch import trace_torch
+
+    model, x = deep_model(torch), torch.randn(4, 8)
+    flop = stagecut.torch.trace(model, (x,), bandwidth=BW, flops_per_s=1e9)
+    seen = []
+
+    def cost(r):
+        return 1e-3 * (1 + r.flops / 1e9) + r.output_bytes / 1e12 + r.param_bytes / 1e13 + 1e-4 * r.position
+
+    t = stagecut.torch.trace(model, (x,), bandwidth=BW, cost=lambda r: seen.append(r) or cost(r))
+    assert t.timing == "callable" and [r.id for r in seen] == list(t.order) == list(flop.order)
+    for i, r in enumerate(seen):  # each record is what the trace holds about its node
+        assert (r.target, r.modules, r.flops, r.output_bytes, r.param_bytes, r.position) == \
+            (t.targets[r.id], t.modules[r.id], t.flops[r.id], t.output_bytes[r.id], t.memory[r.id], i)
+        assert r.module == (r.modules[-1] if r.modules else "")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        seen[0].flops = 0.0
+    assert [n.compute for n in t.graph.nodes] == [{"accelerator": cost(r)} for r in seen]  # exactly
+    assert len({n.compute["accelerator"] for n in t.graph.nodes}) == len(t.order)
+    same_but_compute(t, flop)
+
+    # the plan is made on the callable's times: 9 equal operators on 3 devices -> 3 + 3 + 3
+    flat = stagecut.torch.trace(model, (x,), bandwidth=BW, cost=lambda r: 1e-3)
+    plans = {name: sc.partition(tr.graph, devices=3) for name, tr in (("flops", flop), ("callable", flat))}
+    stages = {name: [p.assignment()[v] for v in flop.order] for name, p in plans.items()}
+    assert stages["callable"] == [0, 0, 0, 1, 1, 1, 2, 2, 2] != stages["flops"]
+    assert plans["callable"].objective == sc.evaluate(flat.graph, plans["callable"].device_of()).objective
+    assert plans["callable"].objective < sc.evaluate(flat.graph, plans["flops"].device_of()).objective
+    assert 3e-3 < plans["callable"].objective < 3.1e-3
+
+    # training: each backward node is backward_factor x its forward node's callable time
+    train = stagecut.torch.trace(model, x, bandwidth=BW, cost=cost, training=True, backward_factor=3.0)
+    same_but_compute(train, trace_torch(model, x, bandwidth=BW, training=True, backward_factor=3.0))
+    for v in t.order:
+        fwd = t.graph.node(v).compute["accelerator"]
+        assert train.graph.node(v).compute["accelerator"] == fwd
+        assert train.graph.node(f"{v}_bwd").compute["accelerator"] == pytest.approx(3 * fwd, rel=1e-12)
+    with pytest.raises(InvalidArgumentError, match="backward_factor"):
+        stagecut.torch.trace(model, x, bandwidth=BW, cost=cost, training=True, backward_factor=-1.0)
+
+    # bad returns name the node and cost
+    victim = flop.order[3]
+    for bad in (-1.0, math.nan, math.inf, "0.1", None, True):
+        with pytest.raises(InvalidArgumentError, match=rf"cost.*{victim!r}"):
+            stagecut.torch.trace(model, x, bandwidth=BW, cost=lambda r, bad=bad: bad if r.id == victim else 0.0)
+    with pytest.raises(InvalidArgumentError, match="flops_per_s"):
+        stagecut.torch.trace(model, x, bandwidth=BW, cost=cost, flops_per_s=0)
+
+    # the units check runs on the callable's times, not on the discarded FLOP-model times
+    acts = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Tanh(), torch.nn.Sigmoid())
+    with pytest.warns(StagecutWarning, match="bandwidth"):  # 1 FLOP per 4 bytes at 1e12 FLOP/s over 1e9 B/s
+        stagecut.torch.trace(acts, torch.randn(64, 64), bandwidth=BW)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stagecut.torch.trace(acts, torch.randn(64, 64), bandwidth=BW, cost=lambda r: 1e-3)
+    with pytest.warns(StagecutWarning, match="bandwidth"):
+        stagecut.torch.trace(acts, torch.randn(64, 64), bandwidth=BW, cost=lambda r: 1e-12)
