@@ -4,6 +4,7 @@
 import dataclasses
 import itertools
 import math
+import os
 import random
 
 import pytest
@@ -231,6 +232,8 @@ def test_highs_is_selectable():
         s = solve_pcie_ip(p, solver="highs")
     except BackendUnavailableError as exc:
         assert "highs" in str(exc).lower()
+        if os.environ.get("CI") == "true":  # the test extra installs HiGHS: missing in CI is a failure
+            raise
         pytest.skip("HiGHS is not installed")
     assert s.objective == 6.0 and s.status == "optimal" and s.stats["solver"] == "highs"
     for seed in range(8):  # and it agrees with brute force
