@@ -8,7 +8,9 @@ split is scored by its largest stage sum (time per sample) and shown as % above 
 with the time the method took. The methods are stagecut.frontends.baselines' re-implementations:
 DeepSpeed's ``partition_balanced`` on times (min-spread DP) and its default ``"parameters"``
 (the same DP on parameter counts), torchgpipe's ``balance_by_time`` partitioner (block moves),
-equal layer counts (DeepSpeed ``"uniform"``), and the exact min-max split (stagecut's DP).
+equal layer counts (DeepSpeed ``"uniform"``), the exact min-max split (stagecut's DP) and
+:func:`stagecut.balance` (exact; bisection). Times are CPU milliseconds per call, the least of
+``--repeat`` calls.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import stagecut as sc
 from stagecut.frontends import baselines as bl
 
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "workloads"
-METHODS = ["optimal", "deepspeed_balanced", "torchgpipe", "uniform", "deepspeed_parameters"]
+METHODS = ["optimal", "deepspeed_balanced", "torchgpipe", "uniform", "deepspeed_parameters", "stagecut_balance"]
 
 
 def cost_lists(root: pathlib.Path = SHARED) -> dict[str, tuple[list[float], list[float]]]:
@@ -41,25 +43,31 @@ def cost_lists(root: pathlib.Path = SHARED) -> dict[str, tuple[list[float], list
     return out
 
 
-def run(ks: list[int]) -> list[dict[str, object]]:
+def _parts(method: str, costs: list[float], params: list[float], k: int) -> list[int]:
+    if method == "optimal":
+        return bl.optimal_parts(costs, k)
+    if method == "deepspeed_balanced":
+        return bl.spread_parts(costs, k)
+    if method == "deepspeed_parameters":
+        return bl.spread_parts(params, k)
+    if method == "uniform":
+        return bl.uniform_parts(len(costs), k)
+    b = sc.balance(costs, k) if method == "stagecut_balance" else bl.block_balance(costs, k)
+    return [sum(b[:i]) for i in range(len(b) + 1)]
+
+
+def run(ks: list[int], repeat: int = 5) -> list[dict[str, object]]:
     rows = []
     for name, (costs, params) in cost_lists().items():
         for k in ks:
             row: dict[str, object] = {"graph": name, "layers": len(costs), "k": k}
             for method in METHODS:
-                t0 = time.perf_counter()
-                if method == "optimal":
-                    parts = bl.optimal_parts(costs, k)
-                elif method == "deepspeed_balanced":
-                    parts = bl.spread_parts(costs, k)
-                elif method == "deepspeed_parameters":
-                    parts = bl.spread_parts(params, k)
-                elif method == "uniform":
-                    parts = bl.uniform_parts(len(costs), k)
-                else:
-                    b = bl.block_balance(costs, k)
-                    parts = [sum(b[:i]) for i in range(len(b) + 1)]
-                row[method + "_ms"] = 1e3 * (time.perf_counter() - t0)
+                best = float("inf")
+                for _ in range(repeat):
+                    t0 = time.process_time()
+                    parts = _parts(method, costs, params, k)
+                    best = min(best, time.process_time() - t0)
+                row[method + "_ms"] = 1e3 * best
                 row[method] = bl.max_load(costs, parts)
             rows.append(row)
     return rows
@@ -78,7 +86,7 @@ def table(rows: list[dict[str, object]], markdown: bool) -> str:
         over = [float(r[m]) / float(r["optimal"]) - 1 for r in rows if float(r["optimal"]) > 0]  # type: ignore[arg-type]
         misses = sum(o > 1e-9 for o in over)
         summary.append(f"{100 * statistics.median(over):.1f} ({misses}/{len(over)} miss, worst {100 * max(over):.1f})")
-    lines.append(summary + [""] * len(METHODS))
+    lines.append(summary + [f"{statistics.median(float(r[m + '_ms']) for r in rows):.2f}" for m in METHODS])  # type: ignore[arg-type]
     if markdown:
         out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(lines[0])]
         out += ["| " + " | ".join(row) + " |" for row in lines[1:]]
@@ -91,10 +99,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--k", type=int, nargs="+", default=[2, 4, 8])
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--repeat", type=int, default=5, help="calls per method; the least CPU time is shown")
     args = ap.parse_args()
     if not (SHARED / "throughput-inputs").exists():
         raise SystemExit(f"{SHARED} is absent: the layer graphs live in ../shared/workloads")
-    print(table(run(args.k), args.markdown))
+    print(table(run(args.k, args.repeat), args.markdown))
 
 
 if __name__ == "__main__":
