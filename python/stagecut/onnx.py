@@ -1,9 +1,14 @@
 """``stagecut.onnx`` (``pip install 'stagecut[onnx]'``): an ONNX file -> a traced graph, and one
 ONNX file per plan stage one method away.
 
->>> import stagecut as sc, stagecut.onnx  # doctest: +SKIP
->>> t = stagecut.onnx.load("model.onnx", bandwidth="10GB/s", dims={"batch": 8})  # doctest: +SKIP
->>> files = t.extract_onnx(sc.partition(t.graph, devices=4), "stages/")  # doctest: +SKIP
+>>> import numpy as np, onnx, onnx.helper as oh, onnx.numpy_helper as nh, stagecut as sc, stagecut.onnx
+>>> w = [nh.from_array(np.ones((4, 4), np.float32), name) for name in ("w0", "w1")]
+>>> io = [oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["batch", 4]) for name in ("x", "y")]
+>>> mm = [oh.make_node("MatMul", ["x", "w0"], ["h"]), oh.make_node("MatMul", ["h", "w1"], ["y"])]
+>>> onnx.save(oh.make_model(oh.make_graph(mm, "mlp", io[:1], io[1:], w)), "model.onnx")
+>>> t = stagecut.onnx.load("model.onnx", bandwidth="10GB/s", flops_per_s=1e6, dims={"batch": 8})
+>>> [f.name for f in t.extract_onnx(sc.partition(t.graph, devices=2), "stages/")]
+['stage_0.onnx', 'stage_1.onnx']
 
 A thin facade: :func:`load` is :func:`stagecut.frontends.onnx.trace_onnx`, and the trace it
 returns is an :class:`~stagecut.frontends.onnx.OnnxTrace`, whose ``extract_onnx(plan, directory)``
@@ -73,9 +78,14 @@ def load(
 
     Examples
     --------
-    >>> t = load("model.onnx", bandwidth="10GB/s", profile="onnxruntime")  # doctest: +SKIP
-    >>> t.extract_onnx(sc.partition(t.graph, devices=2), "stages")  # doctest: +SKIP
-    [PosixPath('stages/stage_0.onnx'), PosixPath('stages/stage_1.onnx')]
+    >>> import numpy as np, onnx, onnx.helper as oh, onnx.numpy_helper as nh, stagecut as sc
+    >>> w = [nh.from_array(np.ones((4, 4), np.float32), name) for name in ("w0", "w1")]
+    >>> io = [oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["batch", 4]) for name in ("x", "y")]
+    >>> mm = [oh.make_node("MatMul", ["x", "w0"], ["h"]), oh.make_node("MatMul", ["h", "w1"], ["y"])]
+    >>> model = oh.make_model(oh.make_graph(mm, "mlp", io[:1], io[1:], w))  # a ModelProto, or a file's path
+    >>> t = load(model, bandwidth="10GB/s", flops_per_s=1e6, dims={"batch": 8})
+    >>> [f.name for f in t.extract_onnx(sc.partition(t.graph, devices=2), "stages")]
+    ['stage_0.onnx', 'stage_1.onnx']
     """
     return trace_onnx(path, bandwidth=bandwidth, profile=profile, flops_per_s=flops_per_s, dims=dims, inputs=inputs,
                       warmup=warmup, repeat=repeat)

@@ -174,10 +174,13 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
 
     Examples
     --------
-    >>> import stagecut as sc  # doctest: +SKIP
-    >>> t = trace_torch(model, (x,), bandwidth="10GB/s")  # doctest: +SKIP
-    >>> split = plan_to_pipelining(sc.partition(t.graph, devices=2), t)  # doctest: +SKIP
-    >>> pipe = torch.distributed.pipelining.pipeline(model, (x,), split_spec=split.split_spec())  # doctest: +SKIP
+    >>> import torch, stagecut as sc
+    >>> from stagecut.frontends.torch import trace_torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> t = trace_torch(model, torch.randn(3, 4), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> split = plan_to_pipelining(sc.partition(t.graph, devices=2), t)
+    >>> split.points, split.stages
+    ((('1', 'beginning'),), (('linear',), ('relu', 'linear_1')))
     """
     from stagecut.errors import InvalidArgumentError
 
@@ -271,8 +274,12 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
 
     Examples
     --------
-    >>> balance = plan_to_balance(sc.partition(t.graph, devices=2), t)  # doctest: +SKIP
-    >>> GPipe(model, balance=balance, chunks=8)  # doctest: +SKIP
+    >>> import torch, stagecut as sc
+    >>> from stagecut.frontends.torch import trace_torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> t = trace_torch(model, torch.randn(3, 4), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> plan_to_balance(sc.partition(t.graph, devices=2), t)  # GPipe(model, balance=[1, 2], chunks=8)
+    [1, 2]
     """
     from stagecut.errors import InvalidArgumentError
 

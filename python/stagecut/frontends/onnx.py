@@ -205,9 +205,14 @@ def trace_onnx(model: Any, *, bandwidth: float | str, profile: str = "flops", fl
 
     Examples
     --------
-    >>> t = trace_onnx("model.onnx", bandwidth="10GB/s", profile="onnxruntime", dims={"batch": 8})  # doctest: +SKIP
-    >>> t.graph.node(t.order[0]).compute["accelerator"]  # seconds, median of 5 profiled runs  # doctest: +SKIP
-    3.1e-05
+    >>> import numpy as np, onnx, onnx.helper as oh, onnx.numpy_helper as nh
+    >>> w = [nh.from_array(np.ones((4, 4), np.float32), name) for name in ("w0", "w1")]
+    >>> io = [oh.make_tensor_value_info(name, onnx.TensorProto.FLOAT, ["batch", 4]) for name in ("x", "y")]
+    >>> mm = [oh.make_node("MatMul", ["x", "w0"], ["h"]), oh.make_node("MatMul", ["h", "w1"], ["y"])]
+    >>> onnx.save(oh.make_model(oh.make_graph(mm, "mlp", io[:1], io[1:], w)), "model.onnx")
+    >>> t = trace_onnx("model.onnx", bandwidth="10GB/s", flops_per_s=1e6, dims={"batch": 8})
+    >>> t.order, t.graph.node(t.order[0]).compute["accelerator"]  # 2*8*4*4 FLOPs at 1e6 FLOP/s
+    (('MatMul_0', 'MatMul_1'), 0.000256)
     """
     onnx = require("onnx", "onnx")
     if profile not in ("flops", "onnxruntime"):

@@ -58,8 +58,12 @@ def stage_of_nodes(plan: Plan, trace: Any) -> dict[str, int]:
 
     Examples
     --------
-    >>> stage_of_nodes(sc.partition(t.graph, devices=2), t)  # doctest: +SKIP
-    {'linear': 0, 'relu': 0, 'linear_1': 1}
+    >>> import torch, stagecut as sc
+    >>> from stagecut.frontends.torch import trace_torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> t = trace_torch(model, torch.randn(3, 4), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> stage_of_nodes(sc.partition(t.graph, devices=2), t)
+    {'linear': 0, 'relu': 1, 'linear_1': 1}
     """
     order = list(trace.order)
     seq = _stage_sequence(plan, order, trace.graph)
@@ -128,12 +132,14 @@ def split_policy(plan: Plan, trace: Any) -> Callable[[Any], Any]:
 
     Examples
     --------
-    >>> from torch.distributed.pipelining import pipeline  # doctest: +SKIP
-    >>> t = trace_torch(model, (x,), bandwidth="10GB/s")  # doctest: +SKIP
-    >>> plan = sc.partition(t.graph, devices=4)  # doctest: +SKIP
-    >>> pipe = pipeline(model, (x,), split_policy=split_policy(plan, t))  # doctest: +SKIP
-    >>> pipe.num_stages  # doctest: +SKIP
-    4
+    >>> import torch, stagecut as sc
+    >>> from torch.distributed.pipelining import pipeline
+    >>> from stagecut.frontends.torch import trace_torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> x = torch.randn(3, 4)
+    >>> t = trace_torch(model, (x,), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> pipeline(model, (x,), split_policy=split_policy(sc.partition(t.graph, devices=2), t)).num_stages
+    2
     """
     require("torch.distributed.pipelining", "torch")  # registers torch.ops.pippy._pipe_split
     torch = require("torch", "torch")
@@ -201,10 +207,14 @@ def split_callback(plan: Plan, trace: Any) -> Callable[[Any], int]:
 
     Examples
     --------
-    >>> from torch.fx.passes.split_module import split_module  # doctest: +SKIP
-    >>> gm = torch.export.export(model, (x,)).module()  # doctest: +SKIP
-    >>> parts = split_module(gm, model, split_callback(plan, t))  # doctest: +SKIP
-    >>> parts.submod_0, parts.submod_1  # doctest: +SKIP
+    >>> import torch, stagecut as sc, stagecut.torch
+    >>> from torch.fx.passes.split_module import split_module
+    >>> model, x = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)), torch.randn(3, 4)
+    >>> t = stagecut.torch.trace(model, (x,), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> gm = torch.export.export(model, (x,)).module()
+    >>> parts = split_module(gm, model, split_callback(sc.partition(t.graph, devices=2), t))
+    >>> [name for name, _ in parts.named_children() if name.startswith("submod")], torch.equal(parts(x)[0], model(x))
+    (['submod_0', 'submod_1'], True)
     """
     stage = stage_of_nodes(plan, trace)
     seen: dict[Any, int] = {}
@@ -255,8 +265,12 @@ def module_fqns(plan: Plan, trace: Any) -> list[list[str]]:
 
     Examples
     --------
-    >>> module_fqns(sc.partition(t.graph, devices=2), t)  # doctest: +SKIP
-    [['tok_embeddings', 'layers.0', 'layers.1'], ['layers.2', 'layers.3', 'norm', 'output']]
+    >>> import torch, stagecut as sc
+    >>> from stagecut.frontends.torch import trace_torch
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    >>> t = trace_torch(model, torch.randn(3, 4), bandwidth="10GB/s", flops_per_s=1e6)
+    >>> module_fqns(sc.partition(t.graph, devices=2), t)  # the Sequential's layers are named '0', '1', '2'
+    [['0'], ['1', '2']]
     """
     stage = stage_of_nodes(plan, trace)
     layer_stage: dict[str, int] = {}

@@ -404,9 +404,9 @@ def trace_torch(
 
     Examples
     --------
-    >>> import torch  # doctest: +SKIP
-    >>> t = trace_torch(torch.nn.Linear(4, 2), torch.randn(8, 4), bandwidth="10GB/s")  # doctest: +SKIP
-    >>> t.graph.nodes[0].memory  # doctest: +SKIP
+    >>> import torch
+    >>> t = trace_torch(torch.nn.Linear(4, 2), torch.randn(8, 4), bandwidth="10GB/s")
+    >>> t.graph.nodes[0].memory
     40.0
     """
     torch = require("torch", "torch")
