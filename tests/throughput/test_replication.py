@@ -12,6 +12,7 @@ from tests.helpers import SHARED, colocation_groups, random_inference_graph, ran
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, TooManyIdealsError
 from stagecut.graph import Node
+from stagecut.throughput import replication
 from stagecut.throughput.pipedream import pipedream
 from stagecut.throughput.problem import ThroughputProblem
 from stagecut.throughput.replication import (
@@ -211,3 +212,43 @@ def test_gnmt_training_along_pipedream_s_path():
     # with the nodes' memory as parameters over a fast link, replicas help
     fast = partition_replicated(g, devices=6, bandwidth=1e8, along="pipedream")
     assert fast.objective < base.objective and max(int(r) for r in fast.stats["replicas"].split(",")) > 1
+
+
+def _hierarchical_answer(graph, **kw):
+    plan = partition_hierarchical(graph, **kw)
+    return (plan.objective, plan.stats.get("blocks"), plan.stats.get("replicas"),
+            [(s.nodes, s.load) for s in plan.stages])
+
+
+def test_reusing_the_open_chain_and_pruning_blocks_change_no_plan(monkeypatch):
+    # the hierarchical DP reuses the open chain from each ideal and skips blocks that cannot improve the
+    # incumbent; with both off (_SHARE = False) it is the plain DP: the same plan, bit for bit, on every graph
+    rng = random.Random(21)
+    for trial in range(30):
+        if trial % 3 == 0:
+            g, weights = sc.Graph.chain([float(rng.randint(0, 9)) for _ in range(rng.randint(4, 9))],
+                                        comm=float(rng.randint(0, 3))), None
+            g = sc.Graph(list(g.nodes), [*g.edges, *((0, j) for j in range(2, len(g)) if rng.random() < 0.3)])
+        else:
+            g, weights = _small_graph(rng)
+        servers, per = rng.choice([(2, 2), (3, 1), (2, 3), (3, 2)])
+        b_out = rng.choice([0.5, 1.0, 4.0])
+        kw = dict(servers=servers, gpus_per_server=per, bandwidth_in=b_out * rng.choice([1.0, 2.0, 8.0]),
+                  bandwidth_out=b_out, memory=rng.choice([math.inf, 9.0, 14.0]), weights=weights,
+                  along=rng.choice(["ideals", "pipedream"]))
+        fast = _hierarchical_answer(g, **kw)
+        monkeypatch.setattr(replication, "_SHARE", False)
+        plain = _hierarchical_answer(g, **kw)
+        monkeypatch.setattr(replication, "_SHARE", True)
+        assert fast == plain, (trial, kw)
+
+
+def test_gnmt_hierarchical_along_pipedream_s_path_as_before():
+    # the plain DP's answer (about 10 s of CPU before the open chain and the pruning; about 1 s now)
+    path = require_shared(SHARED / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json")
+    g = sc.read_workload(path)
+    plan = partition_hierarchical(g, servers=2, gpus_per_server=3, bandwidth_in=1e9, bandwidth_out=1e8,
+                                  along="pipedream")
+    assert plan.objective == 90.02689231125001
+    assert (plan.stats["blocks"], plan.stats["replicas"]) == ("1,1", "2,1|1,2")
+    assert [(len(s.nodes), s.nodes[0]) for s in plan.stages] == [(68, 1), (36, 36), (44, 52), (44, 75)]
