@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError
-from stagecut.frontends._common import NotExpressibleError, check_sizes, require, with_backward
+from stagecut.frontends._common import NotExpressibleError, check_sizes, require, trace_with_backward
 from stagecut.frontends.torch import TorchTrace, trace_torch
 from stagecut.validate import check_number
 
@@ -230,5 +230,4 @@ def trace(
     t = _costed(t, fn, getattr(fn, "__name__", type(fn).__name__))
     if not training:
         return t
-    notes = (*t.notes, f"training: a backward node per node at {backward_factor:g}x its forward time")
-    return dataclasses.replace(t, graph=with_backward(t.graph, backward_factor), notes=notes)
+    return trace_with_backward(t, backward_factor)

@@ -8,11 +8,13 @@ import math
 import warnings
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, StagecutWarning
 from stagecut.units import parse_bandwidth
 from stagecut.validate import check_number
+
+_T = TypeVar("_T")
 
 __all__ = ["NotExpressibleError", "require", "bandwidth_bytes_per_s", "check_sizes", "UnionFind", "with_backward"]
 
@@ -81,6 +83,22 @@ class UnionFind:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
+
+
+def trace_with_backward(trace: _T, factor: float) -> _T:
+    """A trace (a dataclass with ``graph`` and ``notes``) with :func:`with_backward`'s backward
+    nodes added to its graph and a note saying so.
+
+    Raises
+    ------
+    InvalidArgumentError
+        As :func:`with_backward`.
+    """
+    import dataclasses
+
+    src: Any = trace
+    notes = (*src.notes, f"training: a backward node per node at {factor:g}x its forward time")
+    return dataclasses.replace(trace, graph=with_backward(src.graph, factor), notes=notes)  # type: ignore[type-var]
 
 
 def with_backward(graph: Any, factor: float = 2.0) -> Any:

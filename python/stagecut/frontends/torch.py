@@ -34,7 +34,6 @@ number) gets 0 bytes with a :class:`~stagecut.errors.StagecutWarning` naming it;
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import statistics
 import time
@@ -45,7 +44,7 @@ from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
 from stagecut.frontends import export, split
-from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, with_backward
+from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, trace_with_backward
 from stagecut.graph import ACCELERATOR, Graph, Node
 from stagecut.results import Plan
 from stagecut.validate import check_int, check_number
@@ -433,8 +432,7 @@ def trace_torch(
     trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, timing)
     if not training:
         return trace
-    notes = (*trace.notes, f"training: a backward node per node at {backward_factor:g}x its forward time")
-    return dataclasses.replace(trace, graph=with_backward(trace.graph, backward_factor), notes=notes)
+    return trace_with_backward(trace, backward_factor)
 
 
 def from_torch(model: Any, example_inputs: Sequence[Any] | Any, example_kwargs: Mapping[str, Any] | None = None,
