@@ -166,8 +166,10 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
     ------
     NotExpressibleError
         (``mode="error"``) the plan is not contiguous in program order, or a stage starts at a
-        node where no submodule called once begins (a function node of the top-level forward, a
-        node inside a module called several times...); in both modes, a plan that is not over
+        node where no submodule called once begins, and no such split is reachable by moving only
+        operators of the top-level forward (glue, which may go with the stage on either side: a
+        note says so and ``objective`` is the moved split's) to the other stage (a node inside a
+        module called several times, inside a layer...); in both modes, a plan that is not over
         this trace's graph, or one whose boundaries cannot all be placed at distinct modules.
     InvalidArgumentError
         An unknown ``mode``.
@@ -199,6 +201,16 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
         hi = len(order) - (len(starts) - j)  # leave room for the boundaries after this one
         ok = [m for m in cands.get(b, []) if m[0] not in used] if lo <= b <= hi else []
         pos = b
+        if not ok:  # glue operators (of the top-level forward) may go with the module on either side
+            glue = _across_glue(trace, order, b, lo, hi, cands, used)
+            if glue is not None:
+                pos = glue
+                ok = [m for m in cands[pos] if m[0] not in used]
+                moved = order[min(b, pos):max(b, pos)]
+                notes.append(f"stage {j + 1} starts at node {order[pos]!r} ({ok[0][1]} of module {ok[0][0]!r}) "
+                             f"instead of {order[b]!r}: {len(moved)} operator(s) of the top-level forward "
+                             f"({', '.join(map(str, moved[:5]))}) go with the "
+                             f"{'previous' if pos > b else 'next'} stage")
         if not ok:
             if mode == "error":
                 raise NotExpressibleError(
@@ -224,6 +236,26 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
     return PipelineSplit(points=tuple(points), stages=stages, objective=objective, notes=tuple(notes))
 
 
+def _is_glue(trace: Any, v: Hashable) -> bool:
+    """A node of the top-level ``forward`` itself (in no module): glue between layers."""
+    return not trace.modules[v]
+
+
+def _across_glue(trace: Any, order: Sequence[Hashable], b: int, lo: int, hi: int,
+                 cands: Mapping[int, list[tuple[str, str]]], used: set[str]) -> int | None:
+    """The nearest position ``p`` in ``[lo, hi]`` where a free module split exists and every node
+    between ``b`` and ``p`` is glue (so moving the boundary there moves only glue operators), or
+    None. Ties go to the later position (glue joins the stage before it)."""
+    best: int | None = None
+    for p in sorted(cands, key=lambda q: (abs(q - b), -q)):
+        if not lo <= p <= hi or not any(m[0] not in used for m in cands[p]):
+            continue
+        if all(_is_glue(trace, v) for v in order[min(b, p):max(b, p)]):
+            best = p
+            break
+    return best
+
+
 def _rescore(plan: Plan, graph: Graph, stages: Sequence[Sequence[Hashable]], notes: list[str]) -> float:
     from stagecut.throughput import evaluate
 
@@ -246,7 +278,9 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
     The layers are the model's children in order (``trace.children``: an ``nn.Sequential``'s
     ``"0"``, ``"1"``...); each operator belongs to the layer whose call it is part of. A layer
     that runs no operator (``nn.Identity``, dropout in eval mode) joins the stage of the layer
-    before it (the first stage if it is first).
+    before it (the first stage if it is first). An operator of the top-level ``forward`` outside
+    every layer (glue such as ``flatten`` or an embedding add) belongs to no layer: it runs with
+    the layer before or after it, so the plan may put it in either one's stage.
 
     Parameters
     ----------
@@ -266,9 +300,10 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
     Raises
     ------
     NotExpressibleError
-        A node outside every layer (not Sequential-like), a layer split between stages or layers
-        whose stages go backwards (``mode="error"``), a stage left with no layer, or a plan not
-        over this trace's graph.
+        A node in a module that is not a child of the model, a layer split between stages, an
+        operator of the top-level forward (glue: flatten, an add between layers) in a stage
+        other than its neighbouring layers', or layers whose stages go backwards
+        (``mode="error"``); a stage left with no layer, or a plan not over this trace's graph.
     InvalidArgumentError
         An unknown ``mode``.
 
@@ -289,11 +324,15 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
     seq = _stage_sequence(plan, order, trace.graph)
     layers = list(trace.children)
     stage_of: dict[str, dict[int, float]] = {name: {} for name in layers}
-    for v, s in zip(order, seq):
+    glue: list[int] = []
+    for i, (v, s) in enumerate(zip(order, seq)):
         mods = trace.modules[v]
-        if not mods or mods[0] not in stage_of:
-            raise NotExpressibleError(f"node {v!r} ({_where(trace, v)}) runs outside every layer: the model is not "
-                                      "a sequence of layers; use plan_to_pipelining")
+        if not mods:  # glue of the top-level forward: goes with a neighbouring layer (checked below)
+            glue.append(i)
+            continue
+        if mods[0] not in stage_of:
+            raise NotExpressibleError(f"node {v!r} ({_where(trace, v)}) runs in {mods[0]!r}, which is not one of the "
+                                      "model's direct children: balance lists split the model's children only")
         w = stage_of[mods[0]]
         w[s] = w.get(s, 0.0) + trace.graph.node(v).compute.get("accelerator", 0.0) + 1e-300
     layer_stage: list[int] = []
@@ -309,12 +348,30 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
                                           "the stages are not contiguous in layer order")
             s = layer_stage[-1]
         layer_stage.append(s)
+    _check_glue(trace, order, seq, glue, mode)
     stages = sorted(set(seq))
     balance = [layer_stage.count(s) for s in stages]
     if 0 in balance:
         raise NotExpressibleError(f"stage {balance.index(0)} is left with no layer (balance {balance}): "
                                   "torchgpipe and DeepSpeed need at least one layer per stage")
     return balance
+
+
+def _check_glue(trace: Any, order: Sequence[Hashable], seq: Sequence[int], glue: Sequence[int], mode: str) -> None:
+    """Each glue node (top-level forward) must be in the stage of the layer node just before or
+    just after it in program order, the stages a balance list can give it (``mode="error"``)."""
+    if mode != "error" or not glue:
+        return
+    is_glue = set(glue)
+    for i in glue:
+        before = next((seq[j] for j in range(i - 1, -1, -1) if j not in is_glue), None)
+        after = next((seq[j] for j in range(i + 1, len(seq)) if j not in is_glue), None)
+        if seq[i] not in (before, after):
+            near = sorted({x for x in (before, after) if x is not None})
+            raise NotExpressibleError(
+                f"node {order[i]!r} ({_where(trace, order[i])}) is in stage {seq[i]}, but the layers around it are in "
+                f"stage(s) {near}: an operator outside every layer can only go with a neighbouring layer; "
+                "pass mode='nearest'")
 
 
 def balance_to_parts(balance: Sequence[int]) -> list[int]:
