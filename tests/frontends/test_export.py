@@ -97,10 +97,16 @@ def test_stage_starting_at_a_function_node_is_refused_or_moved():
     t = trace_torch(model, x, bandwidth=BW)
     add = next(i for i, v in enumerate(t.order) if not t.modules[v] and "add" in t.targets[v])
     plan = manual_plan(t, cut(t, add))
-    with pytest.raises(NotExpressibleError, match="function call of the top-level forward"):
-        plan_to_pipelining(plan, t)
+    split = plan_to_pipelining(plan, t)  # add is glue: it goes with the stage before, "out" begins stage 1
+    assert split.points == (("out", "beginning"),) and "top-level forward" in split.notes[0]
+    assert split.stages[1] == tuple(v for v in t.order if "out" in t.modules[v])
+    a_mid = next(i for i, v in enumerate(t.order) if "a" in t.modules[v])  # a Linear: one node, so cut after it
+    plan = manual_plan(t, cut(t, a_mid + 1))
+    relu = t.order[a_mid + 1]
+    assert not t.modules[relu]  # the relu of branch a is glue, after the end of "a": a split there
+    assert plan_to_pipelining(plan, t).points == (("a", "end"),)
     split = plan_to_pipelining(plan, t, mode="nearest")
-    assert len(split.stages) == 2 and split.notes
+    assert len(split.stages) == 2
     assert split.objective == pytest.approx(sc.evaluate(t.graph, {v: ("accelerator", i) for i, s in
                                                                   enumerate(split.stages) for v in s}).objective)
 
