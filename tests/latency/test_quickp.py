@@ -169,9 +169,13 @@ def test_everything_in_one_group_gives_the_sum_of_times_on_one_device():
     g = sc.Graph([sc.Node(v, t, comm=1.0) for v, t in times.items()], [("s", "a"), ("s", "b"), ("a", "t"), ("b", "t")])
     p = LatencyProblem(g, two_gpus(), output_bytes="comm")
     for colocate in (False, True):
-        s = quickp(p, colocate=colocate, alpha=math.inf)
+        s = quickp(p, colocate=colocate, alpha=math.inf, warm_starts=False)
         assert s.stats["fused_nodes"] == 1 and s.objective == 7.0 == s.stats["ip_makespan"]
-        assert set(s.placement.values()) == {"gpu:0"}
+        assert set(s.placement.values()) == {"gpu:0"} and s.stats["found_by"] == "ip"
+        # with HEFT and Metis as starts, the answer is theirs when the one-group IP loses to them
+        s = quickp(p, colocate=colocate, alpha=math.inf)
+        assert s.stats["ip_makespan"] == 7.0 and s.stats["found_by"] in ("heft", "metis")
+        assert s.objective == min(s.stats["heft"], s.stats["metis"]) == 5.0
 
 
 def test_fused_edges_carry_each_crossing_tensor_once():

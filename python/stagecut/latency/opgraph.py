@@ -54,7 +54,7 @@ __all__ = ["OperatorGraph", "read_operator_graph", "operator_graph_from_data", "
            "synthetic_operator_graph", "SHAPES"]
 
 #: The shapes :func:`synthetic_operator_graph` draws.
-SHAPES = ("cnn", "transformer")
+SHAPES = ("cnn", "transformer", "alexnet", "vgg")
 
 
 class OperatorGraph(NamedTuple):
@@ -277,6 +277,12 @@ def operator_devices(gpus: int, *, gpus_per_server: int = 2, intra_gbps: float =
     return Devices.servers(servers, per, intra_bandwidth=intra, inter_bandwidth=inter, memory=memory)
 
 
+#: op types without a cost in every synthetic graph (sources)
+_SOURCES = ("VariableV2", "Const", "Placeholder")
+#: op types without a cost in the training graphs (metadata and control operators as well)
+_FREE = (*_SOURCES, "Identity", "Shape", "ShapeN", "NoOp", "Reshape", "ExpandDims", "Squeeze", "StopGradient")
+
+
 class _Builder:
     """Operators and links of a synthetic graph (times in microseconds, sizes in bits)."""
 
@@ -294,19 +300,24 @@ class _Builder:
         return self.n - len(self.nodes)
 
     def op(self, op_type: str, scope: str, preds: Sequence[int], *, flops: float = 0.0, out_bytes: float,
-           weight_bytes: float = 0.0, moved: float | None = None) -> int:
+           weight_bytes: float = 0.0, moved: float | None = None, free: Sequence[str] = _SOURCES,
+           tensors: Mapping[int, float] | None = None) -> int:
         """Add an operator reading ``preds``; its time is ``flops`` at :attr:`FLOPS` plus the bytes
-        it reads and writes at :attr:`BYTES`, times a noise in [0.85, 1.15]."""
+        it reads and writes at :attr:`BYTES`, times a noise in [0.85, 1.15] (0 for the op types in
+        ``free``). ``tensors``: bytes carried by the link from some of ``preds`` when it is not
+        that producer's main output (a second output, a control edge: 0)."""
         i = len(self.nodes)
-        traffic = (moved if moved is not None else out_bytes + sum(self.out_bits[p] / 8 for p in preds))
-        t = 0.0 if op_type in ("VariableV2", "Const", "Placeholder") else \
+        tensors = tensors or {}
+        sent = [tensors.get(p, self.out_bits[p] / 8) for p in preds]
+        traffic = (moved if moved is not None else out_bytes + sum(sent))
+        t = 0.0 if op_type in free else \
             (flops / self.FLOPS + traffic / self.BYTES + 2.0) * float(self.rng.uniform(0.85, 1.15))
         self.nodes.append({"id": f"{scope}/{op_type}_{i}", "op_type": op_type, "mem": float(weight_bytes + out_bytes),
                            "comp_cost": dict.fromkeys(self.devices, round(t, 3))})
         self.out_bits.append(out_bytes * 8.0)
-        for p in preds:
+        for p, b in zip(preds, sent):
             self.links.append({"source": self.nodes[p]["id"], "target": self.nodes[i]["id"],
-                               "tensor_size_in_bit": self.out_bits[p]})
+                               "tensor_size_in_bit": b * 8.0})
         return i
 
     def chain(self, ops: Sequence[str], scope: str, x: int, size: float) -> int:
@@ -425,6 +436,183 @@ def _transformer(b: _Builder, batch: int) -> None:
     b.tail(x)
 
 
+#: The layers of the training graphs: ("conv", channels, kernel, stride), ("lrn",), ("pool",),
+#: ("fc", units), ("drop",).
+_NETS: dict[str, tuple[tuple[Any, ...], ...]] = {
+    "alexnet": (("conv", 96, 11, 4), ("lrn",), ("pool",), ("conv", 256, 5, 1), ("lrn",), ("pool",),
+                ("conv", 384, 3, 1), ("conv", 384, 3, 1), ("conv", 256, 3, 1), ("pool",),
+                ("fc", 4096), ("drop",), ("fc", 4096), ("drop",), ("fc", 1000)),
+    "vgg": (*(layer for ch, reps in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))
+              for layer in (*[("conv", ch, 3, 1)] * reps, ("pool",))),
+            ("fc", 4096), ("drop",), ("fc", 4096), ("drop",), ("fc", 1000)),
+}
+
+
+def _training(b: _Builder, net: str, batch: int) -> None:
+    """A data-flow training graph as TensorFlow writes it: the forward layers (variables read
+    through ``Identity``, ``Conv2D``/``MatMul``, ``BiasAdd``, ``Relu``, ``LRN``, ``MaxPool``,
+    dropout), the loss with L2 regularisation, the gradients (each reading the forward activations
+    it needs, thousands of operators back, and grouped by ``NoOp``/``Identity`` tuples with control
+    edges of size 0), momentum updates reading shared constants, and shape plumbing (``Shape``,
+    ``Const``, ``StridedSlice``, ``Pack``) feeding the compute operators until the graph has
+    exactly ``n`` operators. Most operators cost nothing or a few microseconds."""
+    F, f4 = _FREE, 4.0
+
+    def op(op_type: str, scope: str, preds: Sequence[int], **kw: Any) -> int:
+        return b.op(op_type, scope, preds, free=F, **kw)
+
+    x = op("Placeholder", "input", [], out_bytes=batch * 224 * 224 * 3 * f4)
+    labels = op("Placeholder", "input", [], out_bytes=batch * f4)
+    side, ch = 224, 3
+    layers: list[dict[str, Any]] = []
+    weights: list[int] = []   # variable reads, for the L2 loss
+    for k, spec in enumerate(_NETS[net]):
+        kind, s = spec[0], f"{net}/{spec[0]}{k}"
+        rec: dict[str, Any] = {"kind": kind, "x": x, "scope": s, "first": k == 0}
+        if kind == "conv":
+            _, cout, kk, stride = spec
+            side = max(1, side // stride)
+            out = batch * side * side * cout * f4
+            wb = kk * kk * ch * cout * f4
+            w = op("VariableV2", s, [], out_bytes=wb, weight_bytes=wb)
+            wr = op("Identity", s, [w], out_bytes=wb)
+            bv = op("VariableV2", s, [], out_bytes=cout * f4, weight_bytes=cout * f4)
+            br = op("Identity", s, [bv], out_bytes=cout * f4)
+            flops = 2.0 * batch * side * side * kk * kk * ch * cout
+            c = op("Conv2D", s, [x, wr], flops=flops, out_bytes=out)
+            x = op("Relu", s, [op("BiasAdd", s, [c, br], out_bytes=out)], out_bytes=out)
+            rec.update(w=w, wr=wr, b=bv, br=br, y=x, flops=flops, out=out, wb=wb, bb=cout * f4)
+            weights.append(wr)
+            ch = cout
+        elif kind == "fc":
+            units = spec[1]
+            if rec["x"] is not None and len(layers) and layers[-1]["kind"] in ("pool", "conv", "lrn"):
+                shp = op("Shape", s, [x], out_bytes=16.0)
+                x = op("Reshape", s, [x, op("Pack", s, [shp, op("Const", s, [], out_bytes=4.0)], out_bytes=8.0)],
+                       out_bytes=batch * side * side * ch * f4)
+                rec.update(flat=x, flat_shape=shp)
+                ch, side = side * side * ch, 1
+            wb = ch * units * f4
+            w = op("VariableV2", s, [], out_bytes=wb, weight_bytes=wb)
+            wr = op("Identity", s, [w], out_bytes=wb)
+            bv = op("VariableV2", s, [], out_bytes=units * f4, weight_bytes=units * f4)
+            br = op("Identity", s, [bv], out_bytes=units * f4)
+            flops = 2.0 * batch * ch * units
+            out = batch * units * f4
+            m = op("MatMul", s, [rec.get("flat", x), wr], flops=flops, out_bytes=out)
+            x = op("BiasAdd", s, [m, br], out_bytes=out)
+            last = k == len(_NETS[net]) - 1
+            if not last:
+                x = op("Relu", s, [x], out_bytes=out)
+            rec.update(x=rec.get("flat", rec["x"]), w=w, wr=wr, b=bv, br=br, y=x, flops=flops, out=out, wb=wb,
+                       bb=units * f4, last=last)
+            weights.append(wr)
+            ch = units
+        elif kind in ("lrn", "pool"):
+            if kind == "pool":
+                side = max(1, side // 2)
+            out = batch * side * side * ch * f4
+            x = op("LRN" if kind == "lrn" else "MaxPool", s, [x], out_bytes=out)
+            rec.update(y=x, out=out)
+        else:   # dropout
+            out = batch * ch * f4
+            keep = op("Const", s, [], out_bytes=f4)
+            rnd = op("RandomUniform", s, [op("Shape", s, [x], out_bytes=8.0)], out_bytes=out)
+            mask = op("Floor", s, [op("AddV2", s, [rnd, keep], out_bytes=out)], out_bytes=out)
+            x = op("Mul", s, [op("RealDiv", s, [x, keep], out_bytes=out), mask], out_bytes=out)
+            rec.update(y=x, keep=keep, mask=mask, out=out)
+        layers.append(rec)
+    # the loss: a two-output op (the loss per example, and its gradient for the backward pass)
+    s = f"{net}/loss"
+    logits_bytes = batch * ch * f4
+    xent = op("SparseSoftmaxCrossEntropyWithLogits", s, [x, labels], out_bytes=logits_bytes)
+    per_ex = {xent: batch * f4}
+    mean = op("Mean", s, [xent, op("Const", s, [], out_bytes=f4)], out_bytes=f4, tensors=per_ex)
+    l2 = [op("L2Loss", f"{s}/l2", [w], out_bytes=f4) for w in weights]
+    decay = op("Const", s, [], out_bytes=f4)
+    reg = op("Mul", s, [op("AddN", s, l2, out_bytes=f4), decay], out_bytes=f4)
+    total = op("AddV2", s, [mean, reg], out_bytes=f4)
+    # gradients
+    g = op("Fill", "gradients", [op("Shape", "gradients", [total], out_bytes=4.0),
+                                 op("Const", "gradients", [], out_bytes=f4)], out_bytes=f4)
+    greg = op("Mul", "gradients/reg", [g, decay], out_bytes=f4)
+    gm = op("RealDiv", "gradients/mean", [op("Tile", "gradients/mean", [op("Reshape", "gradients/mean", [g],
+                                                                          out_bytes=f4)], out_bytes=batch * f4),
+                                          op("Cast", "gradients/mean", [op("Const", "gradients/mean", [],
+                                                                              out_bytes=f4)], out_bytes=f4)],
+            out_bytes=batch * f4)
+    g = op("Mul", "gradients/xent", [op("ExpandDims", "gradients/xent", [gm], out_bytes=batch * f4), xent],
+           out_bytes=logits_bytes)
+    grads: list[tuple[int, int, float]] = []   # (variable, gradient, bytes)
+    for rec in reversed(layers):
+        kind, s = rec["kind"], f"gradients/{rec['scope']}"
+        if kind in ("conv", "fc"):
+            if not rec.get("last"):
+                g = op("ReluGrad", s, [g, rec["y"]], out_bytes=rec["out"])
+            bg = op("BiasAddGrad", s, [g], out_bytes=rec["bb"])
+            x_in = rec["x"]
+            if kind == "conv":
+                shapes = op("ShapeN", s, [x_in, rec["wr"]], out_bytes=32.0)
+                gw = op("Conv2DBackpropFilter", s, [x_in, shapes, g], flops=rec["flops"], out_bytes=rec["wb"])
+                gx = None if rec["first"] else op("Conv2DBackpropInput", s, [shapes, rec["wr"], g],
+                                                  flops=rec["flops"], out_bytes=b.out_bits[x_in] / 8)
+            else:
+                gw = op("MatMul", s, [x_in, g], flops=rec["flops"], out_bytes=rec["wb"])
+                gx = op("MatMul", s, [g, rec["wr"]], flops=rec["flops"], out_bytes=b.out_bits[x_in] / 8)
+            gw = op("AddN", s, [gw, op("Mul", f"{s}/l2", [rec["wr"], greg], out_bytes=rec["wb"])],
+                    out_bytes=rec["wb"])
+            deps = op("NoOp", s, [gw, bg] + ([gx] if gx is not None else []), out_bytes=0.0,
+                      tensors={gw: 0.0, bg: 0.0, **({gx: 0.0} if gx is not None else {})})
+            grads.append((rec["w"], op("Identity", s, [gw, deps], out_bytes=rec["wb"], tensors={deps: 0.0}),
+                          rec["wb"]))
+            grads.append((rec["b"], op("Identity", s, [bg, deps], out_bytes=rec["bb"], tensors={deps: 0.0}),
+                          rec["bb"]))
+            if gx is None:
+                break
+            g = op("Identity", s, [gx, deps], out_bytes=b.out_bits[gx] / 8, tensors={deps: 0.0})
+            if "flat_shape" in rec:
+                g = op("Reshape", s, [g, rec["flat_shape"]], out_bytes=b.out_bits[g] / 8)
+        elif kind == "pool":
+            g = op("MaxPoolGrad", s, [rec["x"], rec["y"], g], out_bytes=b.out_bits[rec["x"]] / 8)
+        elif kind == "lrn":
+            g = op("LRNGrad", s, [g, rec["x"], rec["y"]], out_bytes=b.out_bits[rec["x"]] / 8)
+        else:
+            g = op("RealDiv", s, [op("Mul", s, [g, rec["mask"]], out_bytes=rec["out"]), rec["keep"]],
+                   out_bytes=rec["out"])
+    # momentum updates, reading two constants shared by all of them
+    lr = op("Const", "train", [], out_bytes=f4)
+    momentum = op("Const", "train", [], out_bytes=f4)
+    updates = []
+    for var, grad, nbytes in grads:
+        acc = op("VariableV2", "train", [], out_bytes=nbytes, weight_bytes=nbytes)
+        updates.append(op("ApplyMomentum", "train", [var, acc, lr, grad, momentum], out_bytes=nbytes,
+                          moved=4 * nbytes))
+    op("NoOp", "train", updates, out_bytes=0.0, tensors=dict.fromkeys(updates, 0.0))
+    if b.room() < 0:
+        raise InvalidArgumentError(f"n: the {net} training graph needs at least {len(b.nodes)} operators, "
+                                   f"got {b.n}")
+    # shape plumbing until the graph has n operators: Shape(an input of op) -> StridedSlice ->
+    # Pack(.., Const) -> op, for the costly operators in turn
+    first_input: dict[str, str] = {}
+    for ln in b.links:
+        first_input.setdefault(ln["target"], ln["source"])
+    index = {nd["id"]: i for i, nd in enumerate(b.nodes)}
+    costly = [i for i, nd in enumerate(b.nodes) if nd["op_type"] not in F and nd["id"] in first_input
+              and next(iter(nd["comp_cost"].values()), 0.0) > 20.0]
+    k = 0
+    while b.room() > 0:
+        v = costly[k % len(costly)]
+        s = f"plumbing/{k}"
+        if b.room() >= 4:
+            shp = b.op("Shape", s, [index[first_input[b.nodes[v]["id"]]]], out_bytes=16.0, free=F)
+            sl = b.op("StridedSlice", s, [shp], out_bytes=4.0, free=F)
+            pk = b.op("Pack", s, [sl, b.op("Const", s, [], out_bytes=4.0, free=F)], out_bytes=8.0, free=F)
+        else:
+            pk = b.op("Const", s, [], out_bytes=4.0, free=F)
+        b.links.append({"source": b.nodes[pk]["id"], "target": b.nodes[v]["id"], "tensor_size_in_bit": b.out_bits[pk]})
+        k += 1
+
+
 def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devices: int = 8,
                              batch: int | None = None) -> dict[str, Any]:
     """A synthetic operator graph of exactly ``n`` operators as node-link data (see the module
@@ -457,8 +645,12 @@ def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devic
     devices = check_int(devices, "devices", minimum=1, error=InvalidArgumentError)
     if shape not in SHAPES:
         raise InvalidArgumentError(f"shape: expected one of {', '.join(SHAPES)}, got {shown(shape)}")
-    bs = check_int(batch if batch is not None else (32 if shape == "cnn" else 8), "batch", minimum=1,
+    default = {"cnn": 32, "transformer": 8, "alexnet": 128, "vgg": 32}[shape]
+    bs = check_int(batch if batch is not None else default, "batch", minimum=1,
                    error=InvalidArgumentError)
     b = _Builder(n, seed, devices)
-    (_cnn if shape == "cnn" else _transformer)(b, bs)
+    if shape in _NETS:
+        _training(b, shape, bs)
+    else:
+        (_cnn if shape == "cnn" else _transformer)(b, bs)
     return b.data(shape, seed)

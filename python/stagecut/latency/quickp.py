@@ -59,6 +59,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from stagecut._deadline import check_time_limit, deadline, expired, remaining
 from stagecut._mip import (
     MODEL_TOL,
     add,
@@ -81,7 +82,8 @@ from stagecut.latency.schedule import Schedule
 from stagecut.results import Stat
 from stagecut.validate import shown
 
-__all__ = ["IPResult", "solve_ip", "edge_asap", "fused_edge_sizes", "quickp", "Order"]
+__all__ = ["IPResult", "solve_ip", "edge_asap", "fused_edge_sizes", "list_order", "quickp", "Order",
+           "DEFAULT_GAP"]
 
 #: ``"free"``: any order the DAG allows (disjunctive pairs); ``"topological"``: each device's
 #: nodes in the problem's topological order.
@@ -258,6 +260,84 @@ def _heuristic(problem: LatencyProblem, units: _Units, w: Mapping[tuple[int, int
     return (dev, order, ms) if best is None or ms < best[2] else best
 
 
+def list_order(problem: LatencyProblem, w: Mapping[tuple[int, int], float], dev: Sequence[int],
+               chains: Sequence[Sequence[int]] = ()) -> list[list[int]]:
+    """Per device an order for a fixed placement: a list schedule that takes, among the nodes
+    whose inputs are done, the one whose inputs arrive first (ties: topological rank), each
+    after the previous one of its device. ``chains``: node positions that must run in the given
+    order (a co-location group's members) even when the DAG does not order them."""
+    n = len(problem)
+    rank = [0] * n
+    for k, v in enumerate(problem.order):
+        rank[v] = k
+    after = [-1] * n
+    indeg = [len(problem.pred[v]) for v in range(n)]
+    for c in chains:
+        for a, b in zip(c, c[1:]):
+            after[a] = b
+            indeg[b] += 1
+    bw = problem.bandwidth
+    arrive = [0.0] * n
+    finish = [0.0] * n
+    free = [0.0] * problem.num_devices
+    heap = [(0.0, rank[v], v) for v in range(n) if not indeg[v]]
+    heapq.heapify(heap)
+    out: list[list[int]] = [[] for _ in range(problem.num_devices)]
+    while heap:
+        _, _, v = heapq.heappop(heap)
+        d = dev[v]
+        s = arrive[v] if problem.parallel[d] else max(arrive[v], free[d])
+        finish[v] = s + float(problem.times[v, d])
+        free[d] = max(free[d], finish[v])
+        out[d].append(v)
+        for x in problem.succ[v]:
+            size = w[v, x]
+            arrive[x] = max(arrive[x], finish[v] + (size / float(bw[d, dev[x]]) if size and dev[x] != d else 0.0))
+            indeg[x] -= 1
+            if not indeg[x]:
+                heapq.heappush(heap, (arrive[x], rank[x], x))
+        x = after[v]
+        if x >= 0:
+            arrive[x] = max(arrive[x], finish[v])
+            indeg[x] -= 1
+            if not indeg[x]:
+                heapq.heappush(heap, (arrive[x], rank[x], x))
+    return out
+
+
+def _from_placement(problem: LatencyProblem, units: _Units, w: Mapping[tuple[int, int], float],
+                    placed: Sequence[int], where: str) -> tuple[list[int], list[list[int]], float] | None:
+    """A warm start as ``(dev, order, makespan)``: each unit where most of its members' time
+    runs in ``placed`` (ties: most members, then the lower device), list-scheduled; ``None``
+    when that breaks a device's memory or puts a unit where it cannot run."""
+    n, nd = len(problem), problem.num_devices
+    if isinstance(placed, (str, bytes)) or not isinstance(placed, (Sequence, np.ndarray)) or len(placed) != n:
+        raise InvalidArgumentError(f"{where}: expected a device position per node ({n}), got {shown(placed)}")
+    for v, d in enumerate(placed):
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < nd:
+            raise InvalidArgumentError(f"{where}[{v}]: expected a device position (0..{nd - 1}), got {shown(d)}")
+    times = np.where(np.isfinite(problem.times), problem.times, 0.0)
+    allowed = units.allowed(problem, math.inf)
+    dev = [0] * n
+    used = np.zeros(nd)
+    for k, mm in enumerate(units.members):
+        score: dict[int, tuple[float, int]] = {}
+        for v in mm:
+            d = int(placed[v])
+            t, c = score.get(d, (0.0, 0))
+            score[d] = (t + float(times[v, d]), c + 1)
+        d = min(score, key=lambda d: (-score[d][0], -score[d][1], d))
+        if d not in allowed[k]:
+            return None
+        used[d] += float(problem.memory[mm].sum())
+        for v in mm:
+            dev[v] = d
+    if (used > problem.capacity).any():
+        return None
+    seq = list_order(problem, w, dev, [mm for mm in units.members if len(mm) > 1])
+    return dev, seq, max(edge_asap(problem, w, dev, seq)[1], default=0.0)
+
+
 def _trivial_upper(problem: LatencyProblem, w: Mapping[tuple[int, int], float]) -> float:
     """No schedule of the model is longer than every node's largest time plus every edge's
     largest transfer."""
@@ -307,7 +387,7 @@ def _canonical(classes: list[list[int]], units: _Units, dev: list[int], order: l
 def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hashable], float] | None = None,
              groups: Iterable[Iterable[Hashable]] | None = None, order: Order = "free",
              time_limit: float | None = None, solver: str = "cbc", threads: int | None = None,
-             gap: float | None = None) -> IPResult:
+             gap: float | None = None, starts: Sequence[Sequence[int]] = ()) -> IPResult:
     """QuickP's IP (see the module docs).
 
     Parameters
@@ -325,6 +405,13 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
     threads : int, optional
     gap : float, optional
         Relative gap (default :func:`stagecut._mip.data_gap` of the times).
+    starts : sequence of placements, optional
+        Warm starts: a device position per node position each (a unit goes where most of its
+        time is); each is list-scheduled (:func:`list_order`), and the best of them and the
+        module's own two is the MIP start and the upper bound ``U``.
+
+    The time limit covers the model's build as well: a build that outlives it stops, and the
+    best start is returned with status ``"time_limit"`` (``stats["built"]`` = 0).
 
     Returns
     -------
@@ -344,10 +431,44 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
     if order not in ("free", "topological"):
         raise InvalidArgumentError(f"order: expected 'free' or 'topological', got {shown(order)}")
     check_options(time_limit, gap, threads, 0, solver)
+    with deadline(time_limit):
+        return _solve_ip(problem, edge_size, groups, order, solver, threads, gap, starts)
+
+
+class _OutOfTime(Exception):
+    """The deadline passed while the model was being built."""
+
+
+def _check_clock() -> None:
+    if expired():
+        raise _OutOfTime
+
+
+def _solve_ip(problem: LatencyProblem, edge_size: Mapping[tuple[Hashable, Hashable], float] | None,
+              groups: Iterable[Iterable[Hashable]] | None, order: Order, solver: str, threads: int | None,
+              gap: float | None, starts: Sequence[Sequence[int]]) -> IPResult:
     t0 = time.perf_counter()
     w = _edge_sizes(problem, edge_size)
     units = _Units(problem, groups)
     start = _heuristic(problem, units, w)
+    for k, placed in enumerate(starts):
+        got = _from_placement(problem, units, w, placed, f"starts[{k}]")
+        if got is not None and (start is None or got[2] < start[2]):
+            start = got
+    try:
+        return _build_and_solve(problem, units, w, start, order, solver, threads, gap, t0)
+    except _OutOfTime:
+        if start is None:
+            return IPResult(None, None, None, problem.lower_bound(), "time_limit",
+                            {"reason": "the time limit ran out while the IP was built", "built": 0})
+        return IPResult(start[0], start[1], start[2], min(problem.lower_bound(), start[2]), "time_limit",
+                        {"built": 0, "build_s": time.perf_counter() - t0, "upper": float(start[2]),
+                         "units": len(units.members)})
+
+
+def _build_and_solve(problem: LatencyProblem, units: _Units, w: Mapping[tuple[int, int], float],
+                     start: tuple[list[int], list[list[int]], float] | None, order: Order, solver: str,
+                     threads: int | None, gap: float | None, t0: float) -> IPResult:
     upper = start[2] if start is not None else _trivial_upper(problem, w)
     mip = import_mip()
     n, nd = len(problem), problem.num_devices
@@ -393,7 +514,10 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
                 if (k, g[j]) in x:
                     add(m, x[k, g[j]] <= mip.xsum(x[q, g[j - 1]] for q in range(k) if (q, g[j - 1]) in x))
     bw = problem.bandwidth
-    for (u, v), size in w.items():
+    _check_clock()
+    for e, ((u, v), size) in enumerate(w.items()):
+        if not e % 256:
+            _check_clock()
         ku, kv = units.of[u], units.of[v]
         if ku == kv or not size:
             add(m, S[v] >= S[u] + run(u))
@@ -409,6 +533,7 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
     y: dict[tuple[int, int], Any] = {}
     pairs = 0
     for u in range(n):
+        _check_clock()
         for v in range(n):
             if rank[u] >= rank[v] or reach[u] >> v & 1 or reach[v] >> u & 1:
                 continue
@@ -440,10 +565,11 @@ def solve_ip(problem: LatencyProblem, *, edge_size: Mapping[tuple[Hashable, Hash
         hint += [(S[v], st[v] / scale) for v in range(n)] + [(C, U)]
         hint += [(yv, 1.0 if (st[u], rank[u]) < (st[v], rank[v]) else 0.0) for (u, v), yv in y.items()]
     build_s = time.perf_counter() - t0
-    out = solve(m, time_limit=time_limit, start=hint)
+    _check_clock()
+    out = solve(m, time_limit=remaining(), start=hint)
     stats: dict[str, Stat] = {"mip_vars": out.cols, "mip_constraints": out.rows, "mip_pairs": pairs,
                               "units": len(units.members), "build_s": build_s, "solve_s": out.seconds,
-                              "mip_status": out.status, "upper": float(upper)}
+                              "mip_status": out.status, "upper": float(upper), "built": 1}
     if out.status == "infeasible" or (out.objective is None and start is None):
         none: Literal["infeasible", "time_limit", "unknown"] = \
             "infeasible" if out.status == "infeasible" else "time_limit" if out.status == "time_limit" else "unknown"
@@ -512,12 +638,55 @@ def fused_edge_sizes(fusion: Fusion) -> dict[tuple[Hashable, Hashable], float]:
     return out
 
 
+def _fused_placement(fusion: Fusion, dev: Sequence[int]) -> list[int]:
+    """A device per fused node from a device per original node: where most of the group's time
+    runs (ties: most members, then the lower device)."""
+    orig = fusion.original_problem
+    assert orig is not None
+    times = np.where(np.isfinite(orig.times), orig.times, 0.0)
+    out = []
+    for f in range(len(fusion)):
+        score: dict[int, tuple[float, int]] = {}
+        for v in fusion.members(f):
+            t, c = score.get(dev[v], (0.0, 0))
+            score[dev[v]] = (t + float(times[v, dev[v]]), c + 1)
+        out.append(min(score, key=lambda d: (-score[d][0], -score[d][1], d)))
+    return out
+
+
+def _per_edge_sizes(fusion: Fusion, w: Mapping[tuple[int, int], float]) -> dict[tuple[Hashable, Hashable], float]:
+    """The fused edges' sizes when every original edge carries its own tensor: the sum of the
+    tensors of the original edges from ``A`` into ``B``."""
+    of, fid = fusion.fused_of.tolist(), fusion.graph.ids
+    out: dict[tuple[Hashable, Hashable], float] = {}
+    for (u, v), size in w.items():
+        a, b = of[u], of[v]
+        if a != b:
+            out[fid[a], fid[b]] = out.get((fid[a], fid[b]), 0.0) + float(size)
+    return out
+
+
+#: QuickP's relative gap: the paper stops its solver at 5%.
+DEFAULT_GAP = 0.05
+
+
 def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
-           output_bytes: Mapping[Hashable, float] | str | None = None, colocate: bool = True,
+           output_bytes: Mapping[Hashable, float] | str | None = None,
+           edge_bytes: Mapping[tuple[Hashable, Hashable], float] | None = None, colocate: bool = True,
            order: Order = "free", time_limit: float | None = None, solver: str = "cbc",
-           threads: int | None = None, gap: float | None = None, alpha: float | None = None) -> Schedule:
+           threads: int | None = None, gap: float | None = DEFAULT_GAP, alpha: float | None = None,
+           warm_starts: bool = True) -> Schedule:
     """QuickP: fuse (:func:`~stagecut.latency.fusion.fuse`), co-locate (P2; ``colocate=False``:
-    P1), solve :func:`solve_ip` on the fused problem, and re-score the plan on the original graph.
+    P1), solve :func:`solve_ip` on the fused problem with warm starts from HEFT and the Metis cut,
+    and re-score the plan on the original graph.
+
+    The answer is the best, on the original graph, of the IP's plan and its warm starts (the
+    best single device, :func:`~stagecut.latency.heuristics.heft`,
+    :func:`~stagecut.latency.partition_baselines.metis`): never above any of them;
+    ``stats["found_by"]`` names the part that found it (``"ip"``, ``"heft"``, ``"metis"`` or
+    ``"best-device"``). The time limit covers everything: the starts, the fusion, the groups,
+    the model's build, the solve and the re-scoring (the IP gets what is left, less a reserve
+    for the re-scoring).
 
     Parameters
     ----------
@@ -525,53 +694,152 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
     devices : Devices, optional
         Needed with a graph.
     output_bytes : see :class:`~stagecut.latency.LatencyProblem`.
+    edge_bytes : mapping of (source id, target id) to bytes, optional
+        QuickP's per-edge transfers (``info["edge_bytes"]`` of
+        :func:`~stagecut.latency.opgraph.read_operator_graph`): every edge carries its own tensor
+        across devices, instead of each node's output once per device. The makespan (the
+        objective, ``start`` and ``finish``) is then of that model (:func:`edge_asap`), and
+        ``stats["per_node_makespan"]`` holds the evaluator's value of the same plan.
     colocate : bool
         P2 (default) or P1.
-    order, time_limit, solver, threads, gap : see :func:`solve_ip`.
+    order, solver, threads : see :func:`solve_ip`.
+    time_limit : float, optional
+        Seconds for the whole call.
+    gap : float, optional
+        The IP's relative gap (default 5%, as in the paper; ``None``: the data's own).
     alpha : float, optional
         The fusion threshold (default: the 90th percentile of the node times).
+    warm_starts : bool
+        Start from HEFT and Metis (default); ``False``: only the IP's own two starts (and the best
+        single device).
 
     Returns
     -------
     Schedule
         On the original graph (``method`` ``"quickp"`` or ``"quickp-p1"``), status ``"feasible"``
-        (``"time_limit"`` when the IP ran out of time, ``"infeasible"`` when it found nothing);
-        ``stats`` hold the fusion's and the IP's (``fused_nodes``, ``groups``, ``ip_makespan``,
-        ``ip_bound``: the fused IP's bound, not one of the original problem, ``fusion_s``, ``ip_s``).
+        (``"time_limit"`` when the limit stopped the IP or left it no time, ``"infeasible"``
+        when nothing was found); ``stats``: ``found_by``, the fusion's and the IP's
+        (``fused_nodes``, ``groups``, ``ip_makespan``: the IP's plan on the original graph,
+        ``ip_bound``: the fused IP's bound, not one of the original problem, ``fusion_s``,
+        ``ip_s``, ``starts_s``) and each start's makespan (``heft``, ``metis``,
+        ``best-device``).
 
     Raises
     ------
     InvalidArgumentError
-        A graph without devices, bad options (see :func:`solve_ip`).
+        A graph without devices, bad options (see :func:`solve_ip`), a bad time limit or edge size.
     """
     t0 = time.perf_counter()
+    limit = check_time_limit(time_limit)
+    check_options(None, gap, threads, 0, solver)
     if isinstance(source, LatencyProblem):
         problem = source
     elif devices is None:
         raise InvalidArgumentError("devices: needed with a graph (or pass a LatencyProblem)")
     else:
         problem = LatencyProblem(source, devices, output_bytes)
+    if order not in ("free", "topological"):
+        raise InvalidArgumentError(f"order: expected 'free' or 'topological', got {shown(order)}")
+    w = None if edge_bytes is None else _edge_sizes(problem, edge_bytes)
+    with deadline(limit):
+        return _quickp(problem, w, colocate, order, limit, solver, threads, gap, alpha, warm_starts, t0)
+
+
+def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, colocate: bool, order: Order,
+            limit: float | None, solver: str, threads: int | None, gap: float | None, alpha: float | None,
+            warm_starts: bool, t0: float) -> Schedule:
+    from stagecut.latency.heuristics import best_device, heft
+    from stagecut.latency.partition_baselines import metis
+
     method = "quickp" if colocate else "quickp-p1"
-    fusion = fuse(problem, alpha=alpha)
-    fp = fusion.problem
-    assert fp is not None
-    t1 = time.perf_counter()
-    groups = colocation_groups(fp).groups if colocate else ()
-    r = solve_ip(fp, edge_size=fused_edge_sizes(fusion), groups=groups, order=order, time_limit=time_limit,
-                 solver=solver, threads=threads, gap=gap)
-    stats: dict[str, Stat] = {**{k: v for k, v in fusion.stats.items() if isinstance(v, (int, float))},
-                              **r.stats, "fused_nodes": len(fusion), "groups": len(groups),
-                              "fusion_s": fusion.stats["time_s"], "ip_s": time.perf_counter() - t1,
-                              "ip_status": r.status}
-    if r.dev is None or r.order is None or r.makespan is None:
-        return Schedule.infeasible(method, str(r.stats.get("reason", "the IP found no schedule")),
-                                   devices=problem.devices.names, runtime_s=time.perf_counter() - t0, stats=stats)
-    stats.update(ip_makespan=r.makespan, ip_bound=r.bound if r.bound is not None else math.nan)
-    names, fid = fp.devices.names, fp.ids
-    fused = Schedule(objective=r.makespan, status="feasible", method=method,
-                     placement={fid[v]: names[r.dev[v]] for v in range(len(fp))},
-                     order={names[d]: tuple(fid[v] for v in seq) for d, seq in enumerate(r.order) if seq},
-                     devices=names, stats=stats)
-    out = fusion.expand_schedule(fused)
-    status: Literal["feasible", "time_limit"] = "time_limit" if r.status == "time_limit" else "feasible"
-    return dataclasses.replace(out, status=status, runtime_s=time.perf_counter() - t0)
+    stats: dict[str, Stat] = {}
+    found: list[tuple[float, str, Schedule]] = []
+
+    def score(s: Schedule) -> float:
+        assert s.objective is not None
+        if w is None:
+            return s.objective
+        dev, seq = _positions(problem, s)
+        return max(edge_asap(problem, w, dev, seq)[1], default=0.0)
+
+    makers = [("best-device", best_device)] + ([("heft", heft), ("metis", metis)] if warm_starts else [])
+    for name, make in makers:
+        if found and expired():
+            break
+        s = make(problem)
+        if s.objective is not None:
+            found.append((score(s), name, s))
+            stats[name] = found[-1][0]
+    stats["starts_s"] = time.perf_counter() - t0
+    timed_out = expired()
+    ip = None
+    if not timed_out:
+        t1 = time.perf_counter()
+        fusion = fuse(problem, alpha=alpha)
+        fp = fusion.problem
+        assert fp is not None
+        stats.update({k: v for k, v in fusion.stats.items() if isinstance(v, (int, float))})
+        stats.update(fused_nodes=len(fusion), fusion_s=fusion.stats["time_s"])
+        groups = colocation_groups(fp).groups if colocate else ()
+        stats["groups"] = len(groups)
+        sizes = fused_edge_sizes(fusion) if w is None else _per_edge_sizes(fusion, w)
+        starts = [_fused_placement(fusion, _positions(problem, s)[0]) for _, _, s in found]
+        left = remaining()
+        # kept back for mapping the plan back and re-scoring it on the original graph
+        # (the MIP solver may answer up to 2 s after its own limit: a little is kept back for that too)
+        reserve = 0.05 + 2e-5 * (len(problem) + len(problem.graph.edges))
+        if left is not None:
+            reserve += min(1.0, 0.05 * left)
+        if left is None or left > reserve + 0.05:
+            stats["ip_limit"] = math.inf if left is None else left - reserve
+            r = solve_ip(fp, edge_size=sizes, groups=groups, order=order,
+                         time_limit=None if left is None else left - reserve, solver=solver, threads=threads,
+                         gap=gap, starts=starts)
+            stats.update(r.stats)
+            stats["ip_status"] = r.status
+            timed_out = r.status == "time_limit"
+            if r.dev is not None and r.order is not None and r.makespan is not None:
+                names, fid = fp.devices.names, fp.ids
+                fused = Schedule(objective=r.makespan, status="feasible", method=method,
+                                 placement={fid[v]: names[r.dev[v]] for v in range(len(fp))},
+                                 order={names[d]: tuple(fid[v] for v in seq) for d, seq in enumerate(r.order) if seq},
+                                 devices=names, stats={})
+                ip = fusion.expand_schedule(fused)
+                found.append((score(ip), "ip", ip))
+                stats.update(ip_makespan=found[-1][0], ip_bound=r.bound if r.bound is not None else math.nan)
+        else:
+            timed_out = True
+            stats["ip_status"] = "skipped"
+        stats["ip_s"] = time.perf_counter() - t1
+    if not found:
+        return Schedule.infeasible(method, "no placement fits", devices=problem.devices.names,
+                                   runtime_s=time.perf_counter() - t0, stats=stats,
+                                   status="time_limit" if timed_out else "infeasible")
+    # the IP's plan wins ties: it is the method's own answer
+    best_score, by, best = min(found, key=lambda f: (f[0], f[1] != "ip"))
+    stats["found_by"] = by
+    notes = [f"found by {'the IP on the fused graph' if by == 'ip' else by + ' (a warm start)'}"]
+    notes += [f"{name}: {sc:.6g}" for sc, name, _ in found if name != by]
+    status: Literal["feasible", "time_limit"] = "time_limit" if timed_out else "feasible"
+    changes: dict[str, Any] = {}
+    if w is not None:
+        dev, seq = _positions(problem, best)
+        st, fin = edge_asap(problem, w, dev, seq)
+        ids = problem.ids
+        stats["per_node_makespan"] = best.objective if best.objective is not None else math.nan
+        changes = dict(objective=best_score, start=dict(zip(ids, st)), finish=dict(zip(ids, fin)), transfers=(),
+                       critical_path=(), lower_bound=None)
+        notes.append("makespan with a transfer per edge (each edge's own tensor)")
+    return dataclasses.replace(best, **changes, method=method, status=status, stats={**best.stats, **stats},
+                               notes=(*best.notes, *notes), runtime_s=time.perf_counter() - t0)
+
+
+def _positions(problem: LatencyProblem, s: Schedule) -> tuple[list[int], list[list[int]]]:
+    """A schedule's device position per node position and order per device position."""
+    names = problem.devices.names
+    pos = {name: d for d, name in enumerate(names)}
+    dev = [pos[s.placement[v]] for v in problem.ids]
+    seq: list[list[int]] = [[] for _ in names]
+    for name, nodes in s.order.items():
+        seq[pos[name]] = [problem.index[v] for v in nodes]
+    return dev, seq
