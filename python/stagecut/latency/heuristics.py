@@ -46,7 +46,7 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -59,7 +59,8 @@ from stagecut.latency.schedule import Schedule
 from stagecut.results import Status
 from stagecut.validate import shown
 
-__all__ = ["bfs_order", "Units", "best_device", "met", "greedy", "heft", "best_constructive"]
+__all__ = ["bfs_order", "Units", "Memory", "best_device", "met", "greedy", "heft", "list_greedy", "list_heft",
+           "best_constructive"]
 
 
 def _check_problem(problem: object) -> LatencyProblem:
@@ -199,6 +200,30 @@ class Units:
         return out
 
 
+class Memory:
+    """First come, first served memory: a unit may go to any device that can run it and still
+    has room for it. Memory-aware heuristics (:mod:`stagecut.latency.memaware`) subclass it to
+    hold memory back for the units that need it most.
+
+    Parameters
+    ----------
+    units : Units
+    """
+
+    def __init__(self, units: Units) -> None:
+        self.units = units
+        self.free = units.problem.capacity.copy()
+
+    def candidates(self, u: int) -> list[int]:
+        """The devices unit ``u`` may go to now (ties: the lower position first)."""
+        m = self.units.memory[u]
+        return [int(d) for d in self.units.allowed[u] if m <= self.free[d]]
+
+    def take(self, u: int, d: int) -> None:
+        """Unit ``u`` goes to device ``d``."""
+        self.free[d] -= self.units.memory[u]
+
+
 def finished(problem: LatencyProblem, dev: np.ndarray, order: Sequence[Sequence[int]] | None, *, method: str,
              t0: float, status: Status = "feasible", seed: int | None = None, stats: dict[str, float] | None = None,
              notes: Sequence[str] = ()) -> Schedule:
@@ -319,10 +344,16 @@ def greedy(problem: LatencyProblem) -> Schedule:
     InvalidArgumentError
         ``problem`` is not a :class:`LatencyProblem`.
     """
+    return list_greedy(problem)
+
+
+def list_greedy(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memory,
+                method: str = "greedy") -> Schedule:
+    """:func:`greedy` with the memory rule ``memory`` (a :class:`Memory` made from the units)."""
     t0 = time.perf_counter()
     units = Units(_check_problem(problem))
     n, nd = len(problem), problem.num_devices
-    free = problem.capacity.copy()
+    mem = memory(units)
     udev = np.full(len(units), -1, dtype=np.int64)
     dev = np.full(n, -1, dtype=np.int64)
     finish = np.zeros(n)
@@ -334,9 +365,9 @@ def greedy(problem: LatencyProblem) -> Schedule:
         if udev[u] >= 0:
             cands = [int(udev[u])]
         else:
-            cands = [int(d) for d in units.allowed[u] if units.memory[u] <= free[d]]
+            cands = mem.candidates(u)
             if not cands:
-                return no_answer(problem, units, "greedy", f"node {shown(problem.ids[i])}: no device that can "
+                return no_answer(problem, units, method, f"node {shown(problem.ids[i])}: no device that can "
                                  "run it has room left", t0)
         best: tuple[float, float, int] | None = None
         for d in cands:
@@ -351,16 +382,16 @@ def greedy(problem: LatencyProblem) -> Schedule:
         span, f, d = best
         if udev[u] < 0:
             udev[u] = d
-            free[d] -= units.memory[u]
+            mem.take(u, d)
         dev[i], finish[i] = d, f
         ready[d] = f
         order[d].append(i)
     ev = Evaluator(problem)
     own, rr = ev.makespan(dev, order), ev.makespan(dev)
     if rr < own:
-        return finished(problem, dev, None, method="greedy", t0=t0,
+        return finished(problem, dev, None, method=method, t0=t0,
                         notes=(f"rank round-robin order ({rr:.6g}) beats the greedy's own ({own:.6g})",))
-    return finished(problem, dev, order, method="greedy", t0=t0)
+    return finished(problem, dev, order, method=method, t0=t0)
 
 
 def _mean_costs(problem: LatencyProblem, units: Units) -> tuple[np.ndarray, list[dict[int, float]]]:
@@ -431,6 +462,14 @@ def heft(problem: LatencyProblem) -> Schedule:
     InvalidArgumentError
         ``problem`` is not a :class:`LatencyProblem`.
     """
+    return list_heft(problem)
+
+
+def list_heft(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memory, method: str = "heft"
+              ) -> Schedule:
+    """:func:`heft` with the memory rule ``memory`` (a :class:`Memory` made from the units); the
+    schedule keeps HEFT's order, or the rank round-robin order when that is shorter (a note
+    says so)."""
     t0 = time.perf_counter()
     units = Units(_check_problem(problem))
     n, nd = len(problem), problem.num_devices
@@ -443,7 +482,7 @@ def heft(problem: LatencyProblem) -> Schedule:
     indeg = [len(p) for p in problem.pred]
     heap = [(-rank[i], int(topo[i]), i) for i in range(n) if indeg[i] == 0]
     heapq.heapify(heap)
-    free = problem.capacity.copy()
+    mem = memory(units)
     udev = np.full(len(units), -1, dtype=np.int64)
     dev = np.full(n, -1, dtype=np.int64)
     start, finish = np.zeros(n), np.zeros(n)
@@ -456,9 +495,9 @@ def heft(problem: LatencyProblem) -> Schedule:
         if udev[u] >= 0:
             cands = [int(udev[u])]
         else:
-            cands = [int(d) for d in units.allowed[u] if units.memory[u] <= free[d]]
+            cands = mem.candidates(u)
             if not cands:
-                return no_answer(problem, units, "heft", f"node {shown(problem.ids[i])}: no device that can "
+                return no_answer(problem, units, method, f"node {shown(problem.ids[i])}: no device that can "
                                  "run it has room left", t0)
         best: tuple[float, int, float] | None = None
         for d in cands:
@@ -471,7 +510,7 @@ def heft(problem: LatencyProblem) -> Schedule:
         f, d, s = best
         if udev[u] < 0:
             udev[u] = d
-            free[d] -= units.memory[u]
+            mem.take(u, d)
         dev[i], start[i], finish[i], seq[i] = d, s, f, k
         k += 1
         if not problem.parallel[d]:
@@ -480,9 +519,14 @@ def heft(problem: LatencyProblem) -> Schedule:
             indeg[j] -= 1
             if indeg[j] == 0:
                 heapq.heappush(heap, (-rank[j], int(topo[j]), j))
-    order = [sorted(np.flatnonzero(dev == d).tolist(), key=lambda i: (start[i], seq[i])) for d in range(nd)]
+    order = [sorted(np.flatnonzero(dev == d).tolist(), key=lambda i: (start[i], finish[i], seq[i])) for d in range(nd)]
     own = float(finish.max()) if n else 0.0
-    return finished(problem, dev, order, method="heft", t0=t0, stats={"heft_makespan": own})
+    if method != "heft":
+        rr = Evaluator(problem).makespan(dev)
+        if rr < own:
+            return finished(problem, dev, None, method=method, t0=t0, stats={"heft_makespan": own},
+                            notes=(f"rank round-robin order ({rr:.6g}) beats HEFT's own ({own:.6g})",))
+    return finished(problem, dev, order, method=method, t0=t0, stats={"heft_makespan": own})
 
 
 def best_constructive(problem: LatencyProblem) -> Schedule:
