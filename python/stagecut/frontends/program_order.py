@@ -1,0 +1,321 @@
+"""Plans for traced models with a proof of what they are optimal over: :func:`partition_trace`.
+
+The exact DP over every contiguous split enumerates the ideals of the operator graph, and a
+transformer's have far too many (each mask slice or position index that hangs into a layer
+doubles them). :func:`partition_trace` tries, in order, the families below and says which one
+it solved (``stats["family"]``), what that family is, and what the restriction may cost:
+
+``"contiguous"``
+    Every contiguous split (the set :func:`stagecut.partition`'s exact DP optimises over),
+    solved exactly after the contraction of :mod:`stagecut.throughput.contract` (each merge
+    provably keeps an optimum): status ``"optimal"``, no restriction.
+``"attached"``
+    The contiguous splits that keep each *source leaf* (a unit with no predecessor all of whose
+    edges go to one other unit: a mask slice, ``arange``, a constant) on the stage of the unit
+    it feeds, solved
+    exactly. ``lower_bound`` is the optimum over **every** contiguous split of the same graph
+    with those leaves' costs set to zero, which no split of the real graph beats: when it equals
+    the objective the plan is optimal over every contiguous split, and ``stats["restriction_cost"]``
+    (``objective / lower_bound - 1``) bounds what the restriction may cost.
+``"program"``
+    The splits contiguous in program order (stages are runs of the order the model runs its
+    operators; units in a topological order that follows program order), solved exactly with
+    the real graph's communication (a boundary pays only for tensors that cross it), for any
+    depth: ``n + 1`` ideals. ``lower_bound`` is :func:`~stagecut.throughput.dp.simple_lower_bound`.
+``"layer"``
+    Program order with cuts only where the outermost module changes (between the layers the
+    top-level ``forward`` calls, and around the operators of the top-level ``forward``
+    itself): the family module-level exports can always express.
+
+``family="auto"`` solves ``program`` first (fast at any depth), then the first of
+``contiguous`` and ``attached`` that fits in ``max_ideals`` (and in the time limit), and returns
+the best plan with the best lower bound: never worse than any family it solved. A named family
+is solved as asked (a :class:`~stagecut.errors.TooManyIdealsError` when it does not fit).
+Every plan is re-scored by :func:`stagecut.evaluate` on the trace's graph.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import time
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from stagecut._deadline import DeadlineReached, check_time_limit, deadline
+from stagecut.colocation import Units
+from stagecut.errors import InvalidArgumentError, TooManyIdealsError
+from stagecut.graph import Graph
+from stagecut.results import Plan, Stat
+from stagecut.throughput.contract import ContractedUnits, contract_units
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, _exact_raw, _run_dp, _split_of, simple_lower_bound
+from stagecut.throughput.problem import ThroughputProblem, set_aside_free_nodes
+from stagecut.throughput.rescore import no_plan, plan_from_split
+from stagecut.validate import check_int
+
+__all__ = ["FAMILIES", "partition_trace"]
+
+#: The values of ``family``.
+FAMILIES = ("auto", "contiguous", "attached", "program", "layer")
+
+_DESCRIBE = {
+    "contiguous": "every contiguous split",
+    "attached": "the contiguous splits that keep each leaf unit (mask slices, position indices, constants) with "
+                "the unit it feeds",
+    "program": "the splits contiguous in program order",
+    "layer": "the splits contiguous in program order that cut only between top-level layers",
+}
+
+
+def _solve(core: ThroughputProblem, units: Any, unit_edges: np.ndarray, max_ideals: int,
+           exact_ideals: bool) -> dict[str, Any]:
+    if exact_ideals:
+        return dict(_exact_raw(core, units, max_ideals, True))
+    return dict(_run_dp(core, units, unit_edges, units.n_units + 2, True))
+
+
+def _plan(problem: ThroughputProblem, core: ThroughputProblem, aside: Sequence[Hashable], units: Any,
+          raw: dict[str, Any], family: str, stats: dict[str, Stat], notes: list[str], lower: float | None,
+          t0: float) -> Plan:
+    stats = {**stats, "family": family, "ideals": raw["ideals"], "pairs": raw["pairs"], "units": units.n_units}
+    if not math.isfinite(raw["objective"]):
+        return no_plan(problem, status="infeasible", method=f"dp/{family}", stats=stats,
+                       notes=[*notes, f"no split in the family ({_DESCRIBE[family]}) fits"],
+                       runtime_s=time.perf_counter() - t0)
+    assignment, order = _split_of(core.graph, units, raw["blocks"])
+    assignment.update(dict.fromkeys(aside, order[0]))
+    if lower is not None and lower >= raw["objective"] * (1 - 1e-12):
+        lower = None  # the bound meets the objective: optimal over every contiguous split
+    notes = [*notes, f"optimal over {_DESCRIBE[family]}"]
+    if lower is not None:
+        stats["restriction_cost"] = raw["objective"] / lower - 1 if lower > 0 else math.inf
+        notes.append(f"lower bound over every contiguous split {lower:.6g}: the restriction costs at most "
+                     f"{100 * stats['restriction_cost']:.3g}%")
+    else:
+        stats["restriction_cost"] = 0.0
+    return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
+                           status="optimal", lower_bound=lower, method=f"dp/{family}", stats=stats, notes=notes,
+                           runtime_s=time.perf_counter() - t0)
+
+
+def _zeroed(graph: Graph, positions: Sequence[int]) -> Graph:
+    """``graph`` with the nodes at ``positions`` costing nothing (a relaxation: every split's
+    loads can only fall)."""
+    drop = set(positions)
+    nodes = [dataclasses.replace(n, compute={k: 0.0 for k in n.compute}, comm=0.0, memory=0.0) if i in drop else n
+             for i, n in enumerate(graph.nodes)]
+    return Graph(nodes, graph.edges, graph.defaults)
+
+
+def _contracted(core: ThroughputProblem, family: str, max_ideals: int, problem: ThroughputProblem,
+                aside: Sequence[Hashable], t0: float) -> Plan | str:
+    restrict = family == "attached"
+    units = contract_units(core.graph, Units(core.graph, core.memory), memory=core.memory, cpus=core.cpus,
+                           restrict=restrict)
+    try:
+        raw = _solve(core, units, units.edge_array, max_ideals, True)
+    except TooManyIdealsError:
+        return f"{units.n_units} units (from {units.before}) have more than max_ideals={max_ideals} ideals"
+    merged = " ".join(f"{k}={v}" for k, v in units.merged.items() if v)
+    notes = [f"contracted {units.before} units to {units.n_units} ({merged or 'nothing merged'})"]
+    lower = None
+    if restrict and units.restricted:
+        relaxed = dataclasses.replace(core, graph=_zeroed(core.graph, units.restricted))
+        lunits = contract_units(relaxed.graph, Units(relaxed.graph, relaxed.memory), memory=relaxed.memory,
+                                cpus=relaxed.cpus)
+        try:
+            lower = float(_solve(relaxed, lunits, lunits.edge_array, max_ideals, True)["objective"])
+        except TooManyIdealsError:
+            lower = simple_lower_bound(problem)
+            notes.append("the relaxation for the lower bound has too many ideals: the simple bound is used")
+    stats: dict[str, Stat] = {"contracted_from": units.before, "merged": merged, "set_aside": len(aside)}
+    return _plan(problem, core, aside, units, raw, family, stats, notes, lower, t0)
+
+
+def _positions(graph: Graph, order: Sequence[Hashable]) -> list[float]:
+    """Program position of each node of ``graph`` (a backward node: its forward node's, after)."""
+    pos = {v: i for i, v in enumerate(order)}
+    out = []
+    for n in graph.nodes:
+        if n.id in pos:
+            out.append(float(pos[n.id]))
+        elif isinstance(n.id, str) and n.id.endswith("_bwd") and n.id[:-4] in pos:
+            out.append(float(pos[n.id[:-4]]))
+        else:
+            raise InvalidArgumentError(f"node {n.id!r} of the graph is not in the trace's program order")
+    return out
+
+
+def _linear_units(units: Units, key: list[float]) -> list[int]:
+    """The units in a topological order of their DAG that follows program order (Kahn's, the
+    unit with the earliest member first)."""
+    first = [min(key[i] for i in m) for m in units.members]
+    succ: list[list[int]] = [[] for _ in range(units.n_units)]
+    indeg = [0] * units.n_units
+    for a, b in units.edges:
+        succ[a].append(b)
+        indeg[b] += 1
+    heap = [(first[u], u) for u in range(units.n_units) if indeg[u] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        _, u = heapq.heappop(heap)
+        out.append(u)
+        for w in succ[u]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, (first[w], w))
+    return out
+
+
+def _segments(units: Units, line: list[int], cut_before: list[bool]) -> ContractedUnits:
+    """Merge runs of ``line`` (units in a topological order) into segments, a new one starting
+    where ``cut_before`` says: a chain of segments."""
+    seg_of = np.empty(units.n_units, dtype=np.int64)
+    s = -1
+    for j, u in enumerate(line):
+        if j == 0 or cut_before[j]:
+            s += 1
+        seg_of[u] = s
+    n = s + 1
+    members: list[list[int]] = [[] for _ in range(n)]
+    for u in line:
+        members[int(seg_of[u])].extend(units.members[u])
+    members = [sorted(m) for m in members]
+    unit_of = np.empty(len(units.unit_of_node), dtype=np.int64)
+    for i, m in enumerate(members):
+        unit_of[m] = i
+    edges = [(i, i + 1) for i in range(n - 1)]
+    return ContractedUnits(n_units=n, members=members, unit_of_node=unit_of, edges=edges,
+                           edge_array=np.array(edges, dtype=np.int64).reshape(-1, 2), merged={},
+                           before=units.n_units, restricted=[])
+
+
+def _ordered(core: ThroughputProblem, trace: Any, family: str, problem: ThroughputProblem,
+             aside: Sequence[Hashable], t0: float) -> Plan:
+    graph = core.graph
+    key = _positions(graph, list(trace.order))
+    units = Units(graph, core.memory)
+    line = _linear_units(units, key)
+    if family == "program":
+        cut = [True] * len(line)
+    else:
+        order = list(trace.order)
+        layer_at = [(trace.modules[v][0] if trace.modules.get(v) else None) for v in order]
+        first = [int(min(key[i] for i in units.members[u])) for u in line]
+        cut = [j == 0 or layer_at[first[j]] is None or layer_at[first[j]] != layer_at[first[j - 1]]
+               for j in range(len(line))]
+    chain = _segments(units, line, cut)
+    raw = _solve(core, chain, chain.edge_array, chain.n_units + 2, False)
+    stats: dict[str, Stat] = {"set_aside": len(aside), "segments": chain.n_units}
+    lower = simple_lower_bound(problem)
+    return _plan(problem, core, aside, chain, raw, family, stats, [], lower, t0)
+
+
+def partition_trace(trace: Any, devices: int, *, family: str = "auto", memory: float | None = None,
+                    max_ideals: int = DEFAULT_MAX_IDEALS, time_limit: float | None = None) -> Plan:
+    """The best plan of a traced model over a stated family of splits (see the module docs).
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+        A traced model (anything with ``graph``, ``order`` and, for ``family="layer"``,
+        ``modules``).
+    devices : int
+        Accelerators (pipeline stages at most).
+    family : {"auto", "contiguous", "attached", "program", "layer"}
+        The family to optimise over; ``"auto"``: the largest that fits in ``max_ideals``.
+    memory : float, optional
+        Bytes per accelerator (default unlimited).
+    max_ideals : int
+        Cap on the ideals of the exact DP (``contiguous``, ``attached``).
+    time_limit : float, optional
+        Seconds for the whole call. ``"auto"`` solves the program-order family first and
+        returns the best plan found when the limit runs out; with no plan in time, status
+        ``"time_limit"`` and ``objective=None``.
+
+    Returns
+    -------
+    Plan
+        Status ``"optimal"`` over the family in ``stats["family"]`` (the notes say which set
+        that is); ``lower_bound`` (when not the objective) bounds every contiguous split, and
+        ``stats["restriction_cost"]`` is ``objective / lower_bound - 1``. ``method`` is
+        ``"dp/<family>"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An unknown family, a bad device count, memory or time limit, a graph node that is not
+        in the trace's order.
+    TooManyIdealsError
+        A named family ``"contiguous"`` or ``"attached"`` with more than ``max_ideals`` ideals.
+
+    Examples
+    --------
+    >>> import types, stagecut as sc
+    >>> g = sc.Graph([sc.Node("mask", {"accelerator": 0.5}, comm=1.0), sc.Node("x", {"accelerator": 2.0}, comm=1.0),
+    ...               sc.Node("y", {"accelerator": 2.0})], [("mask", "y"), ("x", "y")])
+    >>> trace = types.SimpleNamespace(graph=g, order=("mask", "x", "y"))
+    >>> plan = partition_trace(trace, 2)
+    >>> plan.objective, plan.status, plan.stats["family"], [s.nodes for s in plan.stages]
+    (3.5, 'optimal', 'contiguous', [('x',), ('mask', 'y')])
+    """
+    if family not in FAMILIES:
+        raise InvalidArgumentError(f"family must be one of {FAMILIES}, got {family!r}")
+    max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
+    limit = check_time_limit(time_limit)
+    t0 = time.perf_counter()
+    problem = ThroughputProblem.from_graph(trace.graph, devices=devices, cpus=0, memory=memory)
+    with deadline(limit):
+        try:
+            core, aside = set_aside_free_nodes(problem)
+            if family in ("program", "layer"):
+                return _ordered(core, trace, family, problem, aside, t0)
+            if family != "auto":
+                out = _contracted(core, family, max_ideals, problem, aside, t0)
+                if isinstance(out, str):
+                    raise TooManyIdealsError(f"{out}; use family='program' (any depth) or family='auto'")
+                return out
+            return _auto(core, trace, max_ideals, problem, aside, t0)
+        except DeadlineReached:
+            return no_plan(problem, status="time_limit", method=f"dp/{family}", stats={},
+                           lower_bound=simple_lower_bound(problem),
+                           notes=[f"time limit ({limit:g} s) reached before a plan was found"])
+
+
+def _auto(core: ThroughputProblem, trace: Any, max_ideals: int, problem: ThroughputProblem,
+          aside: Sequence[Hashable], t0: float) -> Plan:
+    """The program-order plan first (fast, any depth), then the larger families in the time
+    left; the best plan found, with the best lower bound."""
+    best = _ordered(core, trace, "program", problem, aside, t0)
+    notes: list[str] = []
+    for fam in ("contiguous", "attached"):
+        try:
+            out = _contracted(core, fam, max_ideals, problem, aside, t0)
+        except DeadlineReached:
+            notes.append(f"auto: the time limit ran out in family {fam!r}")
+            break
+        if isinstance(out, str):
+            notes.append(f"auto: family {fam!r} not solved: {out}")
+            continue
+        if out.objective is None or best.objective is None or out.objective <= best.objective:
+            best, out = out, best
+        lbs = [x.lower_bound if x.lower_bound is not None else x.objective for x in (best, out)
+               if x.stats.get("family") != "program" or x is best]
+        lower = max((b for b in lbs if b is not None), default=None)
+        best = _with_bound(best, lower)
+        break
+    return dataclasses.replace(best, notes=(*best.notes, *notes), runtime_s=time.perf_counter() - t0)
+
+
+def _with_bound(plan: Plan, lower: float | None) -> Plan:
+    """``plan`` with ``lower`` (a bound over every contiguous split) if it is better."""
+    if plan.objective is None or lower is None or (plan.lower_bound is not None and plan.lower_bound >= lower):
+        return plan
+    lower = min(lower, plan.objective)
+    cost = plan.objective / lower - 1 if lower > 0 else math.inf
+    return dataclasses.replace(plan, lower_bound=None if cost <= 1e-12 and plan.stats.get("family") == "contiguous"
+                               else lower, stats={**plan.stats, "restriction_cost": max(0.0, cost)})
