@@ -497,3 +497,22 @@ def test_heuristics_keep_colocation_groups_on_one_device():
         s = solver(q)
         for grp in c.groups:
             assert len({s.placement[v] for v in grp}) == 1
+
+
+# ------------------------------------------------------------------------------ a node's time is its mean
+def test_a_nodes_time_is_its_mean_over_the_devices_that_run_it():
+    t = np.array([[1.0, 3.0], [2.0, math.inf], [math.inf, math.inf]])
+    assert node_times(t).tolist() == [2.0, 2.0, 0.0]
+    # i takes 1 on one GPU kind and 5 on the other: mean 3 <= alpha = 4 (small), max 5 is not.
+    # i -> j with x -> j (in(j) = 2): only the small-producer rule can merge i into j
+    g = dag({"i": {"g0": 1.0, "g1": 5.0}, "x": {"g0": 9.0, "g1": 9.0}, "j": {"g0": 9.0, "g1": 9.0},
+             "y": {"g0": 9.0, "g1": 9.0}}, [("i", "j"), ("x", "j"), ("x", "y")])
+    assert groups_of(fuse(g, alpha=4.0)) == [("i", "j"), ("x",), ("y",)]
+    assert groups_of(fuse(g, alpha=2.5)) == [("i",), ("j",), ("x",), ("y",)]
+    # after a merge the group's time is the mean of its summed row: (1 + 9 + 5 + 9) / 2 = 12
+    f = fuse(g, alpha=4.0)
+    fused = f.graph.nodes[f.graph.index[f.group_of["i"]]]
+    assert fused.compute == {"g0": 10.0, "g1": 14.0}
+    st = _State([[1], []], [[], [0]], np.array([[1.0, 5.0], [9.0, 9.0]]), np.zeros(2), [None] * 2, None)
+    st.merge(0, 1)
+    assert st.p[st.find(0)] == 12.0

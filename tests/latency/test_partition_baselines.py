@@ -300,3 +300,20 @@ def test_place_passes_the_options():
     for method in ("quickp", "quickp-p1", "metis", "mcmc"):
         s = place(g, 2, method=method, time_limit=5, threads=1)
         assert s.objective is not None and s.objective >= 6.0 - 1e-9
+
+
+def test_first_fit_places_the_largest_units_first():
+    # gpu:0 is faster and holds 6, gpu:1 holds 10; units of 5, 5 and 6 bytes. Largest first:
+    # 6 -> gpu:0, 5 and 5 -> gpu:1. Smallest first would put a 5 on gpu:0, then 5 on gpu:1 and
+    # find no room for the 6.
+    from stagecut.latency.partition_baselines import _first_fit
+
+    nodes = [sc.Node(v, {"gpu": 1.0}, memory=m) for v, m in (("a", 5.0), ("b", 5.0), ("c", 6.0))]
+    p = two_speeds(True, nodes, memory=(6.0, 10.0))
+    got = _first_fit(Units(p))
+    assert got is not None
+    udev, moved = got
+    assert udev.tolist() == [1, 1, 0] and moved == 3
+    # the repair falls back to it when a unit fits nowhere: everything on gpu:0 is repaired
+    fixed = repair(p, np.array([0, 0, 0]))
+    assert fixed is not None and sorted(fixed[0].tolist()) == [0, 1, 1]

@@ -1,5 +1,6 @@
 """QuickP's IPs (P1, P2) and the pipeline (issue 14 item 3), against a brute force of their own."""
 
+import importlib
 import itertools
 import math
 import random
@@ -179,15 +180,48 @@ def test_everything_in_one_group_gives_the_sum_of_times_on_one_device():
 
 
 def test_fused_edges_carry_each_crossing_tensor_once():
-    g = sc.Graph([sc.Node(v, {"gpu": 10.0}) for v in "abcd"], [("a", "c"), ("a", "d"), ("b", "c"), ("c", "d")])
-    p = LatencyProblem(g, two_gpus(), output_bytes={"a": 3.0, "b": 5.0, "c": 7.0, "d": 0.0})
-    f = fuse(p, alpha=-math.inf)   # only the chain rule: c -> d (out(c) = 1, in(d) = 2): nothing; (b, c)? in 2
-    assert f.stats["nodes_after"] == 4
-    f = fuse(p, alpha=100.0)
+    # c is small (1 <= alpha = 2) and its one consumer is d: c + d fuse; a and b (10) stay alone.
+    # Two original edges (a -> c, a -> d) cross from {a} into {c, d}: a's tensor is sent once.
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in zip("abcd", (10.0, 10.0, 1.0, 1.0))],
+                 [("a", "c"), ("a", "d"), ("b", "c"), ("c", "d")])
+    sizes = {"a": 3.0, "b": 5.0, "c": 7.0, "d": 0.0}
+    p = LatencyProblem(g, two_gpus(), output_bytes=sizes)
+    f = fuse(p, alpha=2.0)
+    assert sorted(f.groups.values()) == [("a",), ("b",), ("c", "d")]
     w = fused_edge_sizes(f)
+    assert w == {("a", "c"): 3.0, ("b", "c"): 5.0}
+    checked = 0
     for (a, b), size in w.items():
         crossing = {u for u in f.groups[a] for v in f.groups[b] if (u, v) in g.edges}
-        assert size == sum({"a": 3.0, "b": 5.0, "c": 7.0, "d": 0.0}[u] for u in crossing)
+        assert crossing and size == sum(sizes[u] for u in crossing)
+        checked += sum((u, v) in g.edges for u in f.groups[a] for v in f.groups[b])
+    assert checked == 3   # one fused edge stands for two original ones
+
+
+def test_edge_asap_charges_a_transfer_only_across_devices():
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("u", 2.0), ("v", 3.0), ("x", 1.0)]], [("u", "v"), ("u", "x")])
+    p = LatencyProblem(g, two_gpus(bw=2.0))
+    w = {(0, 1): 10.0, (0, 2): 4.0}
+    # u and v on gpu:0, x on gpu:1: v pays nothing, x pays 4 / 2
+    start, finish = edge_asap(p, w, [0, 0, 1], [[0, 1], [2]])
+    assert start == [0.0, 2.0, 4.0] and finish == [2.0, 5.0, 5.0]
+    start, finish = edge_asap(p, w, [0, 1, 0], [[0, 2], [1]])
+    assert start == [0.0, 7.0, 2.0] and finish == [2.0, 10.0, 3.0]
+
+
+def test_ip_bound_is_capped_at_its_makespan(monkeypatch):
+    # a solver whose bound comes back above the plan (round-off) never gives a bound above it
+    from stagecut._mip import MipOutcome
+
+    q = importlib.import_module("stagecut.latency.quickp")
+
+    def solve(model, **kw):
+        return MipOutcome(status="time_limit", objective=None, bound=1e9, seconds=0.0, solver="cbc",
+                          rows=model.num_rows, cols=model.num_cols)
+
+    monkeypatch.setattr(q, "solve", solve)
+    r = solve_ip(seven(), edge_size=SEVEN_EDGES)
+    assert r.makespan is not None and r.bound == r.makespan
 
 
 @pytest.mark.parametrize("shape", ["cnn", "transformer"])

@@ -17,7 +17,9 @@ and :func:`operator_graph_from_data` give ``(graph, output_bytes, info)``:
 * ``mem`` is the node's memory in bytes; a link's ``tensor_size_in_bit`` / 8 is a tensor in
   bytes. The latency model has one output per node (sent once per device however many consumers
   it has there), so a node's output is the *largest* tensor on its outgoing links
-  (``info["unequal_outputs"]`` counts the nodes whose links disagree);
+  (``info["unequal_outputs"]`` counts the nodes whose links disagree). QuickP's own model, a
+  transfer per edge with that edge's tensor, is the option ``edge_bytes=info["edge_bytes"]``
+  (``(source id, target id) -> bytes``) of :func:`~stagecut.latency.quickp.quickp`;
 * only the largest weakly connected component is kept (ties: the one holding the earliest node
   of the file); ``info["dropped_nodes"]`` says how many nodes were dropped, with a
   :class:`~stagecut.errors.StagecutWarning`.
@@ -27,7 +29,11 @@ CNNs (ResNet-style blocks of convolutions followed by chains of batch-norm and a
 operators, residual adds, a U-Net-style mirror whose decoder concatenates encoder outputs
 thousands of operators back) and of transformers (layer norm, attention and GELU chains of
 elementwise operators around large matrix products, residual adds, one mask read by every
-layer), of exactly ``n`` operators, seeded, in O(n).
+layer), and of AlexNet and VGG-16 *training* graphs as TensorFlow writes them (QuickP's
+targets: forward layers, loss, gradients reading the forward activations, momentum updates,
+tuple groupings with control edges of size 0, shape plumbing; most operators cost nothing or a
+few microseconds, a multi-output loss whose links carry different tensors), of exactly ``n``
+operators, seeded, in O(n).
 
 >>> g, out, info = operator_graph_from_data(synthetic_operator_graph(300, "transformer", seed=1, devices=2))
 >>> len(g), info["dropped_nodes"], sorted(g.nodes[0].compute)
@@ -61,7 +67,8 @@ class OperatorGraph(NamedTuple):
     """What the reader returns: the graph (times in microseconds), each node's output in bytes,
     and a description (``nodes``, ``edges``, ``dropped_nodes``, ``components``, ``devices``: the
     file's device names, ``gpus``, ``device_map``: file name -> ``gpu:d``, ``op_types``,
-    ``unequal_outputs``, ``time_unit``, ``notes``)."""
+    ``unequal_outputs``, ``time_unit``, ``notes``, ``edge_bytes``: each link's tensor in bytes,
+    by ``(source id, target id)``)."""
 
     graph: Graph
     output_bytes: dict[NodeId, float]
@@ -242,12 +249,16 @@ def operator_graph_from_data(data: Any, gpus: int | None = None, *, where: str =
                                     f"devices ({', '.join(taken)})")
         nodes.append(Node(ids[i], compute, memory=mems[i], name=ops[i]))
     edges = [(ids[u], ids[v]) for u, v in links if keep[u]]
+    edge_bytes: dict[tuple[NodeId, NodeId], float] = {}
+    for (u, v), b in zip(links, bits):
+        if keep[u]:
+            edge_bytes[ids[u], ids[v]] = edge_bytes.get((ids[u], ids[v]), 0.0) + b / 8.0
     graph = Graph(nodes, edges)
     info: dict[str, Any] = {
         "nodes": len(graph), "edges": len(graph.edges), "dropped_nodes": dropped, "components": len(labels),
         "devices": names, "gpus": g, "device_map": {dev: f"gpu:{d}" for d, dev in enumerate(taken)},
         "op_types": {ids[i]: ops[i] for i in np.flatnonzero(keep).tolist()}, "unequal_outputs": unequal,
-        "time_unit": "us", "notes": notes,
+        "time_unit": "us", "notes": notes, "edge_bytes": edge_bytes,
     }
     return OperatorGraph(graph, {ids[i]: float(out[i]) for i in np.flatnonzero(keep).tolist()}, info)
 
@@ -621,14 +632,16 @@ def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devic
     Parameters
     ----------
     n : int
-        Operators (at least 2; whole blocks while they fit, then a chain of small operators).
-    shape : {"cnn", "transformer"}
+        Operators (at least 2; whole blocks while they fit, then a chain of small operators; a
+        training graph needs its layers, loss, gradients and updates: 233 for ``"alexnet"``,
+        417 for ``"vgg"``, the rest is shape plumbing).
+    shape : {"cnn", "transformer", "alexnet", "vgg"}
     seed : int
         Seeds the times' noise and the CNN's blocks per stage.
     devices : int
         Identical GPUs ``GPU:0``... in each ``comp_cost``.
     batch : int, optional
-        Batch size (default 32 for the CNN, 8 for the transformer).
+        Batch size (default 32 for the CNN and VGG, 8 for the transformer, 128 for AlexNet).
 
     Returns
     -------
@@ -638,7 +651,8 @@ def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devic
     Raises
     ------
     InvalidArgumentError
-        An unknown shape, ``n`` < 2, a bad seed, device count or batch.
+        An unknown shape, ``n`` < 2 (or below a training graph's size), a bad seed, device
+        count or batch.
     """
     n = check_int(n, "n", minimum=2, error=InvalidArgumentError)
     seed = check_int(seed, "seed", minimum=0, error=InvalidArgumentError)

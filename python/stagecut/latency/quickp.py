@@ -75,6 +75,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.latency.colocate import colocation_groups
 from stagecut.latency.devices import Devices
+from stagecut.latency.evaluate import schedule_from
 from stagecut.latency.fusion import Fusion, fuse
 from stagecut.latency.milp import transitive_closure
 from stagecut.latency.problem import LatencyProblem
@@ -804,7 +805,17 @@ def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, col
                                  placement={fid[v]: names[r.dev[v]] for v in range(len(fp))},
                                  order={names[d]: tuple(fid[v] for v in seq) for d, seq in enumerate(r.order) if seq},
                                  devices=names, stats={})
-                ip = fusion.expand_schedule(fused)
+                if w is None:
+                    ip = fusion.expand_schedule(fused)
+                else:   # the fused makespan is of the per-edge model: map back, then re-score
+                    placement = fusion.expand(fused.placement)
+                    assert isinstance(placement, dict)
+                    orders = fusion.expand_order(fused.order)
+                    assert isinstance(orders, dict)
+                    pos = {name: d for d, name in enumerate(names)}
+                    ip = schedule_from(problem, [pos[placement[v]] for v in problem.ids],
+                                       [[problem.index[v] for v in orders.get(name, ())] for name in names],
+                                       method=method, lower_bound=problem.lower_bound())
                 found.append((score(ip), "ip", ip))
                 stats.update(ip_makespan=found[-1][0], ip_bound=r.bound if r.bound is not None else math.nan)
         else:

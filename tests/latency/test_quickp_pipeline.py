@@ -1,0 +1,215 @@
+"""QuickP as a composite method: warm starts, the answer never above HEFT's or Metis', one time
+limit over the whole pipeline, QuickP's per-edge transfers, and the training graphs it targets."""
+
+import importlib
+import math
+
+import numpy as np
+import pytest
+
+import stagecut as sc
+from stagecut.errors import InvalidArgumentError
+from stagecut.latency import Devices, LatencyProblem, best_device, evaluate_schedule, heft, metis
+from stagecut.latency.fusion import fuse
+from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
+from stagecut.latency.quickp import edge_asap, list_order, quickp
+
+Q = importlib.import_module("stagecut.latency.quickp")
+
+
+def training_problem(shape="alexnet", n=400, gpus=2, seed=1):
+    g, out, info = operator_graph_from_data(synthetic_operator_graph(n, shape, seed=seed, devices=gpus))
+    return LatencyProblem(g, operator_devices(gpus), output_bytes=out), info
+
+
+def positions(p, s):
+    names = list(p.devices.names)
+    dev = [names.index(s.placement[v]) for v in p.ids]
+    seq = [[p.index[v] for v in s.order.get(name, ())] for name in names]
+    return dev, seq
+
+
+# ------------------------------------------------------------------------------ the training graphs
+@pytest.mark.parametrize("shape, core", [("alexnet", 233), ("vgg", 417)])
+def test_training_graphs_are_mostly_free_operators(shape, core):
+    data = synthetic_operator_graph(1200, shape, seed=3, devices=2)
+    assert data == synthetic_operator_graph(1200, shape, seed=3, devices=2)
+    assert data != synthetic_operator_graph(1200, shape, seed=4, devices=2)
+    g, out, info = operator_graph_from_data(data)
+    assert len(g) == 1200 and info["dropped_nodes"] == 0
+    t = np.array([v.compute["gpu:0"] for v in g.nodes])
+    assert (t == 0).mean() > 0.4 and (t < 5).mean() > 0.8      # most operators free or tiny
+    assert t.max() > 100 * np.median(t[t > 0])                  # a few large convolutions
+    sizes = info["edge_bytes"]
+    assert len(sizes) == len(g.edges) and min(sizes.values()) == 0.0   # control edges carry nothing
+    assert info["unequal_outputs"] > 0                         # the loss's two outputs
+    ops = set(info["op_types"].values())
+    assert {"Conv2DBackpropFilter", "ApplyMomentum", "NoOp", "Shape"} <= ops
+    # a gradient reads a forward activation far back in the topological order
+    p = LatencyProblem(g, operator_devices(2), output_bytes=out)
+    pos = {v: k for k, v in enumerate(p.ids[i] for i in p.order)}
+    assert max(pos[v] - pos[u] for u, v in g.edges) > len(g) / 4
+    assert len(operator_graph_from_data(synthetic_operator_graph(core, shape)).graph) == core
+    with pytest.raises(InvalidArgumentError, match=f"at least {core}"):
+        synthetic_operator_graph(core - 1, shape)
+
+
+def test_reader_gives_each_links_tensor():
+    data = {"directed": True,
+            "nodes": [{"id": v, "mem": 0, "comp_cost": {"GPU:0": 1.0}} for v in "abc"],
+            "links": [{"source": "a", "target": "b", "tensor_size_in_bit": 80.0},
+                      {"source": "a", "target": "c", "tensor_size_in_bit": 16.0}]}
+    g, out, info = operator_graph_from_data(data)
+    assert info["edge_bytes"] == {("a", "b"): 10.0, ("a", "c"): 2.0} and out["a"] == 10.0
+
+
+# ------------------------------------------------------------------------------ never above its starts
+@pytest.mark.parametrize("shape", ["alexnet", "vgg"])
+def test_quickp_is_never_above_heft_or_metis_and_names_the_part(shape):
+    p, _ = training_problem(shape, 450)
+    s = quickp(p, time_limit=4, threads=1)
+    h, m, b = heft(p), metis(p), best_device(p)
+    assert s.objective <= min(h.objective, m.objective, b.objective) * (1 + 1e-9)
+    assert s.stats["heft"] == pytest.approx(h.objective) and s.stats["metis"] == pytest.approx(m.objective)
+    by = s.stats["found_by"]
+    assert by in ("ip", "heft", "metis", "best-device")
+    want = s.stats["ip_makespan"] if by == "ip" else s.stats[by]
+    assert s.objective == pytest.approx(want)
+    assert evaluate_schedule(p, None, s.placement, s.order).objective == pytest.approx(s.objective)
+    assert s.stats["fused_nodes"] < len(p) / 3
+
+
+def test_warm_starts_reach_the_ip(monkeypatch):
+    # HEFT's plan, mapped to the fused units, is a start of the IP: its upper bound is never above
+    # the mapped plan's makespan, and with no time to solve the IP still answers with it
+    p, _ = training_problem("alexnet", 300)
+    seen = {}
+    real = Q.solve_ip
+
+    def spy(*args, **kw):
+        seen["starts"] = kw["starts"]
+        r = real(*args, **kw)
+        seen["r"] = r
+        return r
+
+    monkeypatch.setattr(Q, "solve_ip", spy)
+    s = quickp(p, time_limit=3, threads=1)
+    assert len(seen["starts"]) == 3           # best device, HEFT, Metis
+    f = fuse(p)
+    assert all(len(x) == len(f) for x in seen["starts"])
+    assert s.stats["upper"] >= seen["r"].makespan - 1e-6
+
+
+def test_fused_placement_follows_where_the_time_runs():
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("a", 1.0), ("b", 5.0), ("c", 1.0)]], [("a", "b"), ("b", "c")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    f = fuse(p)
+    assert len(f) == 1
+    assert Q._fused_placement(f, [0, 1, 0]) == [1]      # b's 5 outweighs a + c
+    g = sc.Graph([sc.Node(v, {"gpu": 0.0}) for v in "abc"], [("a", "b"), ("b", "c")])
+    f = fuse(LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0)))
+    assert Q._fused_placement(f, [1, 0, 1]) == [1]      # no time anywhere: most members
+
+
+def test_list_order_keeps_chains_and_prefers_early_inputs():
+    # x and y are independent on one device: y's input arrives first, so y runs first;
+    # a chain (x before y) overrides that
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("s", 1.0), ("t", 5.0), ("x", 1.0), ("y", 1.0)]],
+                 [("t", "x"), ("s", "y")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    w = {(p.index["t"], p.index["x"]): 0.0, (p.index["s"], p.index["y"]): 0.0}
+    dev = [0, 1, 0, 0] if p.ids == ["s", "t", "x", "y"] else None
+    assert dev is not None
+    assert list_order(p, w, dev) == [[0, 3, 2], [1]]
+    assert list_order(p, w, dev, chains=[[2, 3]]) == [[0, 2, 3], [1]]
+
+
+# ------------------------------------------------------------------------------ one time limit
+def test_a_slow_build_is_cut_by_the_deadline(monkeypatch):
+    # the model's build outlives the limit (planted: the transitive closure waits for the deadline):
+    # the build stops, the MIP is never solved, and the answer is the best warm start
+    from stagecut._deadline import expired
+
+    p, _ = training_problem("alexnet", 300)
+    real = Q.transitive_closure
+    calls = {"closure": 0}
+
+    def slow(problem):
+        calls["closure"] += 1
+        while not expired():
+            pass
+        return real(problem)
+
+    def no_solve(*a, **k):
+        raise AssertionError("solved after the deadline")
+
+    monkeypatch.setattr(Q, "transitive_closure", slow)
+    monkeypatch.setattr(Q, "solve", no_solve)
+    s = quickp(p, time_limit=1.5, threads=1)
+    assert calls["closure"] == 1
+    assert s.status == "time_limit" and s.stats["built"] == 0
+    assert s.stats["found_by"] in ("heft", "metis", "best-device")
+    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
+
+
+def test_the_solver_gets_what_is_left_of_the_limit(monkeypatch):
+    from stagecut._deadline import remaining
+
+    p, _ = training_problem("alexnet", 300)
+    got = {}
+    real = Q.solve
+
+    def spy(model, **kw):
+        got["limit"], got["left"] = kw["time_limit"], remaining()
+        return real(model, **kw)
+
+    monkeypatch.setattr(Q, "solve", spy)
+    quickp(p, time_limit=3, threads=1)
+    assert got["limit"] is not None and 0 < got["limit"] <= got["left"] + 0.05 and got["limit"] < 3
+
+
+def test_no_time_left_after_the_starts_skips_the_ip(monkeypatch):
+    p, _ = training_problem("alexnet", 300)
+
+    def no_ip(*a, **k):
+        raise AssertionError("the IP ran with no time left")
+
+    monkeypatch.setattr(Q, "solve_ip", no_ip)
+    monkeypatch.setattr(Q, "remaining", lambda: 0.01)
+    s = quickp(p, time_limit=30)
+    assert s.status == "time_limit" and s.stats["ip_status"] == "skipped"
+    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
+
+
+# ------------------------------------------------------------------------------ per-edge transfers
+def test_per_edge_transfers_score_each_links_tensor():
+    # a sends 10 bytes to b and 2 to c; with c elsewhere, the per-node model charges 10 (a's
+    # largest output), the per-edge model 2
+    data = {"directed": True,
+            "nodes": [{"id": "a", "mem": 0, "comp_cost": {"GPU:0": 1.0, "GPU:1": 1.0}},
+                      {"id": "b", "mem": 0, "comp_cost": {"GPU:0": 4.0, "GPU:1": 4.0}},
+                      {"id": "c", "mem": 0, "comp_cost": {"GPU:0": 4.0, "GPU:1": 4.0}}],
+            "links": [{"source": "a", "target": "b", "tensor_size_in_bit": 80.0},
+                      {"source": "a", "target": "c", "tensor_size_in_bit": 16.0}]}
+    g, out, info = operator_graph_from_data(data)
+    devs = Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0)
+    p = LatencyProblem(g, devs, output_bytes=out)
+    node = quickp(p, time_limit=10, alpha=-math.inf)     # no fusion: three nodes
+    edge = quickp(p, time_limit=10, alpha=-math.inf, edge_bytes=info["edge_bytes"])
+    assert node.objective == 9.0                 # 1 + 4 + 4 on one GPU beats 1 + 10 + 4
+    assert edge.objective == 7.0                 # a, b on one GPU, c on the other: 1 + 2 + 4
+    dev, seq = positions(p, edge)
+    w = {(p.index[u], p.index[v]): b for (u, v), b in info["edge_bytes"].items()}
+    assert max(edge_asap(p, w, dev, seq)[1]) == 7.0 == max(edge.finish.values())
+    assert edge.stats["per_node_makespan"] == 15.0 and edge.stats["found_by"] == "ip"
+    with pytest.raises(InvalidArgumentError, match="not an edge"):
+        quickp(p, edge_bytes={("b", "a"): 1.0})
+
+
+def test_bad_time_limit_is_refused():
+    p, _ = training_problem("alexnet", 240)
+    with pytest.raises(InvalidArgumentError, match="time_limit"):
+        quickp(p, time_limit=-1)
+    with pytest.raises(InvalidArgumentError, match="order"):
+        quickp(p, order="any")
+    assert math.isfinite(quickp(p, time_limit=2).objective)
