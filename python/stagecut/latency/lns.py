@@ -8,18 +8,19 @@ round-robin order from the Rust evaluator). Each iteration:
 1. times the current placement and traces its critical path (the chain of data and device
    dependences that ends at the last finish);
 2. draws a *window* of at most ``window`` units (seeded): a segment of the critical path, a
-   critical unit with its neighbours in the DAG, or a run of consecutive critical units on one
+   region grown breadth first from a critical unit through the DAG, or a run of consecutive critical units on one
    device, grown by the units the window's nodes exchange data with;
 3. re-optimises the window with the rest of the placement fixed: every assignment of the
    window's units to the devices they may use (their current devices, those of their
-   neighbours, their fastest device, the parallel devices and the two devices with the largest
-   share of free memory) when there are at most ``max_window_evaluations`` of them
+   neighbours, their fastest device, the parallel devices, the two devices with the largest
+   share of free memory and the two least busy ones) when there are at most ``max_window_evaluations`` of them
    (exact over that set), otherwise the block moves (all of the window to one device, a prefix
    or suffix of it to another) and the single-unit moves; all candidates evaluated in one batch;
 4. takes the best candidate when it is shorter; an equally short one is taken half of the time
    (a seeded coin), to walk plateaus.
 
-Budgets: ``max_iterations`` and ``time_limit`` (seconds, also bounded by an enclosing
+The search also stops after ``200 + 20 x (units that can move)`` iterations in a row without a
+new best (``stats["stalled"]``). Budgets: ``max_iterations`` and ``time_limit`` (seconds, also bounded by an enclosing
 :func:`stagecut._deadline.deadline`); without either, :data:`DEFAULT_ITERATIONS`. With the same
 seed and an iteration budget the result is the same on every run. The result is never worse than
 the start (the start schedule is returned, in its own order, when it is shorter), with status
@@ -122,11 +123,17 @@ class _Windows:
             length = rng.randint(1, k)
             lo = max(0, min(at, len(path) - length))
             win = path[lo:lo + length]
-        elif kind == 1:  # a critical unit and its neighbours
-            u = path[at]
-            nb = [int(x) for x in self.near[u]]
-            rng.shuffle(nb)
-            win = [u, *nb[:k - 1]]
+        elif kind == 1:  # a region grown breadth first from a critical unit (neighbours in random order)
+            win = [path[at]]
+            got = {path[at]}
+            head = 0
+            while head < len(win) and len(win) < k:
+                nb = [int(x) for x in self.near[win[head]] if int(x) not in got]
+                rng.shuffle(nb)
+                for x in nb[:k - len(win)]:
+                    got.add(x)
+                    win.append(x)
+                head += 1
         else:  # the run of critical units on one device around `at`
             d = udev[path[at]]
             lo = hi = at
@@ -155,10 +162,15 @@ class _Windows:
         units = self.units
         problem = self.state.problem
         # devices worth trying: the parallel ones, and the two with the most free memory (by share)
-        free = (problem.capacity - units.loads(udev)) / np.where(np.isfinite(problem.capacity),
-                                                                 problem.capacity, 1.0)
+        finite = np.isfinite(problem.capacity)
+        free = np.where(finite, (problem.capacity - units.loads(udev)) / np.where(finite, problem.capacity, 1.0),
+                        1.0)
+        dev = units.placement(udev)
+        busy = np.bincount(dev, weights=problem.times[np.arange(len(dev)), dev], minlength=len(free))
+        pos = np.arange(len(free))
         roomy = set(np.flatnonzero(problem.parallel).tolist())
-        roomy |= {int(d) for d in np.lexsort((np.arange(len(free)), -free))[:2]}
+        roomy |= {int(d) for d in np.lexsort((pos, -free))[:2]}
+        roomy |= {int(d) for d in np.lexsort((pos, busy))[:2]}
         sets = []
         for u in win:
             ok = set(units.allowed[u].tolist())
@@ -268,9 +280,11 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
     state.report(budget, cur_f)
     best, best_f = cur.copy(), cur_f
     wins = _Windows(state, window, cap, rng)
-    it = improved = sideways = 0
-    while state.movable and (iters is None or it < iters) and not budget.out_of_time():
+    it = improved = sideways = stall = 0
+    patience = 200 + 20 * len(state.movable)
+    while state.movable and (iters is None or it < iters) and stall < patience and not budget.out_of_time():
         it += 1
+        stall += 1
         win = wins.draw(path, cur)
         if not win:
             continue
@@ -292,5 +306,7 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
             path, cur_f = critical_units(state, cur)
             if cur_f < best_f:
                 best, best_f = cur.copy(), cur_f
-    return state.result(best, best_f, budget, {"iterations": it, "improvements": improved, "sideways": sideways})
+                stall = 0
+    return state.result(best, best_f, budget, {"iterations": it, "improvements": improved, "sideways": sideways,
+                                                   "stalled": int(stall >= patience)})
 

@@ -12,6 +12,14 @@ method           semantics  what it does
 ``heft``         asap       insertion-based HEFT (upward ranks, mean costs)
 ``sa``, ``ea``   asap       simulated annealing / biased (1+1) EA over device strings (seeded)
 ``local``        asap       best single-node moves from the best constructive heuristic
+``m-heft``       asap       HEFT with memory held back for the nodes that gain most from the
+                            devices that cannot hold everything (several shares; the best)
+``m-greedy``     asap       DiviML's greedy with the same memory rule
+``m-topo``       asap       block packing in topological order, device after device
+``m-chain``      asap       a topological order cut into one run per device by a DP over run
+                            times and the outputs crossing the cuts
+``lns``          asap       large-neighbourhood search: windows around the critical path
+                            re-optimised exhaustively, from the best constructive start (seeded)
 ``milp``         asap       the DiviML MILP (exact; warm-started from the best heuristic)
 ``split``        asap       MILP-SPLIT: the MILP per module between cut vertices, joined by a
                             chain DP (exact when every module is solved; its DP lower bound)
@@ -25,8 +33,12 @@ method           semantics  what it does
 ``brute``        asap       every placement and order (n <= 8; the tests' oracle)
 ``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
-``auto``         asap       the constructive heuristics, local search, then the MILP in the
-                            time left (default limit 60 s), reporting the gap
+``auto``         asap       every constructive heuristic (memory-aware ones and, on a PCIe
+                            star, the authors' greedy re-scored under asap included), LNS and
+                            local search from the best, then the MILP when the model is small
+                            (default limit 60 s); never worse than any of them; its notes say
+                            which method found the answer, the bound's source and each
+                            phase's time
 ===============  =========  ==============================================================
 
 ``asap`` and ``pieces`` are the two evaluators (see :mod:`stagecut.latency.schedule`): the
@@ -46,6 +58,7 @@ from stagecut._deadline import check_time_limit
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.latency.devices import Devices
+from stagecut.latency.evaluate import TOL
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
 from stagecut.progress import Progress, reports
@@ -54,11 +67,14 @@ from stagecut.validate import check_int, shown
 __all__ = ["place", "METHODS", "AUTO_TIME_LIMIT", "problem_of"]
 
 METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "split", "brute",
-           "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc")
+           "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc", "m-heft", "m-greedy", "m-topo", "m-chain",
+           "lns")
 #: ``auto``'s time limit when none is given (seconds).
 AUTO_TIME_LIMIT = 60.0
-#: the constructive heuristics ``auto`` and ``local`` start from
-CONSTRUCTIVE = ("best-device", "met", "greedy", "heft")
+#: the constructive heuristics ``auto`` starts from (and the PCIe greedy re-scored under asap)
+CONSTRUCTIVE = ("best-device", "met", "greedy", "heft", "m-heft", "m-greedy", "m-topo", "m-chain", "metis")
+#: ``auto`` runs the whole MILP only when nodes x devices is at most this
+AUTO_MILP_SIZE = 240
 
 
 def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
@@ -85,7 +101,18 @@ def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
 
 
 def _solvers() -> dict[str, Callable[..., Schedule]]:
-    from stagecut.latency import brute, heuristics, milp, partition_baselines, pcie, pcie_ip, search, split
+    from stagecut.latency import (
+        brute,
+        heuristics,
+        lns,
+        memaware,
+        milp,
+        partition_baselines,
+        pcie,
+        pcie_ip,
+        search,
+        split,
+    )
     from stagecut.latency.quickp import quickp
 
     def quickp_p2(problem: LatencyProblem, **kw: Any) -> Schedule:
@@ -111,6 +138,11 @@ def _solvers() -> dict[str, Callable[..., Schedule]]:
         "quickp-p1": quickp_p1,
         "metis": partition_baselines.metis,
         "mcmc": partition_baselines.mcmc,
+        "m-heft": memaware.m_heft,
+        "m-greedy": memaware.m_greedy,
+        "m-topo": memaware.m_topo,
+        "m-chain": memaware.m_chain,
+        "lns": lns.lns,
     }
 
 
@@ -188,7 +220,8 @@ def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *
 
 #: the options the QuickP methods and their baselines take (anything else is refused by name)
 OPTIONS = {"quickp": ("order", "gap", "alpha"), "quickp-p1": ("order", "gap", "alpha"),
-           "metis": ("backend", "imbalance"), "mcmc": ("start", "max_evaluations")}
+           "metis": ("backend", "imbalance"), "mcmc": ("start", "max_evaluations"),
+           "lns": ("start", "max_iterations", "window", "max_window_evaluations")}
 
 
 def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: int | None,
@@ -200,7 +233,7 @@ def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: i
                                    f"{', '.join(OPTIONS[method])})")
     if method in ("milp", "ip", "quickp", "quickp-p1", "split"):
         kw.update(time_limit=limit, solver=solver, threads=threads)
-    elif method in ("sa", "ea", "local", "mcmc"):
+    elif method in ("sa", "ea", "local", "mcmc", "lns"):
         kw.update(time_limit=limit, seed=seed)
     elif method == "metis":
         kw.update(seed=seed)
@@ -211,29 +244,87 @@ def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: i
 
 def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]], limit: float, seed: int,
           solver: str, threads: int | None, t0: float) -> Schedule:
-    found = [solvers[m](problem) for m in CONSTRUCTIVE]
-    best = min((s for s in found if s.objective is not None), key=lambda s: s.objective or math.inf,
-               default=None)
-    notes = [f"{s.method}: {s.objective:.6g}" for s in found if s.objective is not None]
-    if best is not None:
-        left = limit - (time.perf_counter() - t0)
-        if left > 0:
-            local = solvers["local"](problem, start=best, time_limit=max(left * 0.1, 1e-3), seed=seed)
-            if local.objective is not None and local.objective < (best.objective or math.inf):
-                best = local
-    left = limit - (time.perf_counter() - t0)
-    if left > 0.05:
-        exact = solvers["milp"](problem, time_limit=left, solver=solver, threads=threads, start=best)
-        if exact.objective is not None and (best is None or exact.objective <= (best.objective or math.inf)):
-            best = exact
-        elif best is not None and exact.lower_bound is not None:
-            best = _with(best, lower_bound=max(exact.lower_bound, best.lower_bound or 0.0),
-                         status="time_limit" if exact.status == "time_limit" else best.status)
+    """Constructive methods, then LNS and local search from the best, then the MILP when the
+    model is small; the best schedule, never worse than any of them (see the module docs)."""
+    from stagecut._deadline import deadline
+    from stagecut.latency.memaware import pcie_asap
+
+    end = t0 + limit
+    phases: list[str] = []
+    found: list[Schedule] = []
+    bound = problem.lower_bound()
+    bound_from = "critical path and sequential work"
+    timed_out = False
+
+    def left() -> float:
+        return end - time.perf_counter()
+
+    with deadline(limit):
+        # 1. constructive methods (each a start for what follows); stop early past 40% of the limit
+        t = time.perf_counter()
+        for m in CONSTRUCTIVE:
+            if time.perf_counter() - t0 > 0.4 * limit and found:
+                phases.append(f"{m}: skipped (time)")
+                continue
+            s = solvers[m](problem, seed=seed) if m == "metis" else solvers[m](problem)
+            found.append(s)
+        s2 = pcie_asap(problem)
+        if s2 is not None:
+            found.append(s2)
+        ok = [s for s in found if s.objective is not None]
+        phases.append(f"constructive {time.perf_counter() - t:.3g} s")
+        best = min(ok, key=_key, default=None)
+        # 2. LNS from the best start, then local search from LNS's answer
+        if best is not None and left() > 0.05:
+            t = time.perf_counter()
+            share = 0.6 if len(problem) * problem.num_devices <= AUTO_MILP_SIZE else 0.85
+            s = solvers["lns"](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
+            found.append(s)
+            best = min([best, s], key=_key)
+            phases.append(f"lns {time.perf_counter() - t:.3g} s")
+            timed_out = timed_out or s.status == "time_limit"
+        if best is not None and left() > 0.05:
+            t = time.perf_counter()
+            share = 0.3 if len(problem) * problem.num_devices <= AUTO_MILP_SIZE else 0.9
+            s = solvers["local"](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
+            found.append(s)
+            best = min([best, s], key=_key)
+            phases.append(f"local {time.perf_counter() - t:.3g} s")
+        # 3. the whole MILP when the model is small enough to help
+        if len(problem) * problem.num_devices <= AUTO_MILP_SIZE and left() > 0.2:
+            t = time.perf_counter()
+            exact = solvers["milp"](problem, time_limit=max(0.1, left() - 0.05), solver=solver, threads=threads,
+                                    start=best)
+            phases.append(f"milp {time.perf_counter() - t:.3g} s ({exact.status})")
+            if exact.lower_bound is not None and exact.lower_bound > bound:
+                bound, bound_from = exact.lower_bound, "milp"
+            if exact.objective is not None:
+                found.append(exact)
+                if best is None or exact.objective < _key(best) - TOL * max(1.0, _key(best)):
+                    best = exact
+                elif exact.status == "optimal" and exact.objective <= _key(best) + TOL * max(1.0, _key(best)):
+                    best = _with(best, status="optimal")  # the MILP proves the start optimal
+                    bound, bound_from = _key(best), "milp (proven optimal)"
+            timed_out = timed_out or exact.status == "time_limit"
+        elif len(problem) * problem.num_devices > AUTO_MILP_SIZE:
+            phases.append(f"milp skipped ({len(problem)} nodes x {problem.num_devices} devices > "
+                          f"{AUTO_MILP_SIZE})")
     if best is None:
         return Schedule.infeasible("auto", "no heuristic found a placement that fits", status="unknown",
                                    devices=problem.devices.names, runtime_s=time.perf_counter() - t0)
-    return _with(best, method=f"auto ({best.method})", runtime_s=time.perf_counter() - t0,
-                 notes=(*best.notes, "heuristics: " + ", ".join(notes)))
+    status = best.status
+    if status != "optimal":
+        status = "time_limit" if timed_out else "feasible"
+    summary = ", ".join(f"{s.method}: {s.objective:.6g}" for s in found if s.objective is not None)
+    notes = (*best.notes, f"found by {best.method}", f"lower bound from {bound_from}",
+             "phases: " + "; ".join(phases), "methods: " + summary)
+    out = _with(best, method=f"auto ({best.method})", runtime_s=time.perf_counter() - t0, status=status,
+                lower_bound=max(bound, best.lower_bound or 0.0), notes=notes)
+    return _with(out, stats={**out.stats, "found_by": best.method})
+
+
+def _key(s: Schedule) -> float:
+    return s.objective if s.objective is not None else math.inf
 
 
 def _with(s: Schedule, **changes: Any) -> Schedule:
