@@ -20,7 +20,7 @@ makespan. Rows:
   - ``order="topological"`` (QuickP's P1 as published): each device runs its nodes in one
     topological order (the problem's ``order``): ``S[v] >= F[u] - M (2 - x[u, d] - x[v, d])``
     for ``u`` before ``v``, no ``y``. This is a *restriction*: on two identical devices, the
-    7-node graph of issue 14 has optimum 25 and the fixed order gives 27 (tested);
+    7-node graph of QuickP's example has optimum 25 and the fixed order gives 27 (tested);
 
 * members of a group run along the topological order (``S[v] >= F[u]`` for ``u`` before ``v``
   in one group, whatever ``order``);
