@@ -1,4 +1,4 @@
-"""Randomly wired networks (RWNN): the stacked random modules DiviML is measured on (DiviML's experiments).
+"""Randomly wired networks (RWNN): the stacked random modules that DiviML's experiments are measured on.
 
 A *module* is a random graph on ``size`` nodes turned into a DAG the way of Xie et al.
 ("Exploring randomly wired neural networks", ICCV 2019): nodes are numbered, every edge goes
