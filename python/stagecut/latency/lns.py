@@ -173,30 +173,30 @@ class _Windows:
         roomy |= {int(d) for d in np.lexsort((pos, busy))[:2]}
         sets = []
         for u in win:
-            ok = set(units.allowed[u].tolist())
+            can = set(units.allowed[u].tolist())
             mine = {int(udev[u]), self.fastest[u]} | {int(udev[x]) for x in self.near[u]} | roomy
-            sets.append(sorted(mine & ok))
+            sets.append(sorted(mine & can))
         total = math.prod(len(s) for s in sets)
         if total <= self.cap:
             choice = np.array(list(itertools.product(*sets)), dtype=np.int64).reshape(total, len(win))
         else:
-            devs = sorted(set().union(*[set(s) for s in sets]))
-            rows = []
+            devs = sorted({d for s in sets for d in s})
+            moves: list[np.ndarray] = []
             cur = udev[win]
             for d in devs:
-                rows.append(np.full(len(win), d))
+                moves.append(np.full(len(win), d))
                 for cut in range(1, len(win)):
                     r = cur.copy()
                     r[:cut] = d
-                    rows.append(r)
+                    moves.append(r)
                     r = cur.copy()
                     r[cut:] = d
-                    rows.append(r)
+                    moves.append(r)
                 for j in range(len(win)):
                     r = cur.copy()
                     r[j] = d
-                    rows.append(r)
-            choice = np.unique(np.array(rows, dtype=np.int64), axis=0)
+                    moves.append(r)
+            choice = np.unique(np.array(moves, dtype=np.int64), axis=0)
             if len(choice) > self.cap:
                 keep = sorted(self.rng.sample(range(len(choice)), self.cap))
                 choice = choice[keep]
@@ -216,9 +216,9 @@ class _Windows:
         for j in range(len(win)):
             np.add.at(loads, (np.arange(len(choice)), choice[:, j]), mem[j])
         choice = choice[(loads <= cap[None, :]).all(axis=1)]
-        rows = np.repeat(udev[None, :], len(choice), axis=0)
-        rows[:, win] = choice
-        return rows
+        out = np.repeat(udev[None, :], len(choice), axis=0)
+        out[:, win] = choice
+        return out
 
 
 @reports

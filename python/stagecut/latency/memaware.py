@@ -232,6 +232,22 @@ def topo_packing(problem: LatencyProblem, blocks: list[list[int]], share: float 
     return dev
 
 
+def _orders(problem: LatencyProblem) -> list[list[list[int]]]:
+    """The block orders :func:`m_topo` and :func:`m_chain` try: the depth-first and the
+    by-position orders of :func:`~stagecut.latency.pcie.blocks`, and the placement units
+    (colocation classes) by their first node in BFS order when the blocks are fewer (colocation
+    classes that reach each other both ways, as a forward node and its backward node, fuse
+    into blocks; the units keep them apart, at the price of an order that is not topological
+    between units)."""
+    from stagecut.latency.pcie import blocks
+
+    out = [blocks(problem, order="depth"), blocks(problem, order="position")]
+    units = Units(problem)
+    if len(units) > len(out[0]):
+        out.append([m.tolist() for m in units.members])
+    return out
+
+
 def m_topo(problem: LatencyProblem, shares: tuple[float | None, ...] = (None, 0.5, 0.25)) -> Schedule:
     """Block packing in topological order (see the module docs): the depth-first and the
     by-position block orders, each with every work share in ``shares``; the shortest under
@@ -254,15 +270,12 @@ def m_topo(problem: LatencyProblem, shares: tuple[float | None, ...] = (None, 0.
     InvalidArgumentError
         ``problem`` is not a :class:`LatencyProblem`.
     """
-    from stagecut.latency.pcie import blocks
-
     t0 = time.perf_counter()
     _check_problem(problem)
     ev = Evaluator(problem)
     best: tuple[float, np.ndarray] | None = None
     tried = 0
-    for order in ("depth", "position"):
-        blk = blocks(problem, order=order)
+    for blk in _orders(problem):
         for share in shares:
             dev = topo_packing(problem, blk, share)
             tried += 1
@@ -405,14 +418,12 @@ def m_chain(problem: LatencyProblem) -> Schedule:
     InvalidArgumentError
         ``problem`` is not a :class:`LatencyProblem`.
     """
-    from stagecut.latency.pcie import blocks
-
     t0 = time.perf_counter()
     _check_problem(problem)
     ev = Evaluator(problem)
     best: tuple[float, np.ndarray] | None = None
-    for order in ("depth", "position"):
-        dev = chain_packing(problem, blocks(problem, order=order))
+    for blk in _orders(problem):
+        dev = chain_packing(problem, blk)
         if dev is None:
             continue
         f = ev.makespan(dev)
