@@ -59,3 +59,20 @@ def test_public_functions_document_their_errors():
             if "Raises" not in doc:
                 missing.append(name)
     assert not missing, f"public functions without a Raises section: {missing}"
+
+
+def test_no_issue_numbers_in_user_facing_text():
+    """Docstrings, CLI text, the README and the documentation never cite the project's issue
+    tracker ("issue 12") or a working session: they mean nothing to a reader and go stale."""
+    import re
+
+    pattern = re.compile(r"\bissues? #?\d+|\bthis session\b", re.I)
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyi"), ROOT / "README.md", ROOT / "CHANGELOG.md",
+             ROOT / "CONTRIBUTING.md", *(p for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)]
+    assert len(files) > 40
+    hits = []
+    for f in files:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if pattern.search(line):
+                hits.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not hits, "\n".join(hits)
