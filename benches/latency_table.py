@@ -72,7 +72,7 @@ def run(problem: LatencyProblem, method: str, args: argparse.Namespace) -> dict[
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     if s is None:
         return {"status": "not a PCIe star", "wall": wall, "cpu": cpu}
-    return {"objective": s.objective, "bound": s.lower_bound, "status": s.status, "method": s.method,
+    return {"objective": s.objective, "bound": s.lower_bound, "status": s.status, "found": s.method,
             "wall": wall, "cpu": cpu, "notes": list(s.notes)}
 
 
@@ -108,7 +108,7 @@ def page(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         gap = None
         if a.get("objective") and a.get("bound") is not None:
             gap = 100 * (a["objective"] - a["bound"]) / a["objective"]
-        found = a.get("method", "-").removeprefix("auto (").removesuffix(")")
+        found = a.get("found", "-").removeprefix("auto (").removesuffix(")")
         out.append(f"| {g} | {info[g].get('nodes', '-')} | {info[g].get('devices', '-')} | "
                    f"{fmt(a.get('objective'), 2)} | {found} | "
                    f"{fmt(best[0], 2) + ' (' + best[1] + ')' if best else '-'} | {fmt(pg, 2)} | "
@@ -154,7 +154,7 @@ def main() -> None:
             problem = make()
             meta = {"nodes": len(problem), "devices": problem.num_devices}
             for m in todo:
-                r = {"graph": name, "method": m, "info": meta, **run(problem, m, args)}
+                r = {**run(problem, m, args), "graph": name, "method": m, "info": meta}
                 print(name, m, r.get("objective"), r.get("status"), f"{r.get('wall', 0):.1f}s", flush=True)
                 rows.append(r)
                 with rows_path.open("a") as f:
