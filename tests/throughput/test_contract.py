@@ -132,3 +132,15 @@ def test_memory_that_may_bind_keeps_a_leaf_in_place():
                   Node("y", {"accelerator": 4}, memory=5)], [("x", "y"), ("c", "y")])
     assert contract_units(g, Units(g, 10.0), memory=10.0).merged["leaf"] == 0
     assert contract_units(g, Units(g, 15.0), memory=15.0).merged["leaf"] == 1
+
+
+def test_a_link_whose_producer_feeds_another_stage_is_not_pulled():
+    # p feeds x and y; x is cheap with a small output (2 + 2 <= 5), but pulling x onto p's stage
+    # adds 4 there while p still sends to y: {p} | {x, z} | {y} costs 17, with p and x together 19
+    g = sc.Graph([Node("p", {"accelerator": 10}, comm=5), Node("x", {"accelerator": 2}, comm=2),
+                  Node("y", {"accelerator": 10}), Node("z", {"accelerator": 10})],
+                 [("p", "x"), ("p", "y"), ("x", "z")])
+    problem = ThroughputProblem.from_graph(g, devices=3, cpus=0)
+    assert plain_objective(problem) == 17
+    got, units = contracted_objective(problem)
+    assert got == 17 and units.n_units == 4
