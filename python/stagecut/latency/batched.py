@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from stagecut._deadline import deadline, remaining
+from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import MODEL_TOL, add, check_options, import_mip, new_model, reference_scale, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency.milp import transitive_closure
@@ -440,7 +440,15 @@ def solve_batched(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec |
         known = _result(problem, sp, start_counts, [[v for v in problem.order if start_counts[v, d]]
                                                     for d in range(nd)], release, status="feasible", method="batched")
         assert known.objective is not None
-        h = _Built(problem, sp, release, known.objective, solver, threads, seed)
+        try:
+            if expired():
+                raise _BuildExpired
+            h = _Built(problem, sp, release, known.objective, solver, threads, seed)
+        except _BuildExpired:  # out of time before the model is built: the greedy schedule
+            bound = min(simple_bound(problem, sp) if release is None else 0.0, known.objective)
+            return dataclasses.replace(known, status="time_limit", lower_bound=bound, seed=seed,
+                                       notes=("the time limit passed while the MILP was being built: the greedy "
+                                              "schedule is returned",), runtime_s=time.perf_counter() - t0)
         left = remaining()
         out = solve(h.m, time_limit=None if left is None else max(0.05, left), start=h.start_values(start_counts))
     found = known
@@ -463,6 +471,10 @@ def solve_batched(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec |
                               "solve_s": out.seconds, "greedy": known.objective, "mip_scale": h.scale}
     return dataclasses.replace(found, status=status, lower_bound=bound, stats=stats, seed=seed,
                                runtime_s=time.perf_counter() - t0)
+
+
+class _BuildExpired(Exception):
+    """The time limit passed while the model was being built."""
 
 
 class _Built:
@@ -524,6 +536,8 @@ class _Built:
                 add(m, mip.xsum(float(problem.memory[v]) / cap * z(v, d) + float(spec.activation[v]) / cap * cnt(v, d)
                                 for v in on) <= 1)
         for v in range(n):
+            if expired():
+                raise _BuildExpired
             for u in problem.pred[v]:
                 for b in devs[v]:
                     for a in devs[u]:
@@ -533,6 +547,8 @@ class _Built:
         reach = transitive_closure(problem)
         self.o: dict[tuple[int, int, int], Any] = {}
         for u in range(n):
+            if expired():
+                raise _BuildExpired
             for v in range(u + 1, n):
                 if (reach[u] >> v) & 1 or (reach[v] >> u) & 1:
                     continue

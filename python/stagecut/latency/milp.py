@@ -73,7 +73,6 @@ from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import (
     MODEL_TOL,
     MipOutcome,
-    add,
     check_options,
     data_gap,
     import_mip,
@@ -82,7 +81,7 @@ from stagecut._mip import (
     solve,
     stated_tolerance,
 )
-from stagecut.errors import InvalidArgumentError
+from stagecut.errors import InvalidArgumentError, SolverError
 from stagecut.latency.brute import colocated, symmetry_groups
 from stagecut.latency.evaluate import TOL, schedule_from
 from stagecut.latency.problem import LatencyProblem
@@ -242,6 +241,25 @@ class _Model:
     groups: list[list[int]] = field(default_factory=list)
 
 
+def transfer_table(problem: LatencyProblem, scale: float = 1.0, cap: float = math.inf) -> np.ndarray:
+    """``tr[u, a, b]``: :meth:`~stagecut.latency.LatencyProblem.transfer` of every node and device pair,
+    divided by ``scale`` and capped at ``cap`` (0 on one device and for a node without output).
+
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> transfer_table(LatencyProblem(sc.Graph.chain([1.0], comm=2.0), Devices.pcie_star(1)))[0].tolist()
+    [[0.0, 2.0], [2.0, 0.0]]
+    """
+    n, nd = len(problem), problem.num_devices
+    size = np.asarray(problem.size, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tr = size[:, None, None] / problem.bandwidth[None, :, :]
+    tr[:, np.arange(nd), np.arange(nd)] = 0.0
+    tr[size == 0] = 0.0
+    tr = np.where(np.isnan(tr), 0.0, tr)
+    return np.minimum(tr / scale, cap).reshape(n, nd, nd)
+
+
 def _trivial_upper(problem: LatencyProblem) -> float:
     """The makespan of no ASAP schedule exceeds every node's largest time plus every edge's
     largest transfer (a critical path uses each node and each edge at most once)."""
@@ -259,29 +277,117 @@ class _BuildExpired(Exception):
     """The time limit passed while the model was being built."""
 
 
+class RowSink:
+    """Linear rows gathered as plain arrays and handed to the solver in bulk (python-mip builds a
+    ``LinExpr`` per row, which costs tens of microseconds each: minutes for the pair rows of a
+    large graph). A row is ``sum coef * var  sense  rhs`` over variable indices (``var.idx``),
+    ``sense`` one of ``">"``, ``"<"``, ``"="``; no index twice in a row."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # idx, val, sense, rhs
+        self.rows: list[tuple[list[int], list[float], str, float]] = []
+
+    def add(self, idx: list[int], val: list[float], sense: str, rhs: float) -> None:
+        """One row."""
+        self.rows.append((idx, val, sense, float(rhs)))
+
+    def add_block(self, idx: np.ndarray, val: np.ndarray, sense: str, rhs: np.ndarray) -> None:
+        """Rows of equal length: ``idx`` and ``val`` of shape ``(rows, width)``, ``rhs`` of ``(rows,)``."""
+        if len(rhs):
+            self.blocks.append((np.asarray(idx, dtype=np.int64), np.asarray(val, dtype=float),
+                                np.full(len(rhs), sense), np.asarray(rhs, dtype=float)))
+
+    def __len__(self) -> int:
+        return len(self.rows) + sum(len(b[3]) for b in self.blocks)
+
+    def _csr(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray]:
+        counts = [len(r[0]) for r in self.rows]
+        idx = [np.fromiter((i for r in self.rows for i in r[0]), dtype=np.int64, count=sum(counts))]
+        val = [np.fromiter((c for r in self.rows for c in r[1]), dtype=float, count=sum(counts))]
+        sense = [r[2] for r in self.rows]
+        rhs = [np.array([r[3] for r in self.rows], dtype=float)]
+        lengths = [np.array(counts, dtype=np.int64)]
+        for bi, bv, bs, br in self.blocks:
+            idx.append(bi.ravel())
+            val.append(bv.ravel())
+            sense += bs.tolist()
+            rhs.append(br)
+            lengths.append(np.full(len(br), bi.shape[1], dtype=np.int64))
+        starts = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
+        return starts, np.concatenate(idx), np.concatenate(val), sense, np.concatenate(rhs)
+
+    def flush(self, model: Any) -> None:
+        """Add every row to ``model`` (CBC or HiGHS through python-mip) and forget them."""
+        if not len(self):
+            return
+        starts, idx, val, sense, rhs = self._csr()
+        self.rows, self.blocks = [], []
+        name = str(model.solver_name).lower()
+        if name == "cbc":
+            from mip.cbc import cbclib, ffi
+
+            ia = ffi.from_buffer("int[]", idx.astype(np.intc))
+            va = ffi.from_buffer("double[]", val)
+            mp = model.solver._model
+            code = {">": b">", "<": b"<", "=": b"="}
+            st = starts.tolist()
+            for r, (s, rr) in enumerate(zip(sense, rhs.tolist())):
+                cbclib.Cbc_addRow(mp, b"", st[r + 1] - st[r], ia + st[r], va + st[r], code[s], rr)
+            model.constrs.update_constrs(model.solver.num_rows())
+            return
+        from mip import highs
+
+        solver = model.solver
+        solver._flush()
+        hffi = highs.ffi
+        kind = np.array(sense)
+        lower = np.where(kind == "<", -np.inf, rhs)
+        upper = np.where(kind == ">", np.inf, rhs)
+        hint = np.int32 if hffi.sizeof("HighsInt") == 4 else np.int64
+        st, ix = starts[:-1].astype(hint), idx.astype(hint)
+        code = solver._lib.Highs_addRows(solver._model, len(rhs), hffi.from_buffer("double[]", lower),
+                                         hffi.from_buffer("double[]", upper), len(idx),
+                                         hffi.from_buffer("HighsInt[]", st), hffi.from_buffer("HighsInt[]", ix),
+                                         hffi.from_buffer("double[]", val))
+        if code < 0:
+            raise SolverError("HiGHS refused the model's rows")
+        solver._row_committed += len(rhs)
+        model.constrs.update_constrs(solver._row_committed)
+
+
+def _closure_rows(problem: LatencyProblem) -> np.ndarray:
+    """The transitive closure as packed bit rows: bit ``v`` of row ``u`` set when a path leads
+    from ``u`` to ``v`` or from ``v`` to ``u`` (``numpy.packbits`` layout)."""
+    n = len(problem)
+    reach = np.zeros((n, (n + 7) // 8), dtype=np.uint8)
+    for u in reversed(problem.order):
+        for s in problem.succ[u]:
+            reach[u] |= reach[s]
+            reach[u, s >> 3] |= np.uint8(0x80 >> (s & 7))
+    both = np.unpackbits(reach, axis=1, count=n).astype(bool)
+    both |= both.T
+    return both
+
+
 def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | None, threads: int | None,
            seed: int, verbose: bool) -> _Model:
-    """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs)."""
+    """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs), its rows
+    gathered as arrays and added in bulk (:class:`RowSink`); the deadline is checked between steps."""
     mip = import_mip()
     n, nd = len(problem), problem.num_devices
     scale = reference_scale([upper], upper)
     U = upper / scale * (1 + 1e-6) + MODEL_TOL
     times = problem.times / scale
-    allowed = [[d for d in range(nd) if math.isfinite(times[v, d]) and times[v, d] <= U
-                and problem.memory[v] <= problem.capacity[d]] for v in range(n)]
+    ok = np.isfinite(times) & (times <= U) & (problem.memory[:, None] <= problem.capacity[None, :])
     classes = colocated(problem)
     for members in classes:
-        ok = [d for d in range(nd) if all(d in allowed[v] for v in members)
-              and problem.memory[members].sum() <= problem.capacity[d]]
-        for v in members:
-            allowed[v] = ok
-    tr = np.zeros((n, nd, nd))
-    for u in range(n):
-        if problem.size[u] > 0:
-            for a in range(nd):
-                for b in range(nd):
-                    tr[u, a, b] = min(problem.transfer(u, a, b) / scale, 2 * U)
-    values = [float(times[v, d]) for v in range(n) for d in allowed[v]] + [float(x) for x in tr.flat if x > 0]
+        both = ok[members].all(axis=0) & (problem.memory[members].sum() <= problem.capacity)
+        ok[members] = both
+    allowed = [np.flatnonzero(ok[v]).tolist() for v in range(n)]
+    tr = transfer_table(problem, scale, 2 * U)
+    if expired():
+        raise _BuildExpired
+    values = times[ok].tolist() + tr[tr > 0].tolist()
     if gap is None:
         gap = data_gap(values, 1.0)  # (values in model units)
     m = new_model("latency_milp", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
@@ -291,84 +397,122 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
         # and these models solve no slower without it.
         m.preprocess = 0
     h = _Model(model=m, scale=scale, gap=gap, upper=U, groups=symmetry_groups(problem))
-    fastest = [min((float(times[v, d]) for d in allowed[v]), default=math.inf) for v in range(n)]
-    head, tail = [0.0] * n, [0.0] * n
+    p = np.where(ok, times, 0.0)
+    fastest = np.where(ok, times, math.inf).min(axis=1)
+    head, tail = np.zeros(n), np.zeros(n)
     for v in problem.order:
         head[v] = max((head[u] + fastest[u] for u in problem.pred[v]), default=0.0)
     for v in reversed(problem.order):
         tail[v] = fastest[v] + max((tail[s] for s in problem.succ[v]), default=0.0)
+    late = np.maximum(head, U - tail)  # the latest start of each node
+    # variables: x (binary, where allowed), S (one per node), C
+    xv = m.vars.add_vars(int(ok.sum()), name="x", var_type=mip.BINARY)
+    X = np.full((n, nd), -1, dtype=np.int64)
+    X[ok] = [var.idx for var in xv]
+    for (v, d), var in zip(np.argwhere(ok).tolist(), xv):
+        h.x[v, d] = var
+    h.S = m.vars.add_vars(n, name="S")
+    for v, var in enumerate(h.S):
+        var.lb, var.ub = float(head[v]), float(late[v])
+    Sx = np.array([var.idx for var in h.S], dtype=np.int64)
+    h.C = m.add_var("C", lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
+    m.objective = mip.minimize(h.C)
+    Cx = h.C.idx
+    rows = RowSink()
     for v in range(n):
-        for d in allowed[v]:
-            h.x[v, d] = m.add_var(f"x_{v}_{d}", var_type=mip.BINARY)
-        h.S.append(m.add_var(f"S_{v}", lb=head[v], ub=max(head[v], U - tail[v])))
-        add(m, mip.xsum(h.x[v, d] for d in allowed[v]) == 1)
-    x, S = h.x, h.S
+        rows.add(X[v, allowed[v]].tolist(), [1.0] * len(allowed[v]), "=", 1.0)
+        # makespan: the finish plus the longest path after it
+        rows.add([Cx, int(Sx[v])] + X[v, allowed[v]].tolist(), [1.0, -1.0] + (-p[v, allowed[v]]).tolist(), ">",
+                 float(tail[v] - fastest[v]))
     for members in classes:
         for v in members[1:]:
             for d in allowed[v]:
-                add(m, x[v, d] == x[members[0], d])
-    h.C = m.add_var("C", lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
-    m.objective = mip.minimize(h.C)
-
-    def finish(v: int) -> Any:
-        return S[v] + mip.xsum(float(times[v, d]) * x[v, d] for d in allowed[v])
-
-    # makespan: each node's finish plus its longest path after it, and each device's busy time
-    for v in range(n):
-        add(m, h.C >= finish(v) + (tail[v] - fastest[v]))
+                rows.add([int(X[v, d]), int(X[members[0], d])], [1.0, -1.0], "=", 0.0)
     for d in range(nd):
-        on = [v for v in range(n) if d in allowed[v]]
-        if not problem.parallel[d] and on:
-            add(m, h.C >= mip.xsum(float(times[v, d]) * x[v, d] for v in on))
+        on = np.flatnonzero(ok[:, d])
+        if not problem.parallel[d] and len(on):  # each device's busy time
+            rows.add([Cx] + X[on, d].tolist(), [1.0] + (-p[on, d]).tolist(), ">", 0.0)
         if math.isfinite(problem.capacity[d]) and problem.memory[on].sum() > problem.capacity[d]:
-            cap = float(problem.capacity[d])
-            add(m, mip.xsum(float(problem.memory[v]) / cap * x[v, d] for v in on) <= 1)
-    # precedence, the transfer only across devices
+            keep = on[problem.memory[on] > 0]
+            rows.add(X[keep, d].tolist(), (problem.memory[keep] / float(problem.capacity[d])).tolist(), "<", 1.0)
+    if expired():
+        raise _BuildExpired
+    # precedence, the transfer only across devices: S[v] >= F[u] + arrive(b) - M_ub (1 - x[v, b])
     for v in range(n):
-        if expired():
-            raise _BuildExpired
         for u in problem.pred[v]:
-            fu = finish(u)
-            big = [max((tr[u, a, b] for a in allowed[u] if a != b), default=0.0) for b in allowed[v]]
+            au = allowed[u]
+            big = [max((float(tr[u, a, b]) for a in au if a != b), default=0.0) for b in allowed[v]]
             if max(big, default=0.0) <= 0:
-                add(m, S[v] >= fu)
+                rows.add([int(Sx[v]), int(Sx[u])] + X[u, au].tolist(), [1.0, -1.0] + (-p[u, au]).tolist(), ">", 0.0)
                 continue
             for b, mb in zip(allowed[v], big):
-                arrive = mip.xsum(float(tr[u, a, b]) * x[u, a] for a in allowed[u] if a != b and tr[u, a, b] > 0)
-                add(m, S[v] >= fu + arrive - mb * (1 - x[v, b]))
-    # non-overlap on devices without parallelism, pairs the DAG leaves unordered
-    reach = transitive_closure(problem)
-    seq = [d for d in range(nd) if not problem.parallel[d]]
-    for u in range(n):
-        if expired():
+                coef = [-(float(p[u, a]) + (float(tr[u, a, b]) if a != b else 0.0)) for a in au]
+                rows.add([int(Sx[v]), int(Sx[u]), int(X[v, b])] + X[u, au].tolist(), [1.0, -1.0, -mb] + coef, ">",
+                         -mb)
+        if v % 64 == 0 and expired():
             raise _BuildExpired
-        for v in range(u + 1, n):
-            if (reach[u] >> v) & 1 or (reach[v] >> u) & 1:
-                h.pruned_pairs += 1
-                continue
-            common = [d for d in seq if d in allowed[u] and d in allowed[v]]
-            if not common:
-                continue
-            y = h.y[u, v] = m.add_var(f"y_{u}_{v}", var_type=mip.BINARY)
-            h.pairs += 1
-            for d in common:
-                m_uv = max(0.0, U - tail[u] + float(times[u, d]) - head[v])
-                m_vu = max(0.0, U - tail[v] + float(times[v, d]) - head[u])
-                add(m, S[v] >= S[u] + float(times[u, d]) - m_uv * (3 - y - x[u, d] - x[v, d]))
-                add(m, S[u] >= S[v] + float(times[v, d]) - m_vu * (2 + y - x[u, d] - x[v, d]))
+    _pair_rows(problem, h, rows, ok, X, Sx, p, head, late, tail, U)
     # symmetry: a group's devices used in the order of their first nodes
     for g in h.groups:
         for j in range(1, len(g)):
-            earlier: list[Any] = []
+            earlier: list[int] = []
             for v in problem.order:
-                if (v, g[j]) in x:
+                if ok[v, g[j]]:
                     if earlier:
-                        add(m, x[v, g[j]] <= mip.xsum(earlier))
+                        rows.add([int(X[v, g[j]])] + earlier, [1.0] + [-1.0] * len(earlier), "<", 0.0)
                     else:
-                        x[v, g[j]].ub = 0.0
-                if (v, g[j - 1]) in x:
-                    earlier.append(x[v, g[j - 1]])
+                        h.x[v, g[j]].ub = 0.0
+                if ok[v, g[j - 1]]:
+                    earlier.append(int(X[v, g[j - 1]]))
+    if expired():
+        raise _BuildExpired
+    rows.flush(m)
     return h
+
+
+def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray, X: np.ndarray, Sx: np.ndarray,
+               p: np.ndarray, head: np.ndarray, late: np.ndarray, tail: np.ndarray, U: float) -> None:
+    """Non-overlap on the devices without parallelism, for the pairs the DAG leaves unordered and
+    whose time windows can overlap on a device both can use (when ``u`` on ``d`` finishes by its
+    latest start plus its time before ``v``'s earliest start, or the other way round, every
+    schedule of makespan at most ``U`` keeps them apart)."""
+    mip = import_mip()
+    related = _closure_rows(problem)
+    if expired():
+        raise _BuildExpired
+    seq = np.flatnonzero(~problem.parallel)
+    h.pruned_pairs = int((related.sum() - 0) // 2)
+    us, vs = np.nonzero(np.triu(~related, 1))
+    cand = []  # (device, pair number) of the rows
+    for d in seq.tolist():
+        both = ok[us, d] & ok[vs, d]
+        apart = (late[us] + p[us, d] <= head[vs]) | (late[vs] + p[vs, d] <= head[us])
+        cand.append(np.flatnonzero(both & ~apart))
+    used = np.unique(np.concatenate(cand)) if cand else np.zeros(0, dtype=np.int64)
+    h.pairs = len(used)
+    if expired():
+        raise _BuildExpired
+    if not len(used):
+        return
+    yv = h.model.vars.add_vars(len(used), name="y", var_type=mip.BINARY)
+    Y = np.full(len(us), -1, dtype=np.int64)
+    Y[used] = [var.idx for var in yv]
+    for k, var in zip(used.tolist(), yv):
+        h.y[int(us[k]), int(vs[k])] = var
+    for d, pick in zip(seq.tolist(), cand):
+        u, v = us[pick], vs[pick]
+        pu, pv = p[u, d], p[v, d]
+        m_uv = np.maximum(0.0, U - tail[u] + pu - head[v])
+        m_vu = np.maximum(0.0, U - tail[v] + pv - head[u])
+        idx = np.stack([Sx[v], Sx[u], Y[pick], X[u, d], X[v, d]], axis=1)
+        # S[v] >= S[u] + p[u, d] - m_uv (3 - y - x[u, d] - x[v, d])
+        rows.add_block(idx, np.stack([np.ones_like(pu), -np.ones_like(pu), -m_uv, -m_uv, -m_uv], axis=1), ">",
+                       pu - 3 * m_uv)
+        # S[u] >= S[v] + p[v, d] - m_vu (2 + y - x[u, d] - x[v, d])
+        rows.add_block(idx, np.stack([-np.ones_like(pv), np.ones_like(pv), m_vu, -m_vu, -m_vu], axis=1), ">",
+                       pv - 2 * m_vu)
+        if expired():
+            raise _BuildExpired
 
 
 def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float) -> Schedule:
@@ -571,6 +715,8 @@ def _verified(problem: LatencyProblem, h: _Model, out: MipOutcome, known: Schedu
             found = None
     candidates = [s for s in (found, known) if s is not None and s.objective is not None]
     lb = out.bound * h.scale if math.isfinite(out.bound) and out.status != "infeasible" else -math.inf
+    if abs(out.bound) >= 1e30:  # (CBC's "no bound yet", about 1.8e308, not a bound)
+        lb = -math.inf
     if not candidates:
         bound = max(lb, simple)
         if out.status == "time_limit":

@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import (
     MipOutcome,
     add,
@@ -142,6 +143,7 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
         cap = (worst + (S + 1) * comm.sum()) / scale + 1.0
     if gap is None:
         gap = data_gap([v / scale for v in finite], 1.0)
+    _check_clock()
     m = new_model("pcie_latency_ip", solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
     B, C = mip.BINARY, mip.CONTINUOUS
     edges = [(u, v) for u in range(n) for v in problem.succ[u]]
@@ -162,7 +164,9 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
                           for i in range(n) for s in range(q) if problem.memory[i] > 0) <= 1.0 + 1e-9
     _colour_classes(m, problem, x, xc, q, len(accs))
     r = {(i, s): m.add_var(f"r_{i}_{s}", var_type=C, lb=0.0, ub=1.0) for i in range(n) for s in range(S)}
+    _check_clock()
     for s in range(S):  # contiguity: every slot convex
+        _check_clock()
         for i in range(n):
             add(m, r[i, s] - x[i, s] >= 0)
         for u, v in edges:
@@ -172,6 +176,7 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
     cin = {(u, s): m.add_var(f"ci_{u}_{s}", var_type=C, lb=0.0, ub=1.0) for u in prod for s in range(S)}
     cout = {(u, s): m.add_var(f"co_{u}_{s}", var_type=C, lb=0.0, ub=1.0) for u in prod for s in range(S)}
     for u in prod:
+        _check_clock()
         for v in problem.succ[u]:
             for s in range(S):
                 add(m, cin[u, s] - x[v, s] + x[u, s] >= 0)
@@ -189,7 +194,9 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
             if s > a * q:
                 m += start[s] >= fin[s - 1]
     producers = set(prod)
-    for u, v in edges:
+    for k, (u, v) in enumerate(edges):
+        if k % 32 == 0:
+            _check_clock()
         cu = comm[u] / scale if u in producers else 0.0
         m += L[v] >= L[u] + ((tcpu[v] / scale) * xc[v] if cpu >= 0 and math.isfinite(tcpu[v]) else 0)
         for a in range(len(accs)):
@@ -198,7 +205,9 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
                 add(m, start[s] - L[u] - cap * x[v, s] + cap * x[u, s] >= -cap)
                 if w > 0:
                     add(m, L[v] - L[u] - w * x[v, s] + w * x[u, s] >= 0)
+    _check_clock()
     E = _compute_ends(m, problem, x, xc, L, q, accs, cpu, scale, cap)
+    _check_clock()
     for i in range(n):
         if cpu >= 0 and math.isfinite(tcpu[i]) and tcpu[i] > 0:
             m += L[i] >= (tcpu[i] / scale) * xc[i]
@@ -206,11 +215,21 @@ def build_pcie_ip(problem: LatencyProblem, *, q: int = 1, upper: float | None = 
             add(m, L[i] - fin[s] - cap * x[i, s] >= -cap)
         if not problem.succ[i]:
             m += T >= L[i]
+    _check_clock()
     identical = _identical(problem, accs)
     count = _symmetry(m, problem, x, q, len(accs)) if identical else {}
     m.objective = mip.minimize(T)
     return PcieIp(model=m, q=q, accs=accs, cpu=cpu, scale=scale, gap=gap, big_m=cap, x=x, xc=xc, r=r, cin=cin,
                   cout=cout, start=start, fin=fin, L=L, T=T, count=count, identical=identical, E=E)
+
+
+class BuildExpired(Exception):
+    """The time limit (a :func:`stagecut._deadline.deadline` scope) passed while the model was being built."""
+
+
+def _check_clock() -> None:
+    if expired():
+        raise BuildExpired
 
 
 def _compute_ends(m: Any, problem: LatencyProblem, x: Any, xc: Any, L: list[Any], q: int, accs: list[int],
@@ -411,10 +430,15 @@ def solve_pcie_ip(problem: LatencyProblem | Graph, *, q: int = 1, time_limit: fl
     if why is not None:
         return Schedule.infeasible("pcie-ip", why, devices=names, semantics="pieces",
                                    runtime_s=time.perf_counter() - t0)
-    known, notes = _known(problem, start, time_limit)
-    known_value = None if known is None else pieces_timing(problem, known).makespan
-    h, out, stats = _solve(problem, q, known, known_value, time_limit, t0,
-                           {"solver": solver, "gap": gap, "threads": threads, "seed": seed, "verbose": verbose})
+    with deadline(time_limit):  # the warm start, the build and the solve: one time limit
+        known, notes = _known(problem, start, time_limit)
+        known_value = None if known is None else pieces_timing(problem, known).makespan
+        try:
+            h, out, stats = _solve(problem, q, known, known_value, time_limit, t0,
+                                   {"solver": solver, "gap": gap, "threads": threads, "seed": seed,
+                                    "verbose": verbose})
+        except BuildExpired:
+            return _unbuilt(problem, known, notes, time_limit, t0, seed)
     return _verified(problem, h, out, known, known_value, stats, notes, t0, time_limit, seed)
 
 
@@ -426,14 +450,29 @@ def _solve(problem: LatencyProblem, q: int, known: np.ndarray | None, known_valu
     h = build_pcie_ip(problem, q=q, upper=known_value if fits else None, **options)  # (capped by a split it holds)
     warm = start_values(problem, h, known) if fits and known is not None else None
     build_s = time.perf_counter() - tb
-    left = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - t0))
-    out = solve(h.model, time_limit=left, start=warm)
+    _check_clock()
+    left = remaining()
+    out = solve(h.model, time_limit=None if left is None else max(0.1, left), start=warm)
     stats: dict[str, Stat] = {
         "mip_vars": out.cols, "mip_constraints": out.rows, "build_s": build_s, "solve_s": out.seconds,
         "solver": out.solver, "mip_status": out.status, "q": q, "warm_start": int(warm is not None),
         "mip_objective": None if out.objective is None else out.objective * h.scale,
         "mip_bound": out.bound * h.scale if math.isfinite(out.bound) else None, "mip_scale": h.scale}
     return h, out, stats
+
+
+def _unbuilt(problem: LatencyProblem, known: np.ndarray | None, notes: list[str], time_limit: float | None,
+             t0: float, seed: int) -> Schedule:
+    """Out of time before the model is built: the start placement (or nothing) and the simple bound."""
+    why = f"the time limit ({time_limit:g} s) passed while the IP was being built"
+    simple = problem.lower_bound()
+    if known is None:
+        return Schedule.infeasible("pcie-ip", why, devices=problem.devices.names, semantics="pieces",
+                                   status="time_limit", lower_bound=simple, runtime_s=time.perf_counter() - t0)
+    value = pieces_timing(problem, known).makespan
+    return pieces_schedule(problem, known, method="pcie-ip", status="time_limit", lower_bound=min(simple, value),
+                           seed=seed, notes=[*notes, why + ": the start placement is returned"],
+                           runtime_s=time.perf_counter() - t0)
 
 
 def _verified(problem: LatencyProblem, h: PcieIp, out: MipOutcome, known: np.ndarray | None,

@@ -67,6 +67,7 @@ from typing import Any
 
 import numpy as np
 
+from stagecut._deadline import deadline, expired
 from stagecut._mip import check_options, stated_tolerance
 from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
@@ -196,6 +197,10 @@ def _task(problem: LatencyProblem, key: tuple[int, int, int], entry: int | None,
 def _solve_task(task: _Task) -> tuple[tuple[int, int, int], Schedule, float]:
     """Solve one module (in a worker process or here): its schedule and the tolerance its status
     was stated with."""
+    late = (task.deadline is not None and time.time() >= task.deadline) or expired()
+    if late and task.start is None:  # past the deadline: no model, no schedule, a bound of 0
+        return task.key, Schedule.infeasible("milp", "the time limit passed before this module was solved",
+                                             devices=task.devices.names, status="time_limit", lower_bound=0.0), 0.0
     graph = Graph([Node(i, dict(comp), mem, size, colocation=col) for i, comp, mem, size, col in task.nodes],
                   task.edges)
     sub = LatencyProblem(graph, task.devices, output_bytes="comm")
@@ -210,8 +215,11 @@ def _solve_task(task: _Task) -> tuple[tuple[int, int, int], Schedule, float]:
             begin = schedule_from(sub, dev, order, method="start")
         except InvalidArgumentError:  # an order against the DAG (a start of other semantics): its placement
             begin = schedule_from(sub, dev, None, method="start")
+    if late and begin is not None:  # past the deadline: the start's own schedule of the module, re-scored
+        return task.key, dataclasses.replace(begin, method="milp", status="time_limit",
+                                             lower_bound=min(sub.lower_bound(), begin.objective or 0.0)), 0.0
     limit = task.time_limit
-    if task.deadline is not None and limit is not None:  # past the deadline: the warm start, at once
+    if task.deadline is not None and limit is not None:  # the module's share, never past the deadline
         limit = min(limit, max(1e-3, task.deadline - time.time()))
     s = solve_milp(sub, time_limit=limit, solver=task.solver, threads=task.threads, start=begin)
     scale = float(s.stats.get("mip_scale") or 0.0)
@@ -282,6 +290,19 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     why = problem.fits_anywhere()
     if why is not None:
         return Schedule.infeasible("split", why, devices=names, runtime_s=time.perf_counter() - t0)
+    if start is not None and not isinstance(start, Schedule):
+        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    with deadline(time_limit):  # the start, the module solves and the fallback: one time limit
+        if start is None:
+            from stagecut.latency.heuristics import best_constructive
+
+            start = best_constructive(problem)
+        return _split(problem, time_limit, solver, threads, workers, nw, start, t0)
+
+
+def _split(problem: LatencyProblem, time_limit: float | None, solver: str, threads: int | None,
+           workers: int | None, nw: int, start: Schedule, t0: float) -> Schedule:
+    """:func:`solve_split` once its arguments are checked and its start is known."""
     cuts = cut_vertices(problem)
     if not cuts:
         from stagecut.latency.split_multi import channel_modules, solve_split_multi
@@ -291,7 +312,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
             assert isinstance(out, Schedule)
             return out
         return _whole(problem, "the graph has no cut vertex (no narrow point): the whole MILP is solved",
-                      time_limit, solver, threads, t0, None)
+                      time_limit, solver, threads, t0, None, start)
     mods = modules_of(problem, cuts)
     nd = problem.num_devices
     ok = [[d for d in range(nd) if math.isfinite(problem.times[c, d])] for c in range(len(problem))]
@@ -312,11 +333,11 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
                 tasks.append(task)
     if time_limit is not None and tasks:
         each = max(0.05, time_limit * nw / len(tasks))
-        deadline = time.time() + time_limit - (time.perf_counter() - t0)
-        tasks = [dataclasses.replace(k, time_limit=each, deadline=deadline) for k in tasks]
+        stop_at = time.time() + time_limit - (time.perf_counter() - t0)
+        tasks = [dataclasses.replace(k, time_limit=each, deadline=stop_at) for k in tasks]
     solved = parallel_map(_solve_task, tasks, workers=workers if len(tasks) > 1 else 1)
     sub = {key: (s, tol) for key, s, tol in solved}
-    out = _combine(problem, mods, ok, sub, cuts, time_limit, solver, threads, t0)
+    out = _combine(problem, mods, ok, sub, cuts, time_limit, solver, threads, t0, start)
     return dataclasses.replace(out, notes=(*out.notes, *notes)) if notes else out
 
 
@@ -324,14 +345,8 @@ def _start_orders(problem: LatencyProblem, start: Schedule | None,
                   notes: list[str]) -> tuple[list[list[int]], list[int]] | None:
     """The start's per-device order (positions) and device of every node, or None (with a note
     when a given start cannot be used)."""
-    if start is None:
-        from stagecut.latency.heuristics import best_constructive
-
-        start = best_constructive(problem)
-        if start.objective is None:
-            return None
-    elif not isinstance(start, Schedule):
-        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    if start is None or start.objective is None:
+        return None
     names = problem.devices.names
     where = {name: d for d, name in enumerate(names)}
     order: list[list[int]] = [[] for _ in names]
@@ -361,7 +376,7 @@ def _cost(problem: LatencyProblem, entry: int, exit_: int, u: int, v: int) -> fl
 
 def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], int | None]], ok: list[list[int]],
              sub: dict[tuple[int, int, int], tuple[Schedule, float]], cuts: list[int], time_limit: float | None,
-             solver: str, threads: int | None, t0: float) -> Schedule:
+             solver: str, threads: int | None, t0: float, start: Schedule | None = None) -> Schedule:
     """The chain DP over the module solves (values and bounds), the placement it picks, re-scored."""
     nd = problem.num_devices
     names = problem.devices.names
@@ -415,7 +430,7 @@ def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], in
         status: Status = "time_limit" if any_limit else "infeasible"
         if status == "infeasible":
             return _whole(problem, "no module placement fits: the whole MILP is solved", time_limit, solver,
-                          threads, t0, dp_bound)
+                          threads, t0, dp_bound, start)
         return Schedule.infeasible("split", "a module found no schedule within its time limit",
                                    devices=names, status="time_limit", lower_bound=bound, stats=stats,
                                    runtime_s=time.perf_counter() - t0)
@@ -452,7 +467,7 @@ def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], in
     broken = best.violations or [c for c in colocated(problem) if len({dev[v] for v in c}) > 1]
     if broken:
         return _whole(problem, "the modules' placement breaks a memory limit or splits a colocation class: "
-                      "the whole MILP is solved", time_limit, solver, threads, t0, dp_bound)
+                      "the whole MILP is solved", time_limit, solver, threads, t0, dp_bound, start)
     status = "time_limit" if any_limit else "feasible"
     if all_optimal and best.objective - bound <= tol_sum + stated_tolerance(best.objective, 0.0):
         status = "optimal"
@@ -461,10 +476,13 @@ def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], in
 
 
 def _whole(problem: LatencyProblem, why: str, time_limit: float | None, solver: str, threads: int | None,
-           t0: float, bound: float | None) -> Schedule:
-    """The whole MILP's answer as SPLIT's, with a note; ``bound`` (the DP's) kept when larger."""
+           t0: float, bound: float | None, start: Schedule | None = None) -> Schedule:
+    """The whole MILP's answer as SPLIT's (from ``start``: never above it), with a note; ``bound``
+    (the DP's) kept when larger."""
     left = None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - t0))
-    s = solve_milp(problem, time_limit=left, solver=solver, threads=threads)
+    usable = start is not None and start.objective is not None and set(start.placement) == set(problem.ids) \
+        and set(start.placement.values()) <= set(problem.devices.names)
+    s = solve_milp(problem, time_limit=left, solver=solver, threads=threads, start=start if usable else None)
     lb = s.lower_bound
     if bound is not None and math.isfinite(bound):
         lb = bound if lb is None else max(lb, bound)

@@ -70,6 +70,7 @@ from collections.abc import Sequence
 import networkx as nx
 import numpy as np
 
+from stagecut._deadline import deadline, expired
 from stagecut._mip import check_options
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
@@ -321,6 +322,14 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
     if not isinstance(problem, LatencyProblem):
         raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
     check_options(time_limit, None, threads, 0, solver)
+    with deadline(time_limit):  # every module solve, bound solve and the start: one time limit
+        return _sequential(problem, inputs, spec, channels, time_limit, solver, threads, bound_solves, start, t0)
+
+
+def _sequential(problem: LatencyProblem, inputs: int, spec: BatchSpec | None, channels: int | None,
+                time_limit: float | None, solver: str, threads: int | None, bound_solves: bool,
+                start: Schedule | None, t0: float) -> Schedule | BatchedSchedule:
+    """:func:`solve_split_multi` once its options are checked."""
     sp = spec if spec is not None else batch_spec(problem, inputs)
     c, mods = channel_modules(problem, channels)
     n, nd = len(problem), problem.num_devices
@@ -356,7 +365,7 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
                 fin[w, d] = got.finish[name][w]
                 orders[d].append(w)
                 free[d] = max(free[d], fin[w, d])
-        if bound_solves:
+        if bound_solves and not expired():
             alone = solve_batched(sub, spec=ssp, time_limit=each, solver=solver, threads=threads)
             module_s += alone.runtime_s
             lbs.append(alone.lower_bound if alone.lower_bound is not None else simple_bound(sub, ssp))
@@ -372,10 +381,13 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         dev = [int(np.argmax(counts[v])) for v in range(n)]
         best = schedule_from(problem, dev, orders, method="split", stats=stats, notes=[note])
         bound = max(bound, problem.lower_bound())
-        if best.violations:
-            return Schedule.infeasible("split", f"the modules' placement breaks a limit: {best.violations[0]}",
-                                       devices=problem.devices.names, status="unknown",
-                                       runtime_s=time.perf_counter() - t0)
+        if best.violations:  # the modules, each with the whole memory, overfill a device: the start
+            why = f"the modules' placement breaks a limit: {best.violations[0]}"
+            fallback = _no_worse_than(problem, dataclasses.replace(best, objective=math.inf), start, stats, note)
+            if fallback.violations or fallback.objective is None or not math.isfinite(fallback.objective):
+                return Schedule.infeasible("split", why, devices=problem.devices.names, status="unknown",
+                                           runtime_s=time.perf_counter() - t0)
+            best = dataclasses.replace(fallback, notes=(*fallback.notes, why))
         assert best.objective is not None
         best = _no_worse_than(problem, best, start, stats, note)
         assert best.objective is not None
