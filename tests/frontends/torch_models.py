@@ -30,3 +30,75 @@ def manual_plan(trace, stages):
                         kind_index=i) for i, s in enumerate(stages)]
     return Plan(objective=ev.objective, status="feasible", method="manual", stages=tuple(loads), devices=len(stages),
                 cpus=0, memory=float("inf"))
+
+
+class Transposed(nn.Module):
+    """A cut after ``transpose`` sends a non-contiguous tensor; ``relu_`` writes in place to what
+    the previous node made (a received leaf when a stage starts there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.a(x).transpose(1, 2)
+        h = torch.relu_(h * 1.0)
+        return self.b(h).sum(-1)
+
+
+class InplaceCNN(nn.Module):
+    """ResNet-style: BatchNorm (train mode updates its buffers in place), ``ReLU(inplace=True)``,
+    a residual add in place, flatten glue."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+        self.act = nn.ReLU(inplace=True)
+        self.conv = nn.Conv2d(4, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 4 * 4, 3)
+
+    def forward(self, x):
+        h = self.act(self.bn(self.stem(x)))
+        h = self.conv(h).add_(h)
+        return self.head(torch.flatten(torch.relu_(h), 1))
+
+
+class TinyEncoder(nn.Module):
+    """Three encoder layers with attention (transposes, views): the transformer of the tests."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Linear(16, 32)
+        self.layers = nn.ModuleList([nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+                                     for _ in range(3)])
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        h = self.emb(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.head(h.mean(1))
+
+
+def small_mlp():
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+# name -> (factory, micro-batch input shape, train mode)
+SMALL_MODELS = {
+    "mlp": (small_mlp, (2, 8), False),
+    "branches": (Branches, (2, 8), False),
+    "transposed": (Transposed, (2, 4, 8), False),
+    "inplace_cnn": (InplaceCNN, (2, 3, 4, 4), True),
+    "encoder": (TinyEncoder, (2, 5, 16), False),
+}
+
+
+def small_model(name, seed=0):
+    """A small test model (seeded weights) and one micro-batch of inputs for it."""
+    factory, shape, train = SMALL_MODELS[name]
+    torch.manual_seed(seed)
+    model = factory().train(train)
+    return model, torch.randn(*shape)

@@ -172,7 +172,9 @@ def split_policy(plan: Plan, trace: Any) -> Callable[[Any], Any]:
             previous = where[n]
         graph.lint()
         gm.recompile()
-        return gm
+        from stagecut.frontends.runtime import make_runnable  # contiguous sends, no in-place op on a received leaf
+
+        return make_runnable(gm)
 
     return policy
 

@@ -1,0 +1,242 @@
+"""Making a split program runnable by ``torch.distributed.pipelining``, and building the pipe.
+
+A plan may cut a program anywhere; the runtime then sends each tensor that crosses a stage
+boundary with gloo/NCCL point-to-point calls and hands it to the next stage as a fresh leaf
+that requires grad. Two kinds of cut fail there although the unsplit program is fine:
+
+* a **non-contiguous** tensor crossing the boundary (the output of ``transpose``, ``permute``,
+  ``expand``, a strided slice): ``RuntimeError: input tensor has to be contiguous`` in both
+  ranks. :func:`make_runnable` makes a contiguous copy at the end of the producing stage
+  (``aten.clone`` with ``memory_format=torch.contiguous_format``) and sends that; a tensor
+  already contiguous is sent as it is (the decision uses the shapes and strides that
+  ``torch.export`` records; a node without them is copied, which is always correct).
+* an **in-place operator** (``relu_``, ``add_``...) writing to a tensor received from an earlier
+  stage: ``a leaf Variable that requires grad is being used in an in-place operation`` in
+  forward+backward. :func:`make_runnable` clones the received tensor at the start of the
+  stage and makes the in-place operator and every later user read the clone (the same values
+  the unsplit program sees).
+
+:func:`pipeline` is ``torch.distributed.pipelining.pipeline`` with that pass applied, for a
+``split_spec`` or a ``split_policy``; :func:`stagecut.frontends.split.split_policy` applies it
+itself. The copies cost one memory pass over the tensors they copy; ``notes(gm)`` is not kept:
+the pass records what it did in ``gm.meta["stagecut_runtime"]``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from stagecut.errors import InvalidArgumentError
+from stagecut.frontends._common import require
+from stagecut.results import Plan
+
+__all__ = ["make_runnable", "pipeline", "as_plan"]
+
+
+def as_plan(plan: Plan | str | os.PathLike[str] | Mapping[str, Any]) -> Plan:
+    """A plan, or one saved with ``plan.to_json()``: a path to a JSON file, a JSON string or the
+    parsed mapping (so every rank can run the plan computed once on rank 0 or ahead of time).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a plan, a readable file or JSON a plan was saved as (naming the file or field).
+    """
+    if isinstance(plan, Plan):
+        return plan
+    if isinstance(plan, os.PathLike) or (isinstance(plan, str) and not plan.lstrip().startswith("{")):
+        path = Path(plan)
+        try:
+            text = path.read_text()
+        except OSError as e:
+            raise InvalidArgumentError(f"plan: cannot read {str(path)!r} ({e.strerror or e})") from e
+        return _from_json(text, f"plan file {str(path)!r}")
+    if isinstance(plan, (str, Mapping)):
+        return _from_json(plan, "plan")
+    raise InvalidArgumentError(f"plan must be a stagecut.Plan, a path to a saved plan or its JSON, got "
+                               f"{type(plan).__name__}")
+
+
+def _from_json(data: str | Mapping[str, Any], what: str) -> Plan:
+    import json
+
+    try:
+        return Plan.from_json(data)
+    except (InvalidArgumentError, ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
+        raise InvalidArgumentError(f"{what} is not a saved stagecut plan: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0][:200] if str(e) else ''}") from e
+
+
+def _is_split(n: Any, pipe_split: Any) -> bool:
+    return bool(n.op == "call_function" and n.target is pipe_split)
+
+
+def _mutated_args(n: Any) -> list[Any]:
+    """The fx nodes an in-place operator writes to (its schema's mutable arguments)."""
+    schema = getattr(n.target, "_schema", None)
+    if n.op != "call_function" or schema is None or not getattr(schema, "is_mutable", False):
+        return []
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)
+        if hasattr(value, "op"):
+            out.append(value)
+    return out
+
+
+def _alias_root(x: Any) -> Any:
+    """The node whose storage ``x`` views (``x`` itself when it is no view): follows operators
+    whose schema says the result aliases their first argument (``view``, ``transpose``...)."""
+    seen = 0
+    while x.op == "call_function" and seen < 10_000:
+        schema = getattr(x.target, "_schema", None)
+        if schema is None or not schema.returns or schema.returns[0].alias_info is None or not schema.arguments:
+            break
+        first = schema.arguments[0].alias_info
+        if first is None or first.is_write or not x.args or not hasattr(x.args[0], "op"):
+            break
+        x, seen = x.args[0], seen + 1
+    return x
+
+
+def _contiguous(n: Any) -> bool | None:
+    """Whether the tensor a node makes is contiguous (``None``: unknown, or not a tensor)."""
+    val = n.meta.get("val")
+    if val is None or not hasattr(val, "is_contiguous"):
+        return None
+    try:
+        return bool(val.is_contiguous())
+    except Exception:  # a symbolic shape that cannot decide
+        return None
+
+
+def make_runnable(gm: Any) -> Any:
+    """Make the stages of a program split by ``pipe_split()`` calls runnable (module docstring):
+    non-contiguous tensors crossing a boundary copied contiguous, tensors received from an
+    earlier stage cloned before an in-place operator writes to them.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        The program with its ``pipe_split`` calls (what a ``split_policy`` returns), changed in
+        place.
+
+    Returns
+    -------
+    torch.fx.GraphModule
+        ``gm``; ``gm.meta["stagecut_runtime"]`` lists what was added.
+
+    Raises
+    ------
+    BackendUnavailableError
+        torch is not installed.
+    """
+    require("torch.distributed.pipelining", "torch")
+    torch = require("torch", "torch")
+    pipe_split = torch.ops.pippy._pipe_split.default
+    from torch.distributed.pipelining import _IR
+
+    splits = (pipe_split, _IR.pipe_split)
+    graph = gm.graph
+    done: list[str] = []
+
+    def stages() -> dict[Any, int]:
+        out: dict[Any, int] = {}
+        s = 0
+        for n in graph.nodes:
+            if n.op == "call_function" and n.target in splits:
+                s += 1
+            elif n.op not in ("placeholder", "get_attr", "output"):
+                out[n] = s
+        return out
+
+    where = stages()
+    if not any(where.values()):
+        return gm
+    boundary = [n for n in graph.nodes if n.op == "call_function" and n.target in splits]
+    # 1. in-place writes to a tensor from an earlier stage (or a model input read by a later stage)
+    for n in list(graph.nodes):
+        if n not in where:
+            continue
+        for x in (_alias_root(m) for m in _mutated_args(n)):
+            if x.op == "get_attr" or (x in where and where[x] >= where[n]) or (x.op == "placeholder"
+                                                                                and where[n] == 0):
+                continue
+            split_node = boundary[where[n] - 1]
+            with graph.inserting_after(split_node):
+                copy = graph.call_function(torch.ops.aten.clone.default, (x,))
+            copy.meta = {**n.meta, "val": x.meta.get("val")}  # n's module stack: the runtime outlines by it
+            stage_now = stages()
+            for user in list(x.users):
+                if user is not copy and user in stage_now and stage_now[user] >= where[n]:
+                    user.replace_input_with(x, copy)
+            where = stage_now
+            where[copy] = where[n]
+            done.append(f"{x.name} cloned at the start of stage {where[n]} before {n.name} writes to it")
+    # 2. non-contiguous tensors crossing a boundary
+    where = stages()
+    for x in list(graph.nodes):
+        if x not in where or _contiguous(x) is not False:
+            continue
+        later = [u for u in x.users if u in where and where[u] > where[x]]
+        if not later:
+            continue
+        end = boundary[where[x]]  # the pipe_split closing x's stage
+        with graph.inserting_before(end):
+            copy = graph.call_function(torch.ops.aten.clone.default, (x,),
+                                       {"memory_format": torch.contiguous_format})
+        copy.meta = {k: v for k, v in x.meta.items() if k != "val"}
+        val = x.meta.get("val")
+        if val is not None:
+            try:
+                copy.meta["val"] = val.clone(memory_format=torch.contiguous_format)
+            except Exception:  # fake tensors that cannot be cloned: leave the meta out
+                pass
+        for u in later:
+            u.replace_input_with(x, copy)
+        done.append(f"{x.name} made contiguous before it leaves stage {where[x]}")
+    graph.lint()
+    gm.recompile()
+    gm.meta["stagecut_runtime"] = tuple(done)
+    return gm
+
+
+def pipeline(model: Any, mb_args: tuple[Any, ...], mb_kwargs: Mapping[str, Any] | None = None, *,
+             split_spec: Mapping[str, Any] | None = None,
+             split_policy: Callable[[Any], Any] | None = None) -> Any:
+    """``torch.distributed.pipelining.pipeline`` with the stages made runnable
+    (:func:`make_runnable`): same arguments, exactly one of ``split_spec`` and ``split_policy``.
+
+    Returns
+    -------
+    torch.distributed.pipelining.Pipe
+
+    Raises
+    ------
+    InvalidArgumentError
+        Neither or both of ``split_spec`` and ``split_policy``.
+    BackendUnavailableError
+        torch is not installed.
+    """
+    require("torch.distributed.pipelining", "torch")
+    from torch.distributed.pipelining import _IR
+
+    if (split_spec is None) == (split_policy is None):
+        raise InvalidArgumentError("pass exactly one of split_spec and split_policy")
+    if split_spec is not None:
+        _IR.annotate_split_points(model, dict(split_spec))
+        policy: Callable[[Any], Any] = make_runnable
+    else:
+        user = split_policy
+        assert user is not None
+
+        def policy(gm: Any) -> Any:
+            return make_runnable(user(gm))
+    return _IR.Pipe.from_tracing(mod=model, example_args=tuple(mb_args),
+                                 example_kwargs=dict(mb_kwargs) if mb_kwargs else None, split_policy=policy)

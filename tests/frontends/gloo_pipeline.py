@@ -1,0 +1,135 @@
+"""Run plans through ``torch.distributed.pipelining`` on 2 gloo ranks (CPU, one thread each) and
+check them against the unsplit model: the output (forward only) and the loss and every
+parameter's gradient (forward+backward, ``ScheduleGPipe`` with 2 micro-batches). Used by the
+tests; each case is ``(model name, stages)`` with ``stages`` the node ids of each stage.
+
+The reference is independent of stagecut: a deep copy of the model run on each micro-batch,
+its losses summed and back-propagated (what the schedule accumulates); a parameter held by
+several stages (a replicated shared weight) is checked by the sum of its copies' gradients.
+"""
+
+import copy
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+
+MICRO_BATCHES = 2
+
+
+def _loss(out, target):
+    return ((out - target) ** 2).mean()
+
+
+def _case(rank, model_name, stages, backward, traces):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import ScheduleGPipe
+
+    from frontends.torch_models import manual_plan, small_model
+    from stagecut.frontends import runtime
+    from stagecut.frontends.torch import trace_torch
+
+    model, x_mb = small_model(model_name)
+    if model_name not in traces:
+        traces[model_name] = trace_torch(model, (x_mb,), bandwidth=1e9)
+    t = traces[model_name]
+    torch.manual_seed(1)
+    x = torch.cat([x_mb] + [torch.randn_like(x_mb) for _ in range(MICRO_BATCHES - 1)])
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        out_shape = model(x_mb).shape
+    target = torch.randn(MICRO_BATCHES * out_shape[0], *out_shape[1:])
+    xs, ys = x.chunk(MICRO_BATCHES), target.chunk(MICRO_BATCHES)
+    ref_out = [ref(xi) for xi in xs]
+    ref_loss = sum(_loss(o, y) for o, y in zip(ref_out, ys))
+    ref_loss.backward()
+    ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+
+    plan = manual_plan(t, stages)
+    pipe = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
+    assert pipe.num_stages == 2, pipe.num_stages
+    stage = pipe.build_stage(rank, torch.device("cpu"))
+    sched = ScheduleGPipe(stage, MICRO_BATCHES, loss_fn=_loss if backward else None, scale_grads=False)
+    losses = []
+    if rank == 0:
+        sched.step(x)
+        result = {}
+    elif backward:
+        sched.step(target=target, losses=losses)
+        got = float(sum(losses))
+        result = {"loss": got, "ref_loss": float(ref_loss)}
+    else:
+        out = sched.step()
+        want = torch.cat([o.detach() for o in ref_out])
+        result = {"max_err": float((out.detach() - want).abs().max())}
+    grads = {}
+    if backward:
+        for n, p in pipe.get_stage_module(rank).named_parameters():
+            if p.grad is not None:
+                grads[n] = p.grad.detach().clone()
+    gathered = [None, None]
+    dist.all_gather_object(gathered, grads)
+    if rank == 0 and backward:
+        total = {}
+        for g in gathered:
+            for n, v in g.items():
+                total[n] = total[n] + v if n in total else v
+        missing = sorted(set(ref_grads) - set(total))
+        errs = [float((total[n] - ref_grads[n]).abs().max()) for n in ref_grads if n in total]
+        result = {"missing_grads": missing, "grad_err": max(errs, default=0.0),
+                  "grads": len(errs)}
+    return result
+
+
+def _worker(rank, init_file, cases, out_dir):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    traces = {}
+    results = []
+    try:
+        for model_name, stages, backward in cases:
+            try:
+                t0 = time.process_time()
+                r = _case(rank, model_name, stages, backward, traces)
+                results.append({"ok": True, "cpu_s": time.process_time() - t0, **r})
+            except Exception as e:  # noqa: BLE001 - reported to the test, which fails on it
+                results.append({"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                                "trace": traceback.format_exc()[-2000:]})
+                break  # the other rank may be waiting on a message that will not come
+    finally:
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(results, f)
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def run(cases, tmp_dir, timeout=600):
+    """Run ``cases`` (``(model name, stages, backward)``) on 2 gloo ranks; the per-rank results
+    (a list per rank, one dict per case run; a failing case ends the rank's list)."""
+    import torch.multiprocessing as mp
+
+    init_file = os.path.join(str(tmp_dir), "gloo_init")
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if tests_dir not in sys.path:
+        sys.path.insert(0, tests_dir)
+    ctx = mp.start_processes(_worker, args=(init_file, cases, str(tmp_dir)), nprocs=2, join=False,
+                             start_method="spawn")
+    try:
+        while not ctx.join(timeout=timeout):
+            pass
+    except Exception:  # a rank that died: its results file says how far it got
+        pass
+    out = []
+    for rank in range(2):
+        path = os.path.join(str(tmp_dir), f"rank{rank}.json")
+        out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
+    return out
