@@ -321,3 +321,21 @@ def test_searches_share_the_start_pool_and_never_lose_it():
                    lambda q, s: local_search(q, start=s, max_evaluations=300),
                    lambda q, s: lns(q, start=s, max_iterations=20, seed=2)):
         assert search(p, start).objective <= start.objective + 1e-9
+
+
+def test_the_reservation_goes_by_gain_per_byte():
+    """A gains 10 with 2 bytes, B and C gain 6 each with 1 byte; the accelerator holds 2 bytes:
+    B and C together (12) beat A (10), and the reservation picks them."""
+    from stagecut.latency.heuristics import Units
+
+    nodes = [sc.Node("A", {"accelerator": 1.0, "cpu": 11.0}, memory=2.0),
+             sc.Node("B", {"accelerator": 1.0, "cpu": 7.0}, memory=1.0),
+             sc.Node("C", {"accelerator": 1.0, "cpu": 7.0}, memory=1.0)]
+    p = LatencyProblem(sc.Graph(nodes, [("A", "B"), ("B", "C")]), Devices.pcie_star(1, memory=2.0))
+    r = Reserve(Units(p), 1.0)
+    assert [p.ids[int(Units(p).members[u][0])] for u in np.flatnonzero(r.reserved)] == ["B", "C"]
+    assert r.pending == 2.0
+    r.take(int(Units(p).unit_of[p.index["B"]]), 1)
+    assert r.pending == 1.0
+    s = m_heft(p)
+    assert s.placement["B"] == s.placement["C"] == "accelerator:0" and s.objective == 13.0

@@ -33,9 +33,9 @@ method           semantics  what it does
 ``brute``        asap       every placement and order (n <= 8; the tests' oracle)
 ``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
-``auto``         asap       every constructive heuristic (memory-aware ones and, on a PCIe
-                            star, the authors' greedy re-scored under asap included), QuickP
-                            with a fifth of the time, LNS and local search from the best,
+``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
+                            PCIe star, the authors' greedy re-scored under asap included),
+                            LNS and local search from the best,
                             then the MILP when the model is small (default limit 60 s);
                             never worse than any of them; its notes say which method found
                             the answer, the bound's source and each phase's time
@@ -55,7 +55,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from stagecut._deadline import check_time_limit
-from stagecut.errors import InvalidArgumentError, StagecutError
+from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.latency.devices import Devices
 from stagecut.latency.evaluate import TOL
@@ -75,8 +75,6 @@ AUTO_TIME_LIMIT = 60.0
 CONSTRUCTIVE = ("best-device", "met", "greedy", "heft", "m-heft", "m-greedy", "m-topo", "m-chain", "metis")
 #: ``auto`` runs the whole MILP only when nodes x devices is at most this
 AUTO_MILP_SIZE = 240
-#: the share of ``auto``'s time left after the constructive methods that QuickP gets
-QUICKP_SHARE = 0.2
 
 
 def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
@@ -276,19 +274,6 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         ok = [s for s in found if s.objective is not None]
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         best = min(ok, key=_key, default=None)
-        # QuickP (fused IP) with a share of the limit: another start
-        if left() > 1.0:
-            t = time.perf_counter()
-            try:
-                s = solvers["quickp"](problem, time_limit=max(0.5, QUICKP_SHARE * left()), solver=solver,
-                                      threads=threads)
-            except StagecutError as e:  # a model QuickP does not take: no start from it
-                phases.append(f"quickp failed ({e})")
-            else:
-                found.append(s)
-                if s.objective is not None:
-                    best = min([best, s], key=_key) if best is not None else s
-                phases.append(f"quickp {time.perf_counter() - t:.3g} s")
         # 2. LNS from the best start, then local search from LNS's answer
         if best is not None and left() > 0.05:
             t = time.perf_counter()
