@@ -58,6 +58,16 @@ def test_the_pages_have_examples():
     assert all(reason.split(":", 1)[1].strip(" ->") for p in PAGES for _, _, reason in blocks(p) if reason)
 
 
+def test_api_reference_lists_every_public_name():
+    """A name added to ``stagecut.__all__`` must get its entry in the API reference."""
+    import stagecut
+
+    listed = set(re.findall(r"[\w.]+", "\n".join(re.findall(r"^:names: (.*)$", (DOCS / "api" / "index.md").read_text(),
+                                                               re.M))))
+    assert listed and sorted(set(stagecut.__all__) - listed) == []
+    assert sorted(listed - set(stagecut.__all__)) == []
+
+
 @pytest.mark.parametrize("page", _params())
 def test_page_examples_run(page: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = page.read_text()

@@ -59,15 +59,30 @@ class StagecutCli(Directive):
         return out
 
 
+def _names(text: str) -> list[str]:
+    return [x.strip() for x in text.replace("\n", ",").split(",") if x.strip()]
+
+
+#: one line for the constants (their value's own docstring would be str's or tuple's)
+DATA_DOCS = {
+    "stagecut.ACCELERATOR": "The device kind of accelerators: the key of a node's ``compute`` time on one.",
+    "stagecut.CPU": "The device kind of CPUs: the key of a node's ``compute`` time on one.",
+    "stagecut.STATUSES": "Every status a result may have, from best to worst (see :class:`Result`).",
+    "stagecut.DEFAULT_MAX_IDEALS": "The exact DP's default cap on the ideals it enumerates.",
+    "stagecut.BOUND_LEVELS": "The lower-bound levels of :func:`mtpp_bound` and :func:`certify`, weakest first.",
+}
+
+
 class StagecutMembers(Directive):
     """``.. stagecut-members:: MODULE``: autodoc entries for every name in ``MODULE.__all__``.
 
-    Options: ``exclude`` (comma-separated names documented elsewhere). The module's own docstring
+    Options: ``names`` (only these, in this order) and ``exclude`` (names documented elsewhere),
+    comma-separated. Constants get their value and a line from :data:`DATA_DOCS`. The module's own docstring
     is left out (the page introduces the module), so its sections do not clash across pages.
     """
 
     required_arguments = 1
-    option_spec = {"exclude": lambda s: [x.strip() for x in s.split(",") if x.strip()]}
+    option_spec = {"exclude": _names, "names": _names}
 
     def run(self) -> list[Any]:
         import importlib
@@ -79,8 +94,9 @@ class StagecutMembers(Directive):
         modname = self.arguments[0]
         mod = importlib.import_module(modname)
         exclude = set(self.options.get("exclude", []))
+        names = self.options.get("names") or list(mod.__all__)
         lines = [f".. currentmodule:: {modname}", ""]
-        for name in mod.__all__:
+        for name in names:
             if name in exclude:
                 continue
             obj = getattr(mod, name)
@@ -91,7 +107,14 @@ class StagecutMembers(Directive):
             elif callable(obj):
                 lines += [f".. autofunction:: {name}", ""]
             else:
-                lines += [f".. autodata:: {name}", "   :no-value:", ""]
+                value = repr(obj)
+                value = value if len(value) <= 90 else value[:87] + "..."
+                lines += [f".. py:data:: {name}", f"   :value: {value}", ""]
+                doc = DATA_DOCS.get(f"{modname}.{name}")
+                if doc:
+                    lines += [f"   {doc}", ""]
+        # the pages are MyST Markdown, whose nested parse reads Markdown: hand the reST to eval-rst
+        lines = ["```{eval-rst}", *lines, "```"]
         node = nodes.container()
         nested_parse_with_titles(self.state, StringList(lines, source=f"<{modname}.__all__>"), node)
         return list(node.children)
