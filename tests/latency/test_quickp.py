@@ -13,7 +13,7 @@ from stagecut.latency import Devices, LatencyProblem, evaluate_schedule
 from stagecut.latency.colocate import colocation_groups
 from stagecut.latency.fusion import fuse
 from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
-from stagecut.latency.quickp import edge_asap, fused_edge_sizes, quickp, solve_ip
+from stagecut.latency.quickp import edge_asap, fused_edge_sizes, list_order, quickp, solve_ip
 
 SEVEN_EDGES = {(0, 3): 4, (0, 4): 5, (1, 3): 0, (2, 3): 5, (3, 4): 3, (3, 5): 4, (3, 6): 1, (4, 5): 3, (5, 6): 3}
 SEVEN_TIMES = [9, 4, 6, 1, 7, 2, 4]
@@ -201,12 +201,14 @@ def test_fused_edges_carry_each_crossing_tensor_once():
 def test_edge_asap_charges_a_transfer_only_across_devices():
     g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("u", 2.0), ("v", 3.0), ("x", 1.0)]], [("u", "v"), ("u", "x")])
     p = LatencyProblem(g, two_gpus(bw=2.0))
+    p.bandwidth[0, 0] = p.bandwidth[1, 1] = 0.5   # the diagonal is never read (Devices makes it inf)
     w = {(0, 1): 10.0, (0, 2): 4.0}
     # u and v on gpu:0, x on gpu:1: v pays nothing, x pays 4 / 2
     start, finish = edge_asap(p, w, [0, 0, 1], [[0, 1], [2]])
     assert start == [0.0, 2.0, 4.0] and finish == [2.0, 5.0, 5.0]
     start, finish = edge_asap(p, w, [0, 1, 0], [[0, 2], [1]])
     assert start == [0.0, 7.0, 2.0] and finish == [2.0, 10.0, 3.0]
+    assert list_order(p, w, [0, 0, 1]) == [[0, 1], [2]]
 
 
 def test_ip_bound_is_capped_at_its_makespan(monkeypatch):

@@ -29,6 +29,64 @@ def positions(p, s):
     return dev, seq
 
 
+# ------------------------------------------------------------------------------ one time limit
+def test_a_slow_build_is_cut_by_the_deadline(monkeypatch):
+    # the model's build outlives the limit (planted: the transitive closure waits for the deadline):
+    # the build stops, the MIP is never solved, and the answer is the best warm start
+    from stagecut._deadline import expired
+
+    p, _ = training_problem("alexnet", 300)
+    real = Q.transitive_closure
+    calls = {"closure": 0}
+
+    def slow(problem):
+        calls["closure"] += 1
+        while not expired():
+            pass
+        return real(problem)
+
+    def no_solve(*a, **k):
+        raise AssertionError("solved after the deadline")
+
+    monkeypatch.setattr(Q, "transitive_closure", slow)
+    monkeypatch.setattr(Q, "solve", no_solve)
+    s = quickp(p, time_limit=1.5, threads=1)
+    assert calls["closure"] == 1
+    assert s.status == "time_limit" and s.stats["built"] == 0
+    assert s.stats["found_by"] in ("heft", "metis", "best-device")
+    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
+
+
+def test_the_solver_gets_what_is_left_of_the_limit(monkeypatch):
+    from stagecut._deadline import remaining
+
+    p, _ = training_problem("alexnet", 300)
+    got = {}
+    real = Q.solve
+
+    def spy(model, **kw):
+        got["limit"], got["left"] = kw["time_limit"], remaining()
+        assert got["limit"] is not None, "the solver was given no limit"
+        return real(model, **kw)
+
+    monkeypatch.setattr(Q, "solve", spy)
+    quickp(p, time_limit=3, threads=1)
+    assert got["limit"] is not None and 0 < got["limit"] <= got["left"] + 0.05 and got["limit"] < 3
+
+
+def test_no_time_left_after_the_starts_skips_the_ip(monkeypatch):
+    p, _ = training_problem("alexnet", 300)
+
+    def no_ip(*a, **k):
+        raise AssertionError("the IP ran with no time left")
+
+    monkeypatch.setattr(Q, "solve_ip", no_ip)
+    monkeypatch.setattr(Q, "remaining", lambda: 0.01)
+    s = quickp(p, time_limit=30)
+    assert s.status == "time_limit" and s.stats["ip_status"] == "skipped"
+    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
+
+
 # ------------------------------------------------------------------------------ the training graphs
 @pytest.mark.parametrize("shape, core", [("alexnet", 233), ("vgg", 417)])
 def test_training_graphs_are_mostly_free_operators(shape, core):
@@ -41,10 +99,12 @@ def test_training_graphs_are_mostly_free_operators(shape, core):
     assert (t == 0).mean() > 0.4 and (t < 5).mean() > 0.8      # most operators free or tiny
     assert t.max() > 100 * np.median(t[t > 0])                  # a few large convolutions
     sizes = info["edge_bytes"]
-    assert len(sizes) == len(g.edges) and min(sizes.values()) == 0.0   # control edges carry nothing
+    assert len(sizes) == len(g.edges) and min(sizes.values()) == 0.0
+    ops = info["op_types"]
+    control = [b for (u, v), b in sizes.items() if "NoOp" in (ops[u], ops[v])]
+    assert len(control) > 20 and set(control) == {0.0}           # control edges carry nothing
     assert info["unequal_outputs"] > 0                         # the loss's two outputs
-    ops = set(info["op_types"].values())
-    assert {"Conv2DBackpropFilter", "ApplyMomentum", "NoOp", "Shape"} <= ops
+    assert {"Conv2DBackpropFilter", "ApplyMomentum", "NoOp", "Shape"} <= set(ops.values())
     # a gradient reads a forward activation far back in the topological order
     p = LatencyProblem(g, operator_devices(2), output_bytes=out)
     pos = {v: k for k, v in enumerate(p.ids[i] for i in p.order)}
@@ -61,6 +121,10 @@ def test_reader_gives_each_links_tensor():
                       {"source": "a", "target": "c", "tensor_size_in_bit": 16.0}]}
     g, out, info = operator_graph_from_data(data)
     assert info["edge_bytes"] == {("a", "b"): 10.0, ("a", "c"): 2.0} and out["a"] == 10.0
+    # two links between one pair (a multigraph: two tensors) both cross
+    data["links"].append({"source": "a", "target": "b", "tensor_size_in_bit": 8.0})
+    g, out, info = operator_graph_from_data(data)
+    assert info["edge_bytes"][("a", "b")] == 11.0 and len(g.edges) == 2 and out["a"] == 10.0
 
 
 # ------------------------------------------------------------------------------ never above its starts
@@ -124,61 +188,15 @@ def test_list_order_keeps_chains_and_prefers_early_inputs():
     assert list_order(p, w, dev, chains=[[2, 3]]) == [[0, 2, 3], [1]]
 
 
-# ------------------------------------------------------------------------------ one time limit
-def test_a_slow_build_is_cut_by_the_deadline(monkeypatch):
-    # the model's build outlives the limit (planted: the transitive closure waits for the deadline):
-    # the build stops, the MIP is never solved, and the answer is the best warm start
-    from stagecut._deadline import expired
-
-    p, _ = training_problem("alexnet", 300)
-    real = Q.transitive_closure
-    calls = {"closure": 0}
-
-    def slow(problem):
-        calls["closure"] += 1
-        while not expired():
-            pass
-        return real(problem)
-
-    def no_solve(*a, **k):
-        raise AssertionError("solved after the deadline")
-
-    monkeypatch.setattr(Q, "transitive_closure", slow)
-    monkeypatch.setattr(Q, "solve", no_solve)
-    s = quickp(p, time_limit=1.5, threads=1)
-    assert calls["closure"] == 1
-    assert s.status == "time_limit" and s.stats["built"] == 0
-    assert s.stats["found_by"] in ("heft", "metis", "best-device")
-    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
-
-
-def test_the_solver_gets_what_is_left_of_the_limit(monkeypatch):
-    from stagecut._deadline import remaining
-
-    p, _ = training_problem("alexnet", 300)
-    got = {}
-    real = Q.solve
-
-    def spy(model, **kw):
-        got["limit"], got["left"] = kw["time_limit"], remaining()
-        return real(model, **kw)
-
-    monkeypatch.setattr(Q, "solve", spy)
-    quickp(p, time_limit=3, threads=1)
-    assert got["limit"] is not None and 0 < got["limit"] <= got["left"] + 0.05 and got["limit"] < 3
-
-
-def test_no_time_left_after_the_starts_skips_the_ip(monkeypatch):
-    p, _ = training_problem("alexnet", 300)
-
-    def no_ip(*a, **k):
-        raise AssertionError("the IP ran with no time left")
-
-    monkeypatch.setattr(Q, "solve_ip", no_ip)
-    monkeypatch.setattr(Q, "remaining", lambda: 0.01)
-    s = quickp(p, time_limit=30)
-    assert s.status == "time_limit" and s.stats["ip_status"] == "skipped"
-    assert s.objective == min(s.stats["heft"], s.stats["metis"], s.stats["best-device"])
+def test_list_order_counts_the_devices_busy_time():
+    # p (10) and q (1) are sources on gpu:0, r (1) on gpu:1; u (after q) and v (after r) on gpu:1.
+    # q waits for p: it ends at 11, so u's input arrives at 11 and v (input at 1) runs first
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("p", 10.0), ("q", 1.0), ("r", 1.0), ("u", 1.0), ("v", 1.0)]],
+                 [("q", "u"), ("r", "v")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    assert p.ids == ["p", "q", "r", "u", "v"] and p.order == [0, 1, 2, 3, 4]
+    w = {(1, 3): 0.0, (2, 4): 0.0}
+    assert list_order(p, w, [0, 0, 1, 1, 1]) == [[0, 1], [2, 4, 3]]
 
 
 # ------------------------------------------------------------------------------ per-edge transfers
