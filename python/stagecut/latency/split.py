@@ -307,8 +307,11 @@ def _split(problem: LatencyProblem, time_limit: float | None, solver: str, threa
     if not cuts:
         from stagecut.latency.split_multi import channel_modules, solve_split_multi
 
-        if len(channel_modules(problem)[1]) >= 2:  # modules joined by several channels: the heuristic
-            out = solve_split_multi(problem, time_limit=time_limit, solver=solver, threads=threads, start=start)
+        found = channel_modules(problem)
+        if len(found[1]) >= 2:  # modules joined by several channels: the heuristic
+            left = None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - t0))
+            out = solve_split_multi(problem, time_limit=left, solver=solver, threads=threads, start=start,
+                                    modules=found)
             assert isinstance(out, Schedule)
             return out
         return _whole(problem, "the graph has no cut vertex (no narrow point): the whole MILP is solved",

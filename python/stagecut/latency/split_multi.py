@@ -181,12 +181,16 @@ def channel_modules(problem: LatencyProblem, channels: int | None = None) -> tup
     if not isinstance(problem, LatencyProblem):
         raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
     cs = (check_int(channels, "channels", minimum=1),) if channels is not None else (2, 3, 4)
+    cut = max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
     if len(problem) > MAX_COMPONENT_NODES:
-        return max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
-    best = max(((c, _modules_for(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
-    if len(best[1]) >= 2:
-        return best
-    return max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
+        return cut
+    found: list[tuple[int, list[list[int]]]] = []
+    for c in cs:  # (networkx's components take seconds: stop at the deadline with what is known)
+        if expired():
+            break
+        found.append((c, _modules_for(problem, c)))
+    best = max(found, key=lambda cm: (len(cm[1]), -cm[0]), default=(cut[0], [list(problem.order)]))
+    return best if len(best[1]) >= 2 else cut
 
 
 def single_batch(problem: LatencyProblem, spec: BatchSpec, placement: Sequence[int]) -> np.ndarray:
@@ -277,8 +281,8 @@ def _chain_bound(problem: LatencyProblem, spec: BatchSpec, mods: list[list[int]]
 
 def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec | None = None,
                       channels: int | None = None, time_limit: float | None = None, solver: str = "cbc",
-                      threads: int | None = None, bound_solves: bool = True,
-                      start: Schedule | None = None) -> Schedule | BatchedSchedule:
+                      threads: int | None = None, bound_solves: bool = True, start: Schedule | None = None,
+                      modules: tuple[int, list[list[int]]] | None = None) -> Schedule | BatchedSchedule:
     """The sequential module solve with its lower bound (see the module docs).
 
     Parameters
@@ -303,6 +307,9 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         :func:`~stagecut.latency.heuristics.best_constructive`); when the sequential solve ends
         above it, the start's placement and order are returned instead (a note says so), so the
         answer is never above the start.
+    modules : tuple of (int, list of list of int), optional
+        :func:`channel_modules` of the problem, when already computed (``channels`` is then
+        ignored).
 
     Returns
     -------
@@ -323,15 +330,15 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
     check_options(time_limit, None, threads, 0, solver)
     with deadline(time_limit):  # every module solve, bound solve and the start: one time limit
-        return _sequential(problem, inputs, spec, channels, time_limit, solver, threads, bound_solves, start, t0)
+        c, mods = modules if modules is not None else channel_modules(problem, channels)
+        return _sequential(problem, inputs, spec, c, mods, time_limit, solver, threads, bound_solves, start, t0)
 
 
-def _sequential(problem: LatencyProblem, inputs: int, spec: BatchSpec | None, channels: int | None,
+def _sequential(problem: LatencyProblem, inputs: int, spec: BatchSpec | None, c: int, mods: list[list[int]],
                 time_limit: float | None, solver: str, threads: int | None, bound_solves: bool,
                 start: Schedule | None, t0: float) -> Schedule | BatchedSchedule:
-    """:func:`solve_split_multi` once its options are checked."""
+    """:func:`solve_split_multi` once its options are checked and its modules known."""
     sp = spec if spec is not None else batch_spec(problem, inputs)
-    c, mods = channel_modules(problem, channels)
     n, nd = len(problem), problem.num_devices
     each = None if time_limit is None else max(0.05, time_limit / (len(mods) * (2 if bound_solves else 1)))
     counts = np.zeros((n, nd), dtype=np.int64)
