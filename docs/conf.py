@@ -48,4 +48,3 @@ html_theme = "furo"
 html_title = f"stagecut {release}"
 html_static_path: list[str] = []
 html_last_updated_fmt = None
-pygments_style = "sphinx"

@@ -68,7 +68,7 @@ def test_api_reference_lists_every_public_name():
     assert sorted(listed - set(stagecut.__all__)) == []
 
 
-@pytest.mark.parametrize("page", _params())
+@pytest.mark.parametrize("page", list(_params()))
 def test_page_examples_run(page: pathlib.Path, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = page.read_text()
     if "../shared" in text:

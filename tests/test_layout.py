@@ -76,3 +76,18 @@ def test_no_issue_numbers_in_user_facing_text():
             if pattern.search(line):
                 hits.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+def test_readme_is_a_front_door():
+    """The README stays short, gives CI's own test command, and its links lead somewhere."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    assert "```sh\n.ci/run\n```" in text  # the test command is exactly what CI runs
+    assert (ROOT / ".ci" / "run").is_file()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert not missing, missing

@@ -30,7 +30,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Arg
 
 def _help_text(parser: argparse.ArgumentParser) -> str:
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"  # argparse wraps to $COLUMNS: fixed, so the page is reproducible
+    os.environ["COLUMNS"] = "88"  # argparse wraps to $COLUMNS: fixed, so the page is reproducible
     try:
         return parser.format_help().rstrip()
     finally:
