@@ -19,8 +19,11 @@ What the graph keeps, and what it drops (each counted in the trace's ``notes``):
 * parameters, buffers and lifted constants are not nodes: ``torch.export`` lifts them to
   placeholder nodes that have no producer, and such isolated nodes would multiply the ideals
   the exact DP enumerates (each one doubles them) and push ``method="auto"`` to DPL. Their bytes
-  become the ``memory`` of the operator that uses them; one used by several operators (a shared
-  weight) is counted once, on the first, and the users are colocated (one stage holds it);
+  become the ``memory`` of the operator that uses them. One used by several operators
+  (:mod:`stagecut.frontends.shared`): a parameter whose users are in one module is counted once
+  and its users colocated; a *tied* parameter (users in different modules, GPT-2's embedding and
+  output projection) is replicated (listed in ``TorchTrace.tied``; in training its gradient
+  all-reduce is charged); a shared buffer is replicated and counted once;
 * the model's inputs and the output node are dropped (the inputs are there before any stage
   runs); so are nodes whose result nobody uses;
 * ``getitem`` nodes that pick a tensor out of an operator's tuple result are merged into that
@@ -34,6 +37,7 @@ number) gets 0 bytes with a :class:`~stagecut.errors.StagecutWarning` naming it;
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import statistics
 import time
@@ -43,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
-from stagecut.frontends import export, split
+from stagecut.frontends import export, shared, split
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, trace_with_backward
 from stagecut.graph import ACCELERATOR, Graph, Node
 from stagecut.results import Plan
@@ -86,6 +90,12 @@ class TorchTrace:
         How the times were obtained.
     notes : tuple of str
         What was dropped, merged, colocated or warned about.
+    tied : mapping of str to TiedWeight
+        The tied parameters (used by operators of different modules), replicated on their
+        users' stages (:mod:`stagecut.frontends.shared`); :meth:`colocate_tied` keeps each with
+        one stage instead, :meth:`partition` plans both ways.
+    bandwidth : float
+        Bytes per second between stages (what ``comm`` was divided by).
     """
 
     graph: Graph
@@ -99,7 +109,14 @@ class TorchTrace:
     targets: Mapping[str, str]
     method: str
     timing: str
+    tied: Mapping[str, Any] = field(default_factory=dict)
+    bandwidth: float = 0.0
     notes: tuple[str, ...] = field(default=())
+    #: the traced model and its example ``(args, kwargs)`` (for :meth:`measure` and calibration)
+    model: Any = field(default=None, compare=False, repr=False)
+    example: tuple[tuple[Any, ...], dict[str, Any]] = field(default=((), {}), compare=False, repr=False)
+    #: the :class:`~stagecut.frontends.measure.Calibration` behind ``timing="calibrated"``
+    calibration: Any = field(default=None, compare=False, repr=False)
 
     def split_spec(self, plan: Plan, *, mode: str = "error") -> dict[str, Any]:
         """:func:`~stagecut.frontends.export.plan_to_pipelining` ``(plan, self, mode=mode).split_spec()``.
@@ -137,6 +154,43 @@ class TorchTrace:
         """
         return split.module_fqns(plan, self)
 
+    def measure(self, plan: Plan, **options: Any) -> Any:
+        """:func:`~stagecut.frontends.measure.measure` ``(self, plan)``: each stage built and timed,
+        predicted against measured.
+
+        Raises
+        ------
+        InvalidArgumentError, NotExpressibleError
+        """
+        from stagecut.frontends.measure import measure
+
+        return measure(self, plan, **options)
+
+    def refine(self, plan: Plan, devices: int, **options: Any) -> Any:
+        """:func:`~stagecut.frontends.measure.refine` ``(self, plan, devices)``: re-plan on measured
+        stage times until the measured bottleneck stops moving; ``(plan, measurement, trace)``.
+
+        Raises
+        ------
+        InvalidArgumentError, NotExpressibleError
+        """
+        from stagecut.frontends.measure import refine
+
+        return refine(self, plan, devices, **options)
+
+    def calibrated(self, **options: Any) -> TorchTrace:
+        """:func:`~stagecut.frontends.measure.calibrated_trace` ``(self)``: node times from
+        measured segments.
+
+        Raises
+        ------
+        InvalidArgumentError, NotExpressibleError
+        """
+        from stagecut.frontends.measure import calibrated_trace
+
+        out: TorchTrace = calibrated_trace(self, **options)
+        return out
+
     def balance(self, plan: Plan, *, mode: str = "error") -> list[int]:
         """:func:`~stagecut.frontends.export.plan_to_balance` ``(plan, self, mode=mode)``: torchgpipe's ``balance=``.
 
@@ -145,6 +199,24 @@ class TorchTrace:
         NotExpressibleError, InvalidArgumentError
         """
         return export.plan_to_balance(plan, self, mode=mode)
+
+    def colocate_tied(self) -> TorchTrace:
+        """:func:`~stagecut.frontends.shared.colocate_tied` ``(self)``: each tied parameter kept
+        with one stage instead of replicated."""
+        out: TorchTrace = shared.colocate_tied(self)
+        return out
+
+    def partition(self, devices: int, **options: Any) -> Plan:
+        """:func:`~stagecut.frontends.shared.partition_shared` ``(self, devices, **options)``:
+        :func:`stagecut.partition` with tied parameters replicated or kept with one stage,
+        whichever plan is cheaper.
+
+        Raises
+        ------
+        InvalidArgumentError
+        """
+        out: Plan = shared.partition_shared(self, devices, **options)
+        return out
 
 
 def output_bytes(value: Any) -> float | None:
@@ -189,6 +261,7 @@ class _Program:
     weights: dict[str, str]  # placeholder or get_attr node name -> parameter / buffer name
     method: str
     notes: list[str]
+    params: set[str] = field(default_factory=set)  # the weights that are trainable parameters
 
 
 def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Program:
@@ -201,6 +274,7 @@ def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Progr
     user = iter(torch.utils._pytree.tree_leaves((args, kwargs)))
     inputs: list[Any] = []
     weights: dict[str, str] = {}
+    params: set[str] = set()
     for spec in ep.graph_signature.input_specs:
         name = spec.arg.name
         if spec.kind == InputKind.USER_INPUT:
@@ -209,10 +283,12 @@ def _export(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Progr
             target = spec.target
             inputs.append(state[target] if target in state else consts[target])
             weights[name] = target
+            if spec.kind == InputKind.PARAMETER:
+                params.add(target)
         else:
             raise InvalidArgumentError(f"torch.export gave an input of kind {spec.kind.name} ({name}), "
                                        "which this front end does not handle")
-    return _Program(ep.graph_module, inputs, weights, "export", [])
+    return _Program(ep.graph_module, inputs, weights, "export", [], params)
 
 
 def _fx(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> _Program:
@@ -227,9 +303,10 @@ def _fx(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     inputs = values[:len(placeholders)]
     weights = {n.name: str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    trainable = {name for name, _ in gm.named_parameters(remove_duplicate=False)}
     note = (f"traced with torch.fx.symbolic_trace ({why}): nodes are module calls and functions, not ATen "
             "operators")
-    return _Program(gm, inputs, weights, "fx", [note])
+    return _Program(gm, inputs, weights, "fx", [note], {t for t in weights.values() if t in trainable})
 
 
 def _capture(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: str) -> _Program:
@@ -370,9 +447,13 @@ def trace_torch(
     bandwidth : float or str
         The link between stages: bytes per second (``25e9``) or a string with units
         (``"25GB/s"``). Every node's ``comm`` is its output bytes divided by it.
-    timing : {"flops", "measure"}
+    timing : {"flops", "measure", "calibrated"}
         ``"flops"``: seconds = FLOPs / ``flops_per_s``. ``"measure"``: the median wall time of
-        ``repeat`` runs of each node after ``warmup`` runs, on the inputs' device.
+        ``repeat`` runs of each node after ``warmup`` runs, on the inputs' device (each node
+        alone: per-call overhead included). ``"calibrated"``: whole segments of the program
+        timed as built, a per-operator-kind model fitted on them and scaled to them
+        (:func:`stagecut.frontends.measure.calibrate`; CPU thread time: call
+        ``torch.set_num_threads(1)`` first).
     flops_per_s : float
         Sustained FLOP rate of a device, for ``timing="flops"`` (default 1e12, a nominal
         1 TFLOP/s: set your device's).
@@ -409,8 +490,8 @@ def trace_torch(
     40.0
     """
     torch = require("torch", "torch")
-    if timing not in ("flops", "measure"):
-        raise InvalidArgumentError(f"timing must be 'flops' or 'measure', got {timing!r}")
+    if timing not in ("flops", "measure", "calibrated"):
+        raise InvalidArgumentError(f"timing must be 'flops', 'measure' or 'calibrated', got {timing!r}")
     if tracer not in ("auto", "export", "fx"):
         raise InvalidArgumentError(f"tracer must be 'auto', 'export' or 'fx', got {tracer!r}")
     if not isinstance(model, torch.nn.Module):
@@ -429,7 +510,13 @@ def trace_torch(
         outputs, flops, seconds = _run(program, timing, warmup, repeat)
     finally:
         model.load_state_dict(saved)
-    trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, timing)
+    base = "flops" if timing == "calibrated" else timing
+    trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, base)
+    trace = dataclasses.replace(trace, model=model, example=(args, kwargs))
+    if timing == "calibrated":
+        from stagecut.frontends.measure import calibrated_trace
+
+        trace = calibrated_trace(trace, warmup=warmup, repeat=repeat)
     if not training:
         return trace
     return trace_with_backward(trace, backward_factor)
@@ -532,19 +619,17 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
                 fqn = f"{n.target}.{pname}"
                 uses.setdefault(fqn, []).append(n.name)
                 wsize[fqn] = _tensor_bytes(p)
+                if any(p is q for q in mod.parameters()):
+                    program.params.add(fqn)
     classes = UnionFind()
     memory = {n.name: 0.0 for n in keep}
-    unused_weights: list[str] = []
-    for fqn, names in uses.items():
-        users = sorted({u for u in names if u in kept}, key=position.__getitem__)
-        if not users:
-            unused_weights.append(fqn)
-            continue
-        memory[users[0]] += wsize[fqn]
-        for u in users:
-            classes.union("weight:" + fqn, u)
-    notes.append(f"{len(uses)} parameters/buffers are not nodes: their bytes are the memory of the first "
-                 "operator using them")
+    modules = {n.name: _module_stack(n, program.method) for n in keep}
+    by_tensor: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        by_tensor.setdefault(id(p), []).append(name)
+    aliases = {name: tuple(names) for names in by_tensor.values() for name in names}
+    tied, unused_weights = shared.place_weights(uses, wsize, program.params, modules, position, classes, memory,
+                                                aliases, notes)
     if unused_weights:
         notes.append(f"{len(unused_weights)} parameter(s)/buffer(s) used by no operator were dropped "
                      f"(not counted in memory): {', '.join(unused_weights[:10])}")
@@ -556,15 +641,15 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
     if picks:
         notes.append(f"{len(picks)} getitem node(s) merged into the operator whose tuple result they pick from")
 
-    modules = {n.name: _module_stack(n, program.method) for n in keep}
-    shared = sorted(name for name, m in model.named_modules() if name and calls.get(name, 0) > 1
+    shared_modules = sorted(name for name, m in model.named_modules() if name and calls.get(name, 0) > 1
                     and (any(True for _ in m.parameters()) or any(True for _ in m.buffers())))
-    for m in shared:
+    for m in shared_modules:
         for n in keep:
             if m in modules[n.name]:
                 classes.union("module:" + m, n.name)
-    if shared:
-        notes.append(f"module(s) called several times, with all their calls' nodes colocated: {', '.join(shared)}")
+    if shared_modules:
+        notes.append("module(s) called several times, with all their calls' nodes colocated: "
+                     f"{', '.join(shared_modules)}")
 
     members: dict[str, list[str]] = {}
     for n in keep:
@@ -587,7 +672,8 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
         graph=graph, order=tuple(n.name for n in keep), modules=modules,
         children=tuple(name for name, _ in model.named_children()), calls=dict(calls),
         flops={n.name: flops[n.name] for n in keep}, output_bytes=out_bytes, memory=memory,
-        targets={n.name: _target(n) for n in keep}, method=program.method, timing=timing, notes=tuple(notes))
+        targets={n.name: _target(n) for n in keep}, method=program.method, timing=timing, notes=tuple(notes),
+        tied=tied, bandwidth=bw)
 
 
 def _fetch_attr(gm: Any, target: str) -> Any:

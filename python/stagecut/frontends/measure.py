@@ -1,0 +1,468 @@
+"""Stage times that match measurement: time whole pieces of the traced program as they are built,
+calibrate a per-operator cost model on them, and check a plan's stages against it.
+
+Timing an operator alone (``timing="measure"``) charges it the interpreter's per-call overhead
+and runs it with cold caches, which over-predicts whole stages several times over and unevenly.
+Here the traced program is cut with ``torch.fx.passes.split_module`` into pieces that run as
+generated Python code, as a pipeline stage does, and each piece is timed on its real inputs:
+
+* :func:`calibrate` cuts the program into ``segments`` runs of program order of about equal
+  FLOPs, times each in situ (passes over the pieces in program order; thread CPU time on CPU,
+  the median of ``3 * repeat`` passes after ``warmup``),
+  subtracts the cost of calling an empty piece, and fits a per-operator model by non-negative
+  least squares over the segments: ``time = a_k + b_k * flops + c_k * output bytes`` for each
+  operator kind ``k`` (convolution, matrix product, other; views cost ``a``). Each node's time
+  is then the model's, scaled so that every segment's nodes sum to that segment's measured
+  time: exact at the segment boundaries, the model's shape inside them.
+* :func:`measure` builds the stages of a plan the same way and reports, per stage, the
+  predicted compute (the trace's node times) against the measured time, and which stage is the
+  bottleneck by each.
+* :func:`refine` re-plans on measured stage times: each stage's nodes are scaled by its
+  measured/predicted ratio, the graph re-planned, and the new plan measured, until the
+  measured bottleneck stage stops moving (or ``rounds`` run out); the best measured plan wins.
+
+Runs are made under ``torch.no_grad()`` on the device the model is on (CUDA: ``torch.cuda``
+events would be needed; only the CPU is timed here, with ``time.thread_time``, which counts the
+calling thread's CPU time and so is robust to other processes: set ``torch.set_num_threads(1)``
+so that the operators run on that thread).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stagecut.errors import InvalidArgumentError
+from stagecut.frontends._common import NotExpressibleError, require
+from stagecut.graph import ACCELERATOR
+from stagecut.results import Plan
+from stagecut.validate import check_int
+
+__all__ = ["Calibration", "StageTiming", "Measurement", "calibrate", "calibrated_trace", "measure", "refine"]
+
+_KINDS = ("conv", "matmul", "other", "view")
+_MATMUL = ("linear", "addmm", ".mm.", "bmm", "matmul", "baddbmm", "scaled_dot_product")
+
+
+def _kind(target: str, flops: float, out_bytes: float) -> str:
+    t = target.lower()
+    if "conv" in t:
+        return "conv"
+    if any(m in t for m in _MATMUL) or t.endswith(".mm"):
+        return "matmul"
+    if flops == 0:
+        return "view"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A per-operator cost model fitted on measured segments (see the module docs).
+
+    Attributes
+    ----------
+    params : mapping of str to tuple of float
+        Per kind ``(seconds per call, seconds per FLOP, seconds per output byte)``.
+    segments : tuple of tuple of str
+        The node ids of each timed segment, in program order.
+    measured : tuple of float
+        Each segment's measured seconds (call overhead subtracted).
+    modelled : tuple of float
+        Each segment's time by the fitted model alone.
+    overhead : float
+        Seconds of one call of an empty piece (subtracted from every measurement).
+    node_seconds : mapping of str to float
+        The calibrated time of each node (the model scaled to its segment's measurement).
+    """
+
+    params: Mapping[str, tuple[float, float, float]]
+    segments: tuple[tuple[str, ...], ...]
+    measured: tuple[float, ...]
+    modelled: tuple[float, ...]
+    overhead: float
+    node_seconds: Mapping[str, float] = field(repr=False)
+
+    @property
+    def fit_error(self) -> float:
+        """The largest ``|modelled / measured - 1|`` over the segments (how well the model alone
+        predicts; the node times are scaled to the measurements, so stages made of whole
+        segments are predicted exactly)."""
+        return max((abs(m / x - 1) for m, x in zip(self.modelled, self.measured) if x > 0), default=0.0)
+
+
+@dataclass(frozen=True)
+class StageTiming:
+    """One stage: predicted compute (seconds, the trace's node times) and measured seconds."""
+
+    index: int
+    nodes: int
+    predicted: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        """``measured / predicted`` (``inf`` when nothing was predicted)."""
+        return self.measured / self.predicted if self.predicted > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """:func:`measure`'s report: per-stage predicted and measured times.
+
+    Attributes
+    ----------
+    stages : tuple of StageTiming
+    predicted_bottleneck, measured_bottleneck : int
+        The stage with the largest predicted / measured time.
+    overhead : float
+        Seconds of one call of an empty piece, subtracted from each measurement.
+    """
+
+    stages: tuple[StageTiming, ...]
+    predicted_bottleneck: int
+    measured_bottleneck: int
+    overhead: float
+
+    @property
+    def measured_max(self) -> float:
+        """The bottleneck stage's measured seconds."""
+        return max(s.measured for s in self.stages)
+
+    def table(self) -> str:
+        """A text table: stage, nodes, predicted ms, measured ms, ratio."""
+        rows = ["stage  nodes  predicted ms  measured ms  measured/predicted"]
+        for s in self.stages:
+            mark = (" <- bottleneck (measured)" if s.index == self.measured_bottleneck else "") + \
+                (" <- bottleneck (predicted)" if s.index == self.predicted_bottleneck else "")
+            rows.append(f"{s.index:5d}  {s.nodes:5d}  {1e3 * s.predicted:12.3f}  {1e3 * s.measured:11.3f}  "
+                        f"{s.ratio:18.3f}{mark}")
+        return "\n".join(rows)
+
+
+# ----------------------------------------------------------------------------- building pieces
+def _source(trace: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    model = getattr(trace, "model", None)
+    if model is None:
+        raise InvalidArgumentError("the trace does not hold its model: trace it with stagecut.torch.trace (or "
+                                   "trace_torch) to measure or calibrate")
+    args, kwargs = trace.example
+    return model, tuple(args), dict(kwargs)
+
+
+def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tuple[Any, ...]], Any]:
+    """The traced program cut into pieces (``piece_of``: node id -> piece, non-decreasing along
+    every edge), each piece's inputs from one run of the whole, and the split module."""
+    torch = require("torch", "torch")
+    split_module = require("torch.fx.passes.split_module", "torch").split_module
+    model, args, kwargs = _source(trace)
+    if trace.method != "export":
+        raise NotExpressibleError("measuring needs a torch.export trace (tracer='export')")
+    gm = torch.export.export(model, args, kwargs).module()
+    seen: dict[Any, int] = {}
+
+    def callback(node: Any) -> int:
+        if node not in seen:
+            ins = [seen[a] for a in node.all_input_nodes if a in seen]
+            seen[node] = piece_of.get(node.name, max(ins, default=0))
+        return seen[node]
+
+    for n in gm.graph.nodes:  # placeholders first: their piece is that of their first user
+        if n.op in ("call_function", "call_method", "call_module"):
+            callback(n)
+    parts = split_module(gm, model, callback)
+    names = sorted((name for name, _ in parts.named_children() if name.startswith("submod_")),
+                   key=lambda s: int(s.split("_")[1]))
+    subs = [getattr(parts, name) for name in names]
+    inputs: list[tuple[Any, ...]] = [() for _ in subs]
+    handles = []
+    for i, sub in enumerate(subs):
+        def hook(_m: Any, a: tuple[Any, ...], i: int = i) -> None:
+            inputs[i] = tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a)
+        handles.append(sub.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            parts(*args, **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    return subs, inputs, parts
+
+
+def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup: int, repeat: int,
+                 rounds: int = 3) -> tuple[list[float], float]:
+    """Each piece's seconds (call overhead subtracted) and the overhead: after ``warmup`` calls
+    of each, ``rounds * repeat`` passes over the pieces in program order (each pass a forward
+    pass of the whole program, so every piece runs with the caches a real pass leaves it, and
+    a burst of load on the machine hits every piece alike); each piece's median thread CPU
+    time (medians add up: the segments of a pass sum to the whole; least times would not)."""
+    torch = require("torch", "torch")
+    empty = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+    x = empty.graph.placeholder("x")
+    empty.graph.output(x)
+    empty.recompile()
+    calls: list[Callable[[], Any]] = [lambda: empty(torch.zeros(1))]
+    calls += [lambda sub=sub, a=a: sub(*a) for sub, a in zip(subs, inputs)]
+    runs: list[list[float]] = [[] for _ in calls]
+    with torch.no_grad():
+        for fn in calls:
+            for _ in range(warmup):
+                fn()
+        for _ in range(rounds * repeat):
+            for i, fn in enumerate(calls):
+                t0 = time.thread_time()
+                fn()
+                runs[i].append(time.thread_time() - t0)
+    best = [float(np.median(r)) for r in runs]
+    overhead = best[0]
+    return [max(0.0, b - overhead) for b in best[1:]], overhead
+
+
+# ----------------------------------------------------------------------------- calibration
+def _segments(trace: Any, count: int) -> list[list[str]]:
+    """Program order cut into about ``count`` runs of about equal FLOPs (and nodes)."""
+    order = list(trace.order)
+    w = [trace.flops[v] for v in order]
+    total = math.fsum(w) or 1.0
+    weight = [0.5 * x / total + 0.5 / len(order) for x in w]  # FLOPs and node count alike
+    segs: list[list[str]] = [[]]
+    acc = 0.0
+    for v, x in zip(order, weight):
+        if segs[-1] and acc + x / 2 > len(segs) / count and len(segs) < count:
+            segs.append([])
+        segs[-1].append(v)
+        acc += x
+    return segs
+
+
+def _features(trace: Any, v: str) -> np.ndarray:
+    f, b = float(trace.flops[v]), float(trace.output_bytes[v])
+    k = _kind(str(trace.targets[v]), f, b)
+    row = np.zeros(3 * len(_KINDS))
+    j = 3 * _KINDS.index(k)
+    row[j] = 1.0
+    if k != "view":
+        row[j + 1] = f * 1e-9  # scaled: GFLOPs and MB, so the columns are comparable
+        row[j + 2] = b * 1e-6
+    return row
+
+
+def _nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
+    """Non-negative least squares (Lawson and Hanson's active-set method)."""
+    m, n = a.shape
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
+    a = a / scale
+    for _ in range(iterations):
+        w = a.T @ (b - a @ x)
+        if passive.all() or (w[~passive] <= 1e-12 * max(1.0, float(np.abs(w).max()))).all():
+            break
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            bad = passive & (z <= 0)
+            alpha = float(np.min(x[bad] / (x[bad] - z[bad])))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-15
+    return x / scale
+
+
+def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 5) -> Calibration:
+    """Fit the per-operator model on measured segments of the traced program (module docs).
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+        A ``torch.export`` trace that holds its model and example inputs.
+    segments : int
+        How many runs of program order to time (at least 2).
+    warmup, repeat : int
+        Runs of each segment before and while timing.
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    InvalidArgumentError
+        A trace without its model, bad counts.
+    NotExpressibleError
+        A ``tracer="fx"`` trace.
+    """
+    segments = check_int(segments, "segments", minimum=2, error=InvalidArgumentError)
+    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
+    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    segs = [s for s in _segments(trace, min(segments, len(trace.order))) if s]
+    piece_of = {v: i for i, s in enumerate(segs) for v in s}
+    subs, inputs, _ = _pieces(trace, piece_of)
+    measured, overhead = _time_pieces(subs, inputs, warmup, repeat)
+    if len(measured) != len(segs):  # a segment with no operator of its own (cannot happen with
+        raise NotExpressibleError("the program did not split into the segments asked for")  # the trace's nodes)
+    feats = {v: _features(trace, v) for v in trace.order}
+    a = np.array([np.sum([feats[v] for v in s], axis=0) for s in segs])
+    y = np.array(measured)
+    x = _nnls(a, y)
+    modelled = a @ x
+    node: dict[str, float] = {}
+    for s, m, seg_model in zip(segs, measured, modelled):
+        per = [float(feats[v] @ x) for v in s]
+        if seg_model > 0:
+            node.update({v: p * m / seg_model for v, p in zip(s, per)})
+        else:  # the model gives the segment nothing: share its time by node count
+            node.update({v: m / len(s) for v in s})
+    params = {k: (float(x[3 * j]), float(x[3 * j + 1]) * 1e-9, float(x[3 * j + 2]) * 1e-6)
+              for j, k in enumerate(_KINDS)}
+    return Calibration(params=params, segments=tuple(tuple(s) for s in segs), measured=tuple(measured),
+                       modelled=tuple(float(v) for v in modelled), overhead=overhead, node_seconds=node)
+
+
+def calibrated_trace(trace: Any, calibration: Calibration | None = None, **options: Any) -> Any:
+    """``trace`` with each node's compute time the calibrated one (:func:`calibrate` runs when
+    ``calibration`` is not given; ``options`` go to it); ``timing`` becomes ``"calibrated"``.
+
+    Raises
+    ------
+    InvalidArgumentError, NotExpressibleError
+        As :func:`calibrate`; a training trace (calibrate the forward trace, then add the
+        backward nodes).
+    """
+    if trace.graph.is_training:
+        raise InvalidArgumentError("calibrate the forward trace, then add the backward nodes (training=True "
+                                   "after calibration)")
+    cal = calibration if calibration is not None else calibrate(trace, **options)
+    seconds = cal.node_seconds
+    graph = trace.graph.map_nodes(lambda n: dataclasses.replace(
+        n, compute={k: float(seconds.get(str(n.id), 0.0)) for k in n.compute}))
+    note = (f"times calibrated on {len(cal.segments)} measured segments (per-kind model, largest segment misfit "
+            f"{100 * cal.fit_error:.1f}% before scaling to the measurements)")
+    return dataclasses.replace(trace, graph=graph, timing="calibrated", notes=(*trace.notes, note),
+                               calibration=cal)
+
+
+# ----------------------------------------------------------------------------- plans
+def _stage_map(plan: Plan, trace: Any) -> dict[str, int]:
+    from stagecut.frontends.split import stage_of_nodes
+
+    return stage_of_nodes(plan, trace)
+
+
+def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Measurement:
+    """Build each stage of ``plan`` (``split_module`` of the exported program) and time its
+    forward pass on its real inputs: predicted (the trace's forward compute) against measured,
+    per stage.
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+        The trace ``plan`` was made on (holding its model).
+    plan : Plan
+    warmup, repeat : int
+
+    Returns
+    -------
+    Measurement
+
+    Raises
+    ------
+    InvalidArgumentError
+        A trace without its model.
+    NotExpressibleError
+        A plan not over this trace, or stages out of pipeline order; a ``tracer="fx"`` trace.
+    """
+    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
+    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    stage = _stage_map(plan, trace)
+    subs, inputs, _ = _pieces(trace, stage)
+    measured, overhead = _time_pieces(subs, inputs, warmup, repeat)
+    k = max(stage.values()) + 1
+    predicted = [0.0] * k
+    count = [0] * k
+    for v, s in stage.items():
+        n = trace.graph.node(v)
+        predicted[s] += n.compute.get(ACCELERATOR, 0.0)
+        count[s] += 1
+    if len(measured) != k:
+        raise NotExpressibleError(f"the program split into {len(measured)} pieces, not the plan's {k} stages")
+    stages = tuple(StageTiming(index=i, nodes=count[i], predicted=predicted[i], measured=measured[i])
+                   for i in range(k))
+    return Measurement(stages=stages, predicted_bottleneck=int(np.argmax(predicted)),
+                       measured_bottleneck=int(np.argmax(measured)), overhead=overhead)
+
+
+def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int = 2, repeat: int = 5,
+           partition: Callable[[Any, int], Plan] | None = None) -> tuple[Plan, Measurement, Any]:
+    """Re-plan on measured stage times until the measured bottleneck stage stops moving.
+
+    Each round measures the current plan, scales the compute of each stage's nodes by its
+    measured/predicted ratio (the trace then predicts that plan's stages exactly), and plans
+    again on the scaled trace; it stops when the new plan equals the old one, when the measured
+    bottleneck stays on the same stage, or after ``rounds``. The plan with the smallest measured
+    bottleneck is returned.
+
+    Parameters
+    ----------
+    trace : TorchTrace
+        The trace ``plan`` was made on (holding its model).
+    plan : Plan
+    devices : int
+        Stages for the re-planning.
+    rounds : int
+        At most this many re-plans.
+    warmup, repeat : int
+        For :func:`measure`.
+    partition : callable, optional
+        ``partition(trace, devices) -> Plan`` (default
+        :func:`stagecut.frontends.program_order.partition_trace`).
+
+    Returns
+    -------
+    (Plan, Measurement, TorchTrace)
+        The best plan by measurement, its measurement, and the scaled trace it was planned on.
+
+    Raises
+    ------
+    InvalidArgumentError, NotExpressibleError
+        As :func:`measure`.
+    """
+    from stagecut.frontends.program_order import partition_trace
+
+    rounds = check_int(rounds, "rounds", minimum=0, error=InvalidArgumentError)
+    plan_fn = partition if partition is not None else partition_trace
+    current, cur_trace = plan, trace
+    m = measure(cur_trace, current, warmup=warmup, repeat=repeat)
+    best = (m.measured_max, current, m, cur_trace)
+    for _ in range(rounds):
+        stage = _stage_map(current, cur_trace)
+        scale = [s.ratio if math.isfinite(s.ratio) and s.predicted > 0 else 1.0 for s in m.stages]
+        fwd_of = {v: scale[s] for v, s in stage.items()}
+
+        def scaled(n: Any, fwd_of: Mapping[str, float] = fwd_of) -> Any:
+            key = str(n.id)[:-4] if n.backward and str(n.id).endswith("_bwd") else str(n.id)
+            f = fwd_of.get(key, 1.0)
+            return dataclasses.replace(n, compute={k: t * f for k, t in n.compute.items()})
+
+        cur_trace = dataclasses.replace(cur_trace, graph=cur_trace.graph.map_nodes(scaled),
+                                        notes=(*cur_trace.notes, "stage times scaled to a measurement"))
+        nxt = plan_fn(cur_trace, devices)
+        if nxt.assignment() == current.assignment():
+            break
+        m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat)
+        moved = m2.measured_bottleneck != m.measured_bottleneck
+        current, m = nxt, m2
+        if m.measured_max < best[0]:
+            best = (m.measured_max, current, m, cur_trace)
+        if not moved:
+            break
+    return best[1], best[2], best[3]
