@@ -34,9 +34,10 @@ def _levels(text: str) -> tuple[str, ...]:
 
 
 def _progress(r: Any, best: float) -> None:
-    b = "-" if not math.isfinite(r.bound) else f"{r.bound:.6g}"
+    b = "none" if r.bound is None else f"{r.bound:.6g}"
+    so_far = "none" if best == -math.inf else f"{best:.6g}"
     print(f"stagecut: certify: {r.level:<17} bound {b:>12}  {r.status:<11} {r.seconds:8.2f} s   "
-          f"best {best:.6g}", file=sys.stderr, flush=True)
+          f"best {so_far}", file=sys.stderr, flush=True)
 
 
 @_common.guarded
@@ -61,8 +62,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
-                        "bottleneck (MIP), bottleneck-guess (MIPs over guessed bottlenecks), exact (the "
-                        f"full MIP) (default: {','.join(LEVELS)})")
+                        "node-cut, crossing, subgraph (combinatorial: min cuts, forced crossings, exact "
+                        "optima of subgraphs), bottleneck (MIP), bottleneck-guess (MIPs over guessed "
+                        f"bottlenecks), exact (the full MIP) (default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a level gets what is left (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))

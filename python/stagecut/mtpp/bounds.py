@@ -25,9 +25,16 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     are independent and run in worker processes.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
+``node-cut``, ``crossing``, ``subgraph``
+    Combinatorial bounds, sound by construction (:mod:`stagecut.mtpp.combinatorial`): the least
+    cost of a block holding each node (an s-t minimum cut: the tensors a heavy node must receive
+    and send), the average bound with the tensors that must cross, and exact optima of induced
+    subgraphs.
 
-The MIP levels also carry ``T >= simple`` (a valid cut), so each is at least the simple bound.
-Every bound returned is the solver's proven dual bound, never a primal value.
+The MIP levels also carry ``T >= floor`` (a valid cut), ``floor`` the larger of the simple and
+the node-cut bound (and of ``known_bound``, a bound the caller has proven, e.g. an earlier level
+of :func:`~stagecut.mtpp.certify.certify`), so each is at least these. Every bound returned is
+the solver's proven dual bound, never a primal value.
 
 Examples
 --------
@@ -42,7 +49,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,16 +60,19 @@ from stagecut._mip import add, check_options, data_gap, new_model, reference_sca
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
+from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.results import NodeId, Stat
 from stagecut.validate import check_int, check_number
 
-__all__ = ["LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData", "mtpp_bound", "simple_bound",
-           "mtpp_data"]
+__all__ = ["COMBINATORIAL", "LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData", "mtpp_bound",
+           "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "bottleneck", "bottleneck-guess", "exact")
+LEVELS = ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+#: The levels computed without a MIP solver.
+COMBINATORIAL = ("simple", "node-cut", "crossing", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
 BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
 F64 = npt.NDArray[np.float64]
@@ -74,7 +84,7 @@ class GuessBound:
     """One MIP of ``bottleneck-guess``: the guessed position of the bottleneck block and its bound."""
 
     guess: int
-    bound: float
+    bound: float | None
     status: BoundStatus
     seconds: float
 
@@ -87,9 +97,10 @@ class BoundResult:
     ----------
     level : str
         One of :data:`LEVELS`.
-    bound : float
+    bound : float, optional
         The solver's dual bound, never a primal value (``inf`` when the formulation is
-        infeasible: no partition exists; ``-inf`` when skipped or when the solver proved nothing).
+        infeasible: no partition exists); ``None`` ("no bound") when the level was skipped or
+        the solver proved nothing in its time.
     status : str
         ``"optimal"``, ``"time_limit"``, ``"feasible"``, ``"infeasible"``, ``"no_solution"`` or
         ``"skipped"`` (see :data:`BoundStatus`).
@@ -110,7 +121,7 @@ class BoundResult:
     """
 
     level: str
-    bound: float
+    bound: float | None
     status: BoundStatus
     seconds: float
     objective: float | None = None
@@ -134,7 +145,8 @@ class MtppData:
     """Plain arrays of an instance (picklable, for worker processes): per node ``work`` and
     ``params``; per producing node with a tensor cost ``prod`` (its position) and ``comm``;
     the (producer index, consumer position) pairs; the edges; the forced-group ties ``same``
-    (``(group, node)`` pairs); the memory model ``M``, ``R``, ``B``; the simple bound; ``scale``,
+    (``(group, node)`` pairs); the memory model ``M``, ``R``, ``B``; ``simple``, the bound the MIPs start
+    from (the simple bound, or a stronger proven one); ``scale``,
     the value of one model unit (:func:`~stagecut._mip.reference_scale`: the MIPs divide every
     time by it), and ``upper``, the cost of a known partition (or ``None``); tensor costs above
     twice ``upper`` are capped there (exact: see :func:`mtpp_data`)."""
@@ -158,9 +170,10 @@ class MtppData:
     upper: float | None = None
 
 
-def mtpp_data(problem: MtppProblem, upper: float | None = None) -> MtppData:
+def mtpp_data(problem: MtppProblem, upper: float | None = None, floor: float | None = None) -> MtppData:
     """The plain arrays of ``problem`` (see :class:`MtppData`), ``upper`` the cost of a known
-    partition (``None``: none known).
+    partition (``None``: none known), ``floor`` a proven lower bound the MIPs start from (their
+    ``T >= floor``; at least the simple bound, which is used when ``floor`` is ``None``).
 
     Times go into the MIPs in model units (:func:`~stagecut._mip.reference_scale`: ``upper`` is
     1000 units, else the largest time is), so that 1e7 next to 7 stays within the solvers'
@@ -201,9 +214,13 @@ def mtpp_data(problem: MtppProblem, upper: float | None = None) -> MtppData:
         params=np.array([nd.memory for nd in g.nodes], dtype=float),
         prod=np.array(prod, dtype=np.int64), comm=np.array(comm), pair_prod=np.array(pair_prod, dtype=np.int64),
         pair_cons=np.array(pair_cons, dtype=np.int64), edges=edges, same=same,
-        M=problem.memory, R=problem.reserved_memory, B=problem.bandwidth, simple=_simple(problem),
+        M=problem.memory, R=problem.reserved_memory, B=problem.bandwidth, simple=_start_bound(problem, floor),
         scale=reference_scale(work + comm, upper), upper=upper,
     )
+
+
+def _start_bound(problem: MtppProblem, floor: float | None) -> float:
+    return _simple(problem) if floor is None else max(_simple(problem), floor)
 
 
 def _blocks_model(m: Any, d: MtppData, nblocks: int) -> tuple[Any, Any, Any]:
@@ -326,16 +343,25 @@ class _Solved:
 
 def _solve_one(d: MtppData, level: str, guess: int | None, time_limit: float | None, solver: str,
                gap: float | None, threads: int | None, seed: int, verbose: bool,
-               deadline: float | None = None) -> _Solved:
+               deadline: float | None = None, start: list[list[NodeId]] | None = None) -> _Solved:
     """Build and solve one MIP; ``deadline`` (``time.monotonic()``, shared across processes on
-    Linux) caps ``time_limit`` so that building the model and starting a worker count too."""
+    Linux) caps ``time_limit`` so that building the model and starting a worker count too;
+    ``start`` (``exact``): the blocks of a partition, in pipeline order, as a MIP start."""
     t0 = time.perf_counter()
     m, z = _build(d, level, guess, solver, gap, threads, seed, verbose)
     build = time.perf_counter() - t0
     if deadline is not None:
         left = max(0.1, deadline - time.monotonic())
         time_limit = left if time_limit is None else min(float(time_limit), left)
-    out = solve(m, time_limit=time_limit)
+    mip_start = None
+    if start is not None and level == "exact" and len(start) <= d.k:
+        pos = {v: i for i, v in enumerate(d.ids)}
+        blk = [0] * d.n
+        for b, nodes in enumerate(start):
+            for v in nodes:
+                blk[pos[v]] = b
+        mip_start = [(z[i, b], 1.0 if blk[i] <= b else 0.0) for i in range(d.n) for b in range(d.k)]
+    out = solve(m, time_limit=time_limit, start=mip_start)
     blocks = None
     if level == "exact" and out.objective is not None:
         zz = np.rint(np.array([[v.x for v in row] for row in z]))
@@ -388,6 +414,7 @@ def mtpp_bound(
     memory: float | None = None, bandwidth: float | None = None, reserved_memory: float | None = None,
     kind: str | None = None, colocate: bool | None = None, time_limit: float | None = None, gap: float | None = None,
     threads: int | None = None, seed: int = 0, solver: str = "cbc", workers: int | None = None, verbose: bool = False,
+    known_bound: float | None = None, start: Sequence[Sequence[NodeId]] | None = None,
     stages: int | None = None, fast_memory: float | None = None,
 ) -> BoundResult:
     """Solve one rung of the ladder and return its proven lower bound.
@@ -398,14 +425,21 @@ def mtpp_bound(
         With a Graph, ``devices`` and the memory model (``memory``, ``bandwidth``,
         ``reserved_memory``), ``kind`` and ``colocate`` make the problem
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
-    level : {"simple", "bottleneck", "bottleneck-guess", "exact"}
+    level : {"simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
     time_limit : float, optional
-        Seconds (for ``bottleneck-guess``: the whole level). On expiry the dual bound found so
-        far is returned with status ``"time_limit"`` (never the primal value).
+        Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
+        returns the dual bound found so far with status ``"time_limit"`` (never the primal
+        value), a combinatorial level the best bound found so far.
     gap, threads, seed, solver, verbose
         Solver options (see :func:`stagecut.throughput.ip.partition_ip`).
     workers : int, optional
         Worker processes for ``bottleneck-guess`` (default 1: in this process).
+    known_bound : float, optional
+        A lower bound already proven for this problem (e.g. by an earlier level): the MIPs start
+        from it (``T >= known_bound``). A wrong value makes a wrong bound.
+    start : list of blocks, optional
+        A partition (node ids, in pipeline order) the ``exact`` MIP starts from (a MIP start;
+        its cost also caps the tensor costs, see :func:`mtpp_data`).
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory`` (and ``level`` given positionally).
 
@@ -419,7 +453,7 @@ def mtpp_bound(
         An unknown level or solver; a bad time limit, gap, thread or worker count, seed or device
         count; settings given with an MtppProblem.
     InvalidGraphError
-        ``graph`` is not a Graph or MtppProblem.
+        ``graph`` is not a Graph or MtppProblem; ``start`` is not a partition.
     BackendUnavailableError
         ``solver="highs"`` without HiGHS installed.
     SolverError
@@ -443,31 +477,76 @@ def mtpp_bound(
     for value, what in ((time_limit, "time_limit (seconds)"), (gap, "gap")):
         if value is not None:
             check_number(value, what, allow_inf=True, positive=what != "gap", error=InvalidArgumentError)
+    if known_bound is not None:
+        check_number(known_bound, "known_bound", allow_inf=True, error=InvalidArgumentError)
     check_options(time_limit, gap, threads, seed, solver)
     if workers is not None:
         workers = check_int(workers, "workers", minimum=1)
+    start_cost = None if start is None else evaluate(problem, [list(b) for b in start]).objective
     t0 = time.perf_counter()
-    if level == "simple":
-        return BoundResult(level="simple", bound=simple_bound(problem), status="optimal",
-                           seconds=time.perf_counter() - t0)
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
-    d = mtpp_data(problem, upper=_known_cost(problem))
+    deadline = None if time_limit is None or math.isinf(time_limit) else time.monotonic() + float(time_limit)
+    if level in COMBINATORIAL:
+        return _combinatorial(problem, level, deadline, t0)
+    known = _known_cost(problem)
+    if start_cost is not None and math.isfinite(start_cost):
+        known = start_cost if known is None else min(known, start_cost)
+    floor = max(-math.inf if known_bound is None else float(known_bound),
+                _floor(problem, deadline, time_limit))
+    d = mtpp_data(problem, upper=known, floor=floor)
+    begin = None if start is None or level != "exact" else [list(b) for b in start]
     if level in ("exact", "bottleneck") or d.k == 1:
-        r = _solve_one(d, "exact" if d.k == 1 else level, None, time_limit, solver, gap, threads, seed, verbose,
-                       deadline)
+        r = _solve_one(d, "exact" if d.k == 1 else level, None, _left(deadline, time_limit), solver, gap, threads,
+                       seed, verbose, deadline, begin)
         blocks = r.blocks if level == "exact" else None
         bound, status, objective, reason = _checked(problem, d, r.bound, r.status, r.objective, blocks, gap)
         blocks = blocks if objective is not None else None
-        return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0,
+        return BoundResult(level=level, bound=_some(bound), status=status, seconds=time.perf_counter() - t0,
                            objective=objective, blocks=blocks, reason=reason,
-                           stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s})
+                           stats={"mip_constraints": r.rows, "mip_vars": r.cols, "build_s": r.build_s,
+                                  "floor": d.simple})
     left = None if deadline is None else max(0.1, deadline - time.monotonic())
     bound, status, results = _bottleneck_guess(d, left, workers, (solver, gap, threads, seed))
     bound, status, _, reason = _checked(problem, d, bound, status, None, None, gap)
-    guesses = tuple(GuessBound(guess=int(r.guess or 0), bound=r.bound, status=r.status, seconds=r.seconds)
+    guesses = tuple(GuessBound(guess=int(r.guess or 0), bound=_some(r.bound), status=r.status, seconds=r.seconds)
                     for r in results)
-    return BoundResult(level=level, bound=bound, status=status, seconds=time.perf_counter() - t0, guesses=guesses,
-                       reason=reason)
+    return BoundResult(level=level, bound=_some(bound), status=status, seconds=time.perf_counter() - t0,
+                       guesses=guesses, reason=reason, stats={"floor": d.simple})
+
+
+def _some(bound: float) -> float | None:
+    """``None`` for "no bound" (a solver that proved nothing reports ``-inf``)."""
+    return None if bound == -math.inf or math.isnan(bound) else bound
+
+
+def _left(deadline: float | None, time_limit: float | None) -> float | None:
+    return None if deadline is None else max(0.1, deadline - time.monotonic()) if time_limit is not None else None
+
+
+def _floor(problem: MtppProblem, deadline: float | None, time_limit: float | None) -> float:
+    """The bound the MIPs start from: the simple and the node-cut bound, the cuts given a tenth
+    of the level's time at most."""
+    stop = None if deadline is None or time_limit is None else time.monotonic() + 0.1 * float(time_limit)
+    return max(simple_bound(problem), node_cut_bound(problem, deadline=stop).bound)
+
+
+def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0: float) -> BoundResult:
+    """A level computed without a MIP solver: status ``"optimal"`` when it ran to the end (the
+    bound is the level's exact value), ``"time_limit"`` when its deadline stopped it."""
+    if level == "simple":
+        return BoundResult(level="simple", bound=simple_bound(problem), status="optimal",
+                           seconds=time.perf_counter() - t0)
+    if level == "node-cut":
+        r = node_cut_bound(problem, deadline=deadline)
+    elif level == "crossing":
+        r = crossing_bound(problem, deadline=deadline)
+    else:
+        r = subgraph_bound(problem, deadline=deadline)
+    bound = max(r.bound, simple_bound(problem))
+    stats: dict[str, Stat] = {"solves": r.solves}
+    if r.witness:
+        stats["witness"] = ", ".join(str(x) for x in r.witness[:20]) + (" ..." if len(r.witness) > 20 else "")
+    return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
+                       seconds=time.perf_counter() - t0, stats=stats)
 
 
 def _known_cost(problem: MtppProblem) -> float | None:

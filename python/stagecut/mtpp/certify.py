@@ -1,11 +1,13 @@
 """Optimality certificates for MTPP partitions: climb the ladder of lower bounds.
 
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
-bounds in order (``simple``, ``bottleneck``, ``bottleneck-guess``, ``exact`` by default) within
-one time budget, and reports the best proven lower bound (capped by the plan's cost) and the
-per-instance approximation ratio ``objective / lower_bound``. Every MIP bound is the solver's
-dual bound, with its status; a level stopped by the time limit contributes its dual bound,
-never its primal value.
+bounds in order (by default :data:`~stagecut.mtpp.bounds.LEVELS`: ``simple``, the combinatorial
+``node-cut``, ``crossing`` and ``subgraph``, then the MIPs ``bottleneck``, ``bottleneck-guess`` and
+``exact``) within one time budget, and reports the best proven lower bound (capped by the plan's
+cost), the level it came from (``bound_source``) and the per-instance approximation ratio
+``objective / lower_bound``. A level that proved nothing has bound ``None`` ("no bound").
+Every MIP bound is the solver's dual bound, with its status; a level stopped by the time limit
+contributes its dual bound, never its primal value.
 
 Examples
 --------
@@ -30,7 +32,7 @@ from typing import Any, ClassVar
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph, kahn_order
 from stagecut.mtpp._args import renamed
-from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
+from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Status
@@ -60,6 +62,8 @@ class Certificate(Result):
         A cheaper partition found by the ``exact`` MIP (empty when none), scored by the evaluator.
     best_objective : float, optional
         Its cost.
+    bound_source : str, optional
+        The level that gave ``lower_bound`` (the first to reach it; ``None`` when no level gave a bound).
     """
 
     objective_name: ClassVar[str] = "largest block cost (MTPP)"
@@ -73,6 +77,7 @@ class Certificate(Result):
     colocate: bool = True
     best_stages: tuple[Stage, ...] = ()
     best_objective: float | None = None
+    bound_source: str | None = None
 
     @property
     def ratio(self) -> float:
@@ -163,13 +168,19 @@ class _Ladder:
     objective: float
     best: float = -math.inf
     better: tuple[tuple[NodeId, ...], ...] | None = None
+    source: str | None = None
+    start: list[list[NodeId]] | None = None
 
     def proven(self) -> bool:
         return math.isfinite(self.best) and self.best >= self.objective * (1 - 1e-9)
 
+    def known(self) -> float | None:
+        """The best bound so far (``None``: none yet), for the next level to start from."""
+        return None if self.best == -math.inf else self.best
+
     def record(self, r: BoundResult) -> None:
-        if r.status != "skipped":
-            self.best = max(self.best, r.bound)
+        if r.status != "skipped" and r.bound is not None and r.bound > self.best:
+            self.best, self.source = r.bound, r.level
         if r.level == "exact" and r.blocks is not None and r.objective is not None and r.objective < self.objective:
             self.better = r.blocks
 
@@ -206,8 +217,9 @@ def certify(
         With a problem, all of these come from it.
     plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
-    levels : sequence of {"simple", "bottleneck", "bottleneck-guess", "exact"}
-        Run in this order.
+    levels : sequence of {"simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
+        Run in this order (default: all of them, weakest first). The MIP levels start from the
+        best bound of the levels before them and the ``exact`` MIP from the plan (a MIP start).
     time_limit : float, optional
         Budget in seconds for the whole ladder; each level gets what is left; a level with no
         time left is ``"skipped"``.
@@ -257,7 +269,7 @@ def certify(
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
-    ladder = _Ladder(ev.objective)
+    ladder = _Ladder(ev.objective, start=blocks if ev.feasible else None)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
     table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
     return _certificate(problem, ev.stages, ladder, table, seed, t0)
@@ -271,12 +283,13 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
     for lv in todo:
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
         if stop_when_proven and ladder.proven():
-            r = BoundResult(level=lv, bound=-math.inf, status="skipped", seconds=0.0,
+            r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0,
                             reason="plan already proven optimal")
         elif left is not None and left <= 0.05:
-            r = BoundResult(level=lv, bound=-math.inf, status="skipped", seconds=0.0, reason="no time left")
+            r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:
-            r = mtpp_bound(problem, level=lv, time_limit=left, **mip)
+            extra = {} if lv in COMBINATORIAL else {"known_bound": ladder.known(), "start": ladder.start}
+            r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)
         if on_level is not None:
@@ -303,4 +316,5 @@ def _certificate(problem: MtppProblem, stages: tuple[Stage, ...], ladder: _Ladde
         reserved_memory=problem.reserved_memory, colocate=problem.colocate,
         best_stages=best.stages if best is not None else (),
         best_objective=best.objective if best is not None else None,
+        bound_source=ladder.source if lb is not None else None,
     )

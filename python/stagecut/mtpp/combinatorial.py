@@ -1,0 +1,362 @@
+"""Combinatorial lower bounds for MTPP, sound by construction (no MIP solver).
+
+``node-cut``
+    The block holding a forced group ``G`` (:func:`~stagecut.mtpp.model.forced_groups`) costs at
+    least ``min f(S)`` over the node sets ``S`` that contain ``G`` and keep every other forced
+    group whole. Without the memory term ``f`` is a modular work term plus a hypergraph cut (a
+    tensor is paid once when its producer and its consumers are not all on one side), so this
+    minimum is one s-t minimum cut (Lawler's gadget for each tensor: an inner arc of the tensor's
+    cost between two helper nodes). The memory term is bounded below twice over: by the
+    overflow of ``G``'s own parameters (the overflow only grows with the block), and, for a
+    bandwidth, by its linear minorant ``(params(S) + R - M) / B`` added to the cut. The bound is
+    the largest over the groups: the heaviest node *with* the tensors it must receive and send.
+    Only groups whose own block cost passes the best so far are cut (that cost bounds their cut
+    from above), so the level is quick even on large graphs.
+``crossing``
+    The average bound sharpened by tensors that must cross. If the cheapest block holding both
+    ends of an edge ``u -> v`` costs more than ``T`` (the larger of the two ends' node cuts, or
+    the cut around both, computed for the heaviest edges), a partition of cost ``T`` separates
+    them, and the tensor of ``u`` is paid at least twice in the sum of the block costs (sent by
+    one block, received by another). With ``j <= k`` blocks, ``j T >= W + 2 C(T) + ov(P, j)``
+    (``C(T)``: the tensors forced to cross at ``T``; ``ov``: the least total overflow); the
+    optimum satisfies this at ``T = OPT``, so the least ``T`` (at least the node-cut bound) that
+    satisfies it is a bound. ``C`` only shrinks as ``T`` grows, so one sweep over the thresholds
+    finds it.
+``subgraph``
+    The exact optimum (the ideal DP) of the problem restricted to an induced subgraph ``H`` with
+    the same ``k`` and memory model: a partition of the whole graph restricted to ``H`` is a
+    partition of ``H`` (its quotient is a subgraph of the original quotient), no block costs more
+    (less work, fewer tensors crossing, less memory), so ``OPT(H) <= OPT``. ``H`` is grown around
+    the groups with the largest node cuts (balls of increasing radius) while the DP stays small.
+
+Every value is rounded down by a relative ``1e-12`` (the float sums of a maximum flow).
+
+Examples
+--------
+>>> from stagecut.graph import Graph
+>>> from stagecut.mtpp.model import MtppProblem
+>>> p = MtppProblem(Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0), devices=4)
+>>> round(node_cut_bound(p).bound, 9)          # a middle node: work 2, a tensor in, a tensor out
+8.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from stagecut.errors import StagecutWarning, TooManyIdealsError
+from stagecut.graph import Graph
+from stagecut.mtpp.model import MtppProblem, block_cost, forced_groups
+from stagecut.mtpp.model import lower_bound as simple_bound
+from stagecut.mtpp.slicegraph import slice_graph
+
+__all__ = ["CombinatorialBound", "crossing_bound", "node_cut_bound", "subgraph_bound"]
+
+#: Relative amount every flow value is rounded down by.
+_SLACK = 1e-12
+
+
+@dataclass(frozen=True)
+class CombinatorialBound:
+    """A combinatorial bound: its value, whether it ran to the end (``complete``; else it stopped
+    at its deadline and ``bound`` is the best found so far, still valid), how many s-t cuts or
+    DPs it solved (``solves``), what gave the bound (``witness``: a group's node ids, an edge,
+    or the subgraph's nodes) and ``per_group``, the node-cut value of each group it cut (a lower
+    estimate ``work + overflow`` for the others), by group representative position."""
+
+    bound: float
+    complete: bool = True
+    solves: int = 0
+    witness: tuple[object, ...] = ()
+    per_group: dict[int, float] = field(default_factory=dict)
+
+
+def _groups(problem: MtppProblem) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, g in enumerate(forced_groups(problem)):
+        out.setdefault(g, []).append(i)
+    return out
+
+
+class _CutNetwork:
+    """The flow network of ``f`` without its memory term (see the module docs); ``linear`` adds
+    ``params / B`` to each node's arc (the linear minorant of the overflow)."""
+
+    def __init__(self, problem: MtppProblem, groups: dict[int, list[int]], linear: bool) -> None:
+        g = problem.graph
+        net: nx.DiGraph[object] = nx.DiGraph()
+        net.add_node("s")
+        net.add_node("t")
+        per_param = 1.0 / problem.bandwidth if linear and problem.bandwidth is not None else 0.0
+        for i, nd in enumerate(g.nodes):
+            net.add_edge(i, "t", capacity=problem.work(i) + nd.memory * per_param)
+        for u, nd in enumerate(g.nodes):
+            if not g.succ[u] or nd.comm <= 0:
+                continue
+            a, b = ("in", u), ("out", u)
+            net.add_edge(a, b, capacity=float(nd.comm))
+            for x in (u, *g.succ[u]):
+                net.add_edge(x, a)  # no capacity: infinite
+                net.add_edge(b, x)
+        for members in groups.values():
+            for x in members[1:]:
+                net.add_edge(members[0], x)
+                net.add_edge(x, members[0])
+        self.net = net
+
+    def min_cut(self, seed: Sequence[int]) -> float:
+        """The least cut value over the sets holding ``seed`` (the flow value, rounded down)."""
+        for x in seed:
+            self.net.add_edge("s", x)
+        try:
+            value = nx.maximum_flow_value(self.net, "s", "t")
+        finally:
+            for x in seed:
+                self.net.remove_edge("s", x)
+        return float(value) * (1 - _SLACK)
+
+
+def _linear_memory(problem: MtppProblem) -> bool:
+    """Is the linear minorant of the overflow worth a second network (a bandwidth, and the
+    parameters do not all fit)?"""
+    total = math.fsum(n.memory for n in problem.graph.nodes)
+    return problem.bandwidth is not None and math.isfinite(problem.memory) and \
+        total + problem.reserved_memory > problem.memory
+
+
+def _own(problem: MtppProblem, members: Sequence[int]) -> float:
+    """``work + overflow`` of the group alone: a lower estimate of any block holding it."""
+    g = problem.graph
+    return math.fsum(problem.work(i) for i in members) + problem.overflow(math.fsum(g.nodes[i].memory for i in members))
+
+
+class _Cutter:
+    """The node cut of any set of forced groups (both networks), counting the solves."""
+
+    def __init__(self, problem: MtppProblem, groups: dict[int, list[int]]) -> None:
+        self.problem = problem
+        self.plain = _CutNetwork(problem, groups, linear=False)
+        self.linear = _CutNetwork(problem, groups, linear=True) if _linear_memory(problem) else None
+        self.solves = 0
+
+    def value(self, members: Sequence[int]) -> float:
+        p = self.problem
+        params = math.fsum(p.graph.nodes[i].memory for i in members)
+        best = self.plain.min_cut(members) + p.overflow(params)
+        self.solves += 1
+        if self.linear is not None and p.bandwidth is not None:
+            lin = self.linear.min_cut(members) + (p.reserved_memory - p.memory) / p.bandwidth
+            best = max(best, lin)
+        return max(best, _own(p, members))
+
+
+def _expired(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
+
+
+def node_cut_bound(problem: MtppProblem, *, deadline: float | None = None) -> CombinatorialBound:
+    """The ``node-cut`` bound (module docs): the largest, over the forced groups, of the least
+    cost of a block holding the group (at least the simple bound). ``deadline`` (``time.monotonic()``) stops the search
+    early with the best so far (``complete=False``).
+
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([1.0, 5.0, 1.0], comm=[2.0, 0.5, 0.0]), devices=3)
+    >>> r = node_cut_bound(p)
+    >>> round(r.bound, 9), r.witness            # node 1 with node 0: work 6 + 0.5 out
+    (6.5, (1,))
+    """
+    groups = _groups(problem)
+    ids = problem.graph.ids
+    per = {rep: _own(problem, members) for rep, members in groups.items()}
+    best = max(per.values(), default=0.0)
+    witness: tuple[object, ...] = ()
+    if best == math.inf:
+        return CombinatorialBound(bound=math.inf, per_group=per)
+    upper = {rep: block_cost(problem, [ids[i] for i in members]) for rep, members in groups.items()}
+    cutter = _Cutter(problem, groups)
+    complete = True
+    for rep in sorted(groups, key=lambda r: -upper[r]):
+        if upper[rep] <= best:
+            break  # the cut around a group costs at most the group alone: no later group can win
+        if _expired(deadline):
+            complete = False
+            break
+        v = cutter.value(groups[rep])
+        per[rep] = max(per[rep], v)
+        if v > best:
+            best, witness = v, tuple(ids[i] for i in groups[rep])
+    simple = simple_bound(problem)
+    if simple > best:
+        best, witness = simple, ()
+    return CombinatorialBound(bound=best, complete=complete, solves=cutter.solves, witness=witness, per_group=per)
+
+
+def _least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> float:
+    x = params + blocks * (problem.reserved_memory - problem.memory)
+    if math.isnan(x) or x <= 0:
+        return 0.0
+    if problem.bandwidth is None:
+        return math.inf
+    return x / problem.bandwidth
+
+
+def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], ngroups: int) -> float:
+    """The least ``T >= floor`` with ``T >= min_j (W + 2 C(T) + ov(j)) / j``, ``C(T)`` the tensor
+    costs of the producers ``u`` with ``forced[u] > T``."""
+    g = problem.graph
+    work = math.fsum(problem.work(i) for i in range(len(g.nodes)))
+    params = math.fsum(n.memory for n in g.nodes)
+    jmax = max(1, min(problem.devices, ngroups))
+    ov = [_least_total_overflow(problem, params, j) for j in range(1, jmax + 1)]
+
+    def need(crossing: float) -> float:
+        return min((work + 2 * crossing + ov[j - 1]) / j for j in range(1, jmax + 1))
+
+    # thresholds, highest first; between two of them the forced set is fixed
+    levels = sorted({t for t in forced.values() if t > floor}, reverse=True)
+    cost_at: dict[float, float] = {}
+    for u, t in forced.items():
+        if t > floor:
+            cost_at[t] = cost_at.get(t, 0.0) + g.nodes[u].comm
+    # intervals from the lowest T up: [floor, levels[-1]), [levels[-1], levels[-2]), ..., [levels[0], inf)
+    crossing = math.fsum(cost_at.values())
+    lo = floor
+    for hi in [*reversed(levels), math.inf]:
+        t = max(lo, need(crossing))
+        if t < hi:
+            return t
+        crossing -= cost_at.get(hi, 0.0)
+        lo = hi
+    return lo  # (not reached: the last interval is unbounded)
+
+
+def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, pair_cuts: int = 200,
+                   deadline: float | None = None) -> CombinatorialBound:
+    """The ``crossing`` bound (module docs), from the node cuts ``cut`` (computed when not given)
+    and the cut around both ends of up to ``pair_cuts`` of the heaviest edges.
+
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=3)
+    >>> round(crossing_bound(p).bound, 9)       # 16 work + three crossings paid twice, over 3 blocks
+    7.333333333
+    """
+    groups = _groups(problem)
+    grp = forced_groups(problem)
+    g = problem.graph
+    if cut is None:
+        cut = node_cut_bound(problem, deadline=deadline)
+    floor = max(cut.bound, simple_bound(problem))
+    if not math.isfinite(floor):
+        return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
+    edges: dict[tuple[int, int], float] = {}
+    for u in range(len(g.nodes)):
+        if g.nodes[u].comm <= 0:
+            continue
+        for v in g.succ[u]:
+            a, b = grp[u], grp[v]
+            if a == b:
+                continue  # one block always: the tensor never has to cross between them
+            key = (min(a, b), max(a, b))
+            if key not in edges:
+                both = groups[a] + groups[b]
+                edges[key] = max(cut.per_group[a], cut.per_group[b], _own(problem, both))
+    solves, complete = cut.solves, cut.complete
+    # the exact cut around both ends for the edges whose two ends alone cost the most
+    if pair_cuts > 0 and edges:
+        cutter = _Cutter(problem, groups)
+        ids = g.ids
+        ranked = sorted(edges, key=lambda e: -block_cost(problem, [ids[i] for i in groups[e[0]] + groups[e[1]]]))
+        for key in ranked[:pair_cuts]:
+            if _expired(deadline):
+                complete = False
+                break
+            edges[key] = max(edges[key], cutter.value(groups[key[0]] + groups[key[1]]))
+        solves += cutter.solves
+    forced: dict[int, float] = {}
+    for u in range(len(g.nodes)):
+        if g.nodes[u].comm <= 0:
+            continue
+        vals = [edges[(min(grp[u], grp[v]), max(grp[u], grp[v]))] for v in g.succ[u] if grp[u] != grp[v]]
+        if vals:
+            forced[u] = max(vals)
+    t = _least_t(problem, floor, forced, len(groups))
+    return CombinatorialBound(bound=t, complete=complete, solves=solves, witness=(), per_group=cut.per_group)
+
+
+def _ball(graph_succ: Sequence[Sequence[int]], graph_pred: Sequence[Sequence[int]], seed: Sequence[int],
+          radius: int) -> set[int]:
+    seen = set(seed)
+    frontier = list(seed)
+    for _ in range(radius):
+        nxt = []
+        for x in frontier:
+            for y in (*graph_succ[x], *graph_pred[x]):
+                if y not in seen:
+                    seen.add(y)
+                    nxt.append(y)
+        frontier = nxt
+        if not frontier:
+            break
+    return seen
+
+
+def subgraph_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, seeds: int = 3,
+                   max_ideals: int = 200_000, deadline: float | None = None) -> CombinatorialBound:
+    """The ``subgraph`` bound (module docs): the exact optimum of induced subgraphs grown around
+    the ``seeds`` groups with the largest node cuts, each as far as ``max_ideals`` allows.
+
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    >>> subgraph_bound(p).bound                  # the whole chain fits: the optimum itself
+    9.0
+    """
+    g = problem.graph
+    groups = _groups(problem)
+    if cut is None:
+        cut = node_cut_bound(problem, deadline=deadline)
+    best, witness, solves, complete = -math.inf, (), cut.solves, cut.complete
+    order = sorted(groups, key=lambda r: -cut.per_group.get(r, 0.0))[:max(0, seeds)]
+    done: set[frozenset[int]] = set()
+    for rep in order:
+        radius = 1
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                complete = False
+                break
+            ball = _ball(g.succ, g.pred, groups[rep], radius)
+            for x in list(ball):  # whole forced groups
+                ball.update(groups[forced_groups(problem)[x]])
+            key = frozenset(ball)
+            if key in done:
+                break  # solved already (from another seed), or the ball stopped growing
+            done.add(key)
+            keep = sorted(ball)
+            ids = [g.nodes[i].id for i in keep]
+            sub = Graph([g.nodes[i] for i in keep], [(a, b) for a, b in g.edges if g.index[a] in ball
+                                                     and g.index[b] in ball])
+            sp = dataclasses.replace(problem, graph=sub)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", StagecutWarning)  # classes on a cycle: known, handled
+                    plan = slice_graph(sp, method="dp", max_ideals=max_ideals, time_limit=left)
+            except TooManyIdealsError:
+                break
+            solves += 1
+            value = plan.objective if plan.status == "optimal" and plan.objective is not None else plan.lower_bound
+            if plan.status == "infeasible":
+                value = math.inf
+            if value is not None and value > best:
+                best, witness = float(value), tuple(ids)
+            if plan.status != "optimal" or len(ball) == len(g.nodes):
+                break
+            radius += 1
+    return CombinatorialBound(bound=max(best, simple_bound(problem)), complete=complete, solves=solves,
+                              witness=witness, per_group=cut.per_group)
