@@ -82,6 +82,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError, SolverError
+from stagecut.latency.bounds import best_bound
 from stagecut.latency.brute import colocated, symmetry_groups
 from stagecut.latency.evaluate import TOL, schedule_from
 from stagecut.latency.problem import LatencyProblem
@@ -415,7 +416,7 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
     for v, var in enumerate(h.S):
         var.lb, var.ub = float(head[v]), float(late[v])
     Sx = np.array([var.idx for var in h.S], dtype=np.int64)
-    h.C = m.add_var("C", lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
+    h.C = m.add_var("C", lb=min(U, best_bound(problem).value / scale * (1 - 1e-9)), ub=U)
     m.objective = mip.minimize(h.C)
     Cx = h.C.idx
     rows = RowSink()
@@ -517,7 +518,7 @@ def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray
 
 def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float) -> Schedule:
     """Out of time before the model is built: the warm start (its own method) and the simple bound."""
-    why, lb = f"the time limit ({time_limit:g} s) passed while the MILP was being built", problem.lower_bound()
+    why, lb = f"the time limit ({time_limit:g} s) passed while the MILP was being built", best_bound(problem).value
     if start is None or start.objective is None:
         return Schedule.infeasible("milp", why, devices=problem.devices.names, status="time_limit", lower_bound=lb,
                                    runtime_s=time.perf_counter() - t0)
@@ -701,7 +702,9 @@ def _verified(problem: LatencyProblem, h: _Model, out: MipOutcome, known: Schedu
               stats: dict[str, Stat], time_limit: float | None) -> Schedule:
     """The answer with a status and bound that the evaluator and the bound agree on."""
     names = problem.devices.names
-    simple = problem.lower_bound()
+    known_bound = best_bound(problem)
+    simple = known_bound.value
+    stats["bound_source"] = known_bound.source
     if out.status == "infeasible" and known is None:
         return Schedule.infeasible("milp", "no placement fits in memory", devices=names, stats=stats)
     if out.status == "infeasible":

@@ -62,6 +62,7 @@ from stagecut._mip import (
 )
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
+from stagecut.latency.bounds import best_bound
 from stagecut.latency.pcie import pcie_greedy
 from stagecut.latency.pieces import check_pcie, pieces_schedule, pieces_timing, placement_positions
 from stagecut.latency.problem import LatencyProblem
@@ -465,7 +466,7 @@ def _unbuilt(problem: LatencyProblem, known: np.ndarray | None, notes: list[str]
              t0: float, seed: int) -> Schedule:
     """Out of time before the model is built: the start placement (or nothing) and the simple bound."""
     why = f"the time limit ({time_limit:g} s) passed while the IP was being built"
-    simple = problem.lower_bound()
+    simple = best_bound(problem).value
     if known is None:
         return Schedule.infeasible("pcie-ip", why, devices=problem.devices.names, semantics="pieces",
                                    status="time_limit", lower_bound=simple, runtime_s=time.perf_counter() - t0)
@@ -528,7 +529,7 @@ def _verified(problem: LatencyProblem, h: PcieIp, out: MipOutcome, known: np.nda
     elif out.status == "optimal" and math.isfinite(lb):
         notes.append(f"the MIP solver reported optimal, but its bound {lb:.9g} is further than the tolerance "
                      f"{tol:.3g} from the evaluator's makespan {value:.9g}: not proven")
-    simple = problem.lower_bound()
+    simple = best_bound(problem).value
     bound = min(max(lb, simple if math.isfinite(simple) else -math.inf), value)
     return pieces_schedule(problem, dev, method="pcie-ip", status=status,
                            lower_bound=bound if math.isfinite(bound) else None, seed=seed,

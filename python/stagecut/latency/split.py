@@ -72,6 +72,7 @@ from stagecut._mip import check_options, stated_tolerance
 from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
+from stagecut.latency.bounds import best_bound
 from stagecut.latency.brute import colocated
 from stagecut.latency.devices import Devices
 from stagecut.latency.evaluate import schedule_from
@@ -428,7 +429,9 @@ def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], in
     dp_value = min(val)
     stats: dict[str, Stat] = {"modules": len(mods), "cut_vertices": len(cuts), "solves": solves,
                               "module_s": module_s, "dp_value": dp_value, "dp_bound": dp_bound}
-    bound = max(dp_bound, problem.lower_bound())
+    known = best_bound(problem)
+    bound = max(dp_bound, known.value)
+    stats["bound_source"] = "module DP" if dp_bound >= known.value else known.source
     if not math.isfinite(dp_value):
         status: Status = "time_limit" if any_limit else "infeasible"
         if status == "infeasible":

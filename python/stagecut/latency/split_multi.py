@@ -82,6 +82,7 @@ from stagecut.latency.batched import (
     simple_bound,
     solve_batched,
 )
+from stagecut.latency.bounds import best_bound
 from stagecut.latency.evaluate import schedule_from
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
@@ -387,7 +388,9 @@ def _sequential(problem: LatencyProblem, inputs: int, spec: BatchSpec | None, c:
     if sp.inputs == 1:
         dev = [int(np.argmax(counts[v])) for v in range(n)]
         best = schedule_from(problem, dev, orders, method="split", stats=stats, notes=[note])
-        bound = max(bound, problem.lower_bound())
+        known = best_bound(problem)
+        stats["bound_source"] = "module chain" if bound >= known.value else known.source
+        bound = max(bound, known.value)
         if best.violations:  # the modules, each with the whole memory, overfill a device: the start
             why = f"the modules' placement breaks a limit: {best.violations[0]}"
             fallback = _no_worse_than(problem, dataclasses.replace(best, objective=math.inf), start, stats, note)

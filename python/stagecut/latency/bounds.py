@@ -1,0 +1,239 @@
+"""Lower bounds on the latency optimum that see memory and communication.
+
+Every bound here holds for every schedule the evaluator (:func:`~stagecut.latency.evaluate.asap`)
+accepts: each node on a device that can run it, no device over its memory, a node starting after
+its predecessors' outputs have arrived (a predecessor's finish plus the transfer when it ran
+elsewhere). The tests hold each one below brute force (:mod:`stagecut.latency.brute`) on thousands
+of small random problems, memory-tight ones included.
+
+* ``"simple"``: :meth:`LatencyProblem.lower_bound <stagecut.latency.LatencyProblem.lower_bound>`,
+  the longest path at the fastest times and the work that only devices without parallelism can
+  run, spread over them.
+* ``"device-path"``: the longest path with each node's device chosen freely but the transfers
+  paid: ``arrive(v, d) = min over d' of finish(u, d') + transfer(u, d', d)`` for each predecessor
+  ``u``, ``finish(v, d) = max_u arrive(u -> v, d) + time(v, d)``; the bound is the least finish
+  of the last node over its devices (a node that can only run on a slow device, or whose inputs
+  must cross, pays it).
+* ``"memory-path"``: along one path ``v_1 -> ... -> v_m`` of the DAG, the makespan is at least
+  the sum of the path's node times on their devices plus the transfers where consecutive path
+  nodes sit apart. Split the path into *runs*, maximal stretches on one device: two consecutive
+  runs are on different devices (so a transfer separates them), and a run's nodes all sit on its
+  device, so their memory fits in it. The least such sum over every split of the path into runs
+  (a dynamic programme over the run ends, ``O(m^2 D + m D^2)``) is a lower bound: what cannot
+  fit on one accelerator must cross to another or run somewhere slower, and either costs time.
+  It is taken over a few long paths (the longest at the fastest times, the heaviest in memory,
+  and one weighing both).
+
+:func:`latency_bound` returns the largest with its source.
+
+Examples
+--------
+>>> import stagecut as sc
+>>> from stagecut.latency import Devices, LatencyProblem
+>>> g = sc.Graph.chain([1.0, 1.0, 1.0], comm=2.0, memory=[3.0, 3.0, 3.0], cpu_costs=[10.0, 10.0, 10.0])
+>>> p = LatencyProblem(g, Devices.pcie_star(2, memory=6.0))
+>>> p.lower_bound()   # three nodes at their accelerator time
+3.0
+>>> b = latency_bound(p)   # two fit on one accelerator; the third crosses (2 / 0.5) or runs on the CPU
+>>> b.value, b.source
+(7.0, 'memory-path')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stagecut._deadline import expired
+from stagecut.errors import InvalidArgumentError
+from stagecut.latency.problem import LatencyProblem
+from stagecut.validate import shown
+
+__all__ = ["LatencyBound", "latency_bound", "best_bound", "device_path_bound", "memory_path_bound", "long_paths"]
+
+#: The longest path :func:`memory_path_bound` takes whole; a longer one is cut into stretches of this
+#: many nodes, each bounded alone (their sum is still a bound), which keeps the programme quadratic
+#: in this length only.
+MAX_PATH = 2000
+
+
+#: Problems of at most this many nodes get every bound even past a deadline (tens of milliseconds).
+SMALL = 2000
+
+
+@dataclass(frozen=True)
+class LatencyBound:
+    """A lower bound, where it came from (``source``, a key of ``parts``) and every part's value."""
+
+    value: float
+    source: str
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def _transfers(problem: LatencyProblem) -> np.ndarray:
+    """``tr[u, a, b]``, :meth:`LatencyProblem.transfer` for every node and device pair."""
+    n, nd = len(problem), problem.num_devices
+    size = np.asarray(problem.size, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tr = size[:, None, None] / problem.bandwidth[None, :, :]
+    tr[:, np.arange(nd), np.arange(nd)] = 0.0
+    tr[size == 0] = 0.0
+    return np.where(np.isnan(tr), 0.0, tr).reshape(n, nd, nd)
+
+
+def _runnable(problem: LatencyProblem) -> np.ndarray:
+    """Where each node may run: a finite time and its memory within the device's."""
+    return np.isfinite(problem.times) & (problem.memory[:, None] <= problem.capacity[None, :])
+
+
+def device_path_bound(problem: LatencyProblem, tr: np.ndarray | None = None) -> float:
+    """The ``"device-path"`` bound of the module docs.
+
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> g = sc.Graph([sc.Node("a", {"cpu": 1.0}, comm=4.0), sc.Node("b", {"accelerator": 1.0})], [("a", "b")])
+    >>> device_path_bound(LatencyProblem(g, Devices.pcie_star(1)))   # a on the CPU, b on the accelerator
+    6.0
+    """
+    tr = _transfers(problem) if tr is None else tr
+    ok = _runnable(problem)
+    t = np.where(ok, problem.times, math.inf)
+    fin = np.full(t.shape, math.inf)
+    for v in problem.order:
+        ready = np.zeros(problem.num_devices)
+        for u in problem.pred[v]:
+            ready = np.maximum(ready, (fin[u][:, None] + tr[u]).min(axis=0))
+        fin[v] = ready + t[v]
+    sinks = [v for v in range(len(problem)) if not problem.succ[v]]
+    return float(max((fin[v].min() for v in sinks), default=0.0))
+
+
+def long_paths(problem: LatencyProblem) -> list[list[int]]:
+    """The paths :func:`memory_path_bound` tries: the longest at the fastest times, the heaviest
+    in memory, and the longest in both (each normalised by its largest value), without repeats."""
+    n = len(problem)
+    if not n:
+        return []
+    t = np.where(np.isfinite(problem.times), problem.times, math.inf).min(axis=1)
+    t = np.where(np.isfinite(t), t, 0.0)
+    mem = problem.memory.astype(float)
+    norm_t = t / t.max() if t.max() > 0 else t
+    norm_m = mem / mem.max() if mem.max() > 0 else mem
+    out: list[list[int]] = []
+    for w in (t, mem, norm_t + norm_m):
+        if not w.any():
+            continue
+        f = np.zeros(n)
+        back = [-1] * n
+        for v in problem.order:
+            best = max(problem.pred[v], key=lambda u: f[u], default=-1)
+            f[v] = w[v] + (f[best] if best >= 0 else 0.0)
+            back[v] = best
+        v = int(np.argmax(f))
+        path = []
+        while v >= 0:
+            path.append(v)
+            v = back[v]
+        path.reverse()
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _path_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray) -> float:
+    """The least time of ``path`` over its splits into runs (see the module docs)."""
+    m, nd = len(path), problem.num_devices
+    idx = np.asarray(path, dtype=np.int64)
+    can = ok[idx]
+    t = np.where(can, problem.times[idx], 0.0)
+    P = np.vstack([np.zeros(nd), np.cumsum(t, axis=0)])  # P[j, d]: time of path[:j] on d
+    M = np.concatenate([[0.0], np.cumsum(problem.memory[idx])])
+    bad = np.vstack([np.zeros(nd), np.cumsum(~can, axis=0)])  # nodes of path[:j] that d cannot take
+    cap = problem.capacity * (1 + 1e-12)
+    arrive = np.full((m, nd), math.inf)  # the least time a run starting at path[i] on d can begin
+    arrive[0] = 0.0
+    end = np.full(nd, math.inf)
+    for j in range(m):
+        i = np.arange(j + 1)
+        fits = ((M[j + 1] - M[i])[:, None] <= cap[None, :]) & (bad[j + 1][None, :] == bad[i])
+        end = np.where(fits, arrive[:j + 1] + P[j + 1][None, :] - P[i], math.inf).min(axis=0)
+        if j + 1 < m:
+            step = end[:, None] + tr[idx[j]]
+            np.fill_diagonal(step, math.inf)  # the next run is on another device
+            arrive[j + 1] = step.min(axis=0)
+    return float(end.min())
+
+
+def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,
+                      tr: np.ndarray | None = None) -> float:
+    """The ``"memory-path"`` bound of the module docs over ``paths`` (default :func:`long_paths`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        A path that is not one (consecutive nodes not joined by an edge, or a position out of range).
+    """
+    tr = _transfers(problem) if tr is None else tr
+    ok = _runnable(problem)
+    best = 0.0
+    for path in long_paths(problem) if paths is None else paths:
+        path = list(path)
+        for a, b in zip(path, path[1:]):
+            if not (0 <= a < len(problem)) or b not in problem.succ[a]:
+                raise InvalidArgumentError(f"paths: {shown(a)} -> {shown(b)} is not an edge")
+        value = 0.0
+        for k in range(0, len(path), MAX_PATH):  # (stretches of a long path, each a path of its own)
+            if k and expired():
+                break
+            value += _path_runs(problem, path[k:k + MAX_PATH], tr, ok)
+        best = max(best, value)
+    return best
+
+
+def latency_bound(problem: LatencyProblem) -> LatencyBound:
+    """The largest of the bounds of the module docs, with its source and every part.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+
+    Returns
+    -------
+    LatencyBound
+        ``value`` (``inf`` when some node fits on no device that can run it), ``source`` and
+        ``parts``; on a problem of more than :data:`SMALL` nodes, a bound skipped because a
+        :func:`stagecut._deadline.deadline` passed is left out of ``parts``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``problem`` is not a LatencyProblem.
+    """
+    if not isinstance(problem, LatencyProblem):
+        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
+    parts = {"simple": float(problem.lower_bound())}
+    if problem.fits_anywhere() is not None:
+        return LatencyBound(math.inf, "memory", {"memory": math.inf, **parts})
+    tr = _transfers(problem)
+    small = len(problem) <= SMALL  # (cheap enough to finish even past a deadline)
+    if small or not expired():
+        parts["device-path"] = device_path_bound(problem, tr)
+    if small or not expired():
+        parts["memory-path"] = memory_path_bound(problem, tr=tr)
+    source = max(parts, key=lambda k: parts[k])
+    return LatencyBound(parts[source], source, parts)
+
+
+def best_bound(problem: LatencyProblem) -> LatencyBound:
+    """:func:`latency_bound` of ``problem``, computed once per problem object (the solvers ask for
+    it several times). A bound computed after a deadline passed (with parts left out) is not kept."""
+    cached = problem.__dict__.get("_stagecut_latency_bound")
+    if isinstance(cached, LatencyBound):
+        return cached
+    b = latency_bound(problem)
+    if len(problem) <= SMALL or not expired():
+        problem.__dict__["_stagecut_latency_bound"] = b
+    return b

@@ -1,0 +1,124 @@
+"""Latency lower bounds that see memory and communication: never above the brute-force optimum on
+thousands of small random problems (memory-tight ones included), strictly above the simple bound
+where memory or transfers bind, and exact on hand cases where the answer is known."""
+
+import math
+import random
+
+import pytest
+
+import stagecut as sc
+from stagecut.errors import InvalidArgumentError
+from stagecut.latency import Device, Devices, LatencyProblem
+from stagecut.latency.bounds import device_path_bound, latency_bound, long_paths, memory_path_bound
+from stagecut.latency.brute import solve_brute
+
+from .test_milp import draw
+
+REL = 1e-9
+
+
+def tight_star(rng, n):
+    """A PCIe star (a parallel CPU pool, 1-3 accelerators) whose accelerators hold only a part of a
+    random DAG (mostly chain-like: memory along a path binds), accelerator times 3-10x faster than the
+    CPU's, some nodes the accelerators cannot run, some zero-time or zero-size nodes."""
+    k = rng.randint(1, 3)
+    nodes, edges = [], []
+    for v in range(n):
+        acc = float(rng.choice([0, 1, 1, 2, 3]))
+        comp = {"cpu": acc * rng.choice([3, 5, 10]) or float(rng.randint(0, 2))}
+        if rng.random() > 0.1:
+            comp["accelerator"] = acc
+        nodes.append(sc.Node(v, comp, memory=float(rng.randint(0, 4)), comm=float(rng.choice([0, 1, 2, 3]))))
+        if v:
+            edges.append((v - 1, v) if rng.random() < 0.8 else (rng.randrange(v), v))
+        edges += [(u, v) for u in range(v - 1) if rng.random() < 0.15 and (u, v) not in edges]
+    total = sum(x.memory for x in nodes)
+    cap = max(4.0, math.ceil(total * rng.uniform(0.25, 0.9) / k))
+    return LatencyProblem(sc.Graph(nodes, edges), Devices.pcie_star(k, memory=cap))
+
+
+def instances(count, seed):
+    rng = random.Random(seed)
+    for i in range(count):
+        if i % 2:
+            yield tight_star(rng, rng.randint(2, 7))
+        else:
+            yield draw(seed * 100003 + i, n_range=(2, 7))
+
+
+def check(p, stats):
+    opt = solve_brute(p)
+    b = latency_bound(p)
+    if opt.objective is None:  # nothing fits: the bound says so, or stays a bound of nothing
+        stats["infeasible"] += 1
+        return
+    for name, value in b.parts.items():
+        assert value <= opt.objective * (1 + REL) + 1e-12, (name, value, opt.objective, p.describe())
+    assert b.value == max(b.parts.values()) and b.parts[b.source] == b.value
+    stats["above_simple"] += b.value > p.lower_bound() * (1 + 1e-6) + 1e-9
+    stats["tight"] += b.value >= opt.objective * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_bounds_never_above_brute_force(block):
+    stats = {"infeasible": 0, "above_simple": 0, "tight": 0}
+    for p in instances(100, 7000 + block):
+        check(p, stats)
+    # the test can fail: the new bounds beat the simple one on many of these, and are exact on some
+    assert stats["above_simple"] >= 20, stats
+    assert stats["tight"] >= 10, stats
+
+
+@pytest.mark.slow
+def test_bounds_never_above_brute_force_2000():
+    stats = {"infeasible": 0, "above_simple": 0, "tight": 0}
+    for p in instances(2400, 9001):
+        check(p, stats)
+    assert stats["above_simple"] >= 400, stats
+
+
+def test_memory_forces_a_crossing():
+    # three nodes of 3 bytes, accelerators of 6: one crosses (2 / 0.5 = 4) or runs on the CPU (10)
+    g = sc.Graph.chain([1.0, 1.0, 1.0], comm=2.0, memory=[3.0, 3.0, 3.0], cpu_costs=[10.0, 10.0, 10.0])
+    p = LatencyProblem(g, Devices.pcie_star(2, memory=6.0))
+    assert memory_path_bound(p) == pytest.approx(7.0)
+    assert solve_brute(p).objective == pytest.approx(7.0)
+    roomy = LatencyProblem(g, Devices.pcie_star(2, memory=9.0))
+    assert memory_path_bound(roomy) == pytest.approx(3.0)
+    one = LatencyProblem(g, Devices.pcie_star(1, memory=6.0))  # no second accelerator: the CPU round trip
+    assert memory_path_bound(one) == pytest.approx(min(2 + 2 + 10, 10 + 2 + 2))
+    assert solve_brute(one).objective == pytest.approx(memory_path_bound(one))
+
+
+def test_device_path_pays_the_unavoidable_transfer():
+    # a runs on the CPU only, b on the accelerator only: a's output must cross
+    g = sc.Graph([sc.Node("a", {"cpu": 1.0}, comm=4.0), sc.Node("b", {"accelerator": 1.0})], [("a", "b")])
+    p = LatencyProblem(g, Devices.pcie_star(1))
+    assert device_path_bound(p) == pytest.approx(6.0) == solve_brute(p).objective
+    assert p.lower_bound() == pytest.approx(2.0)
+    both = sc.Graph([sc.Node("a", {"cpu": 1.0, "accelerator": 1.0}, comm=4.0), sc.Node("b", {"accelerator": 1.0})],
+                    [("a", "b")])
+    assert device_path_bound(LatencyProblem(both, Devices.pcie_star(1))) == pytest.approx(2.0)
+
+
+def test_consecutive_runs_are_on_different_devices():
+    # a device with room for one node at a time: a run of two must break, and a break on the same
+    # device would cost nothing; the bound needs the crossing
+    devs = Devices.from_matrix([Device("g0", "gpu", memory=1.0), Device("g1", "gpu", memory=1.0)],
+                               [[math.inf, 1.0], [1.0, math.inf]])
+    g = sc.Graph([sc.Node(v, {"gpu": 1.0}, memory=1.0, comm=5.0) for v in "ab"], [("a", "b")])
+    p = LatencyProblem(g, devs, output_bytes="comm")
+    assert memory_path_bound(p) == pytest.approx(7.0) == solve_brute(p).objective
+
+
+def test_paths_and_errors():
+    p = LatencyProblem(sc.Graph.chain([1.0, 2.0, 3.0]), Devices.pcie_star(1))
+    assert long_paths(p) == [[0, 1, 2]]
+    with pytest.raises(InvalidArgumentError, match="paths"):
+        memory_path_bound(p, paths=[[0, 2]])
+    with pytest.raises(InvalidArgumentError, match="problem"):
+        latency_bound("nope")
+    big = LatencyProblem(sc.Graph([sc.Node(0, {"accelerator": 1.0}, memory=9.0)], []),
+                         Devices.pcie_star(1, memory=1.0, cpu=False))
+    assert latency_bound(big).value == math.inf
