@@ -1,0 +1,138 @@
+"""Calibrated stage times: segments of the exported program built and timed in situ, the NNLS fit,
+measure(plan) on the stages as built, refine never returning a plan measured worse than its start.
+No assertion depends on the machine's speed: only on sums, shapes and orders of what was timed."""
+
+import random
+
+import numpy as np
+import pytest
+
+from frontends.extras import require_extra
+
+torch = require_extra("torch", "torch")
+nn = torch.nn
+
+import stagecut as sc  # noqa: E402
+from stagecut.errors import InvalidArgumentError  # noqa: E402
+from stagecut.frontends import NotExpressibleError  # noqa: E402
+from stagecut.frontends.measure import _nnls, calibrate, measure, refine  # noqa: E402
+from stagecut.frontends.program_order import partition_trace  # noqa: E402
+from stagecut.frontends.torch import trace_torch  # noqa: E402
+
+
+def mlp():
+    torch.manual_seed(0)
+    layers = []
+    for d_in, d_out in ((32, 256), (256, 256), (256, 64), (64, 256), (256, 16)):
+        layers += [nn.Linear(d_in, d_out), nn.ReLU()]
+    return nn.Sequential(*layers).eval(), torch.randn(64, 32)
+
+
+@pytest.fixture(scope="module")
+def traced():
+    torch.set_num_threads(1)
+    model, x = mlp()
+    return trace_torch(model, x, bandwidth="10GB/s", flops_per_s=1e9)
+
+
+def test_calibrated_times_add_up_to_the_measured_segments(traced):
+    cal = calibrate(traced, segments=4, warmup=1, repeat=2)
+    assert len(cal.segments) == 4 and [v for s in cal.segments for v in s] == list(traced.order)
+    for seg, m in zip(cal.segments, cal.measured):
+        assert sum(cal.node_seconds[v] for v in seg) == pytest.approx(m, rel=1e-9, abs=1e-12)
+    assert all(t >= 0 for t in cal.node_seconds.values())
+    assert all(all(p >= 0 for p in ps) for ps in cal.params.values())
+    ct = traced.calibrated(calibration=cal)
+    assert ct.timing == "calibrated" and ct.calibration is cal
+    assert [n.id for n in ct.graph.nodes] == [n.id for n in traced.graph.nodes]
+    assert sum(n.compute["accelerator"] for n in ct.graph.nodes) == pytest.approx(sum(cal.measured))
+
+
+def test_measure_reports_each_stage_as_built(traced):
+    plan = partition_trace(traced, 3)
+    m = measure(traced, plan, warmup=1, repeat=2)
+    assert len(m.stages) == len(plan.stages)
+    for s, st in zip(m.stages, plan.stages):  # predicted = the plan's compute part
+        assert s.predicted == pytest.approx(st.compute) and s.nodes == len(st.nodes) and s.measured >= 0
+    assert m.predicted_bottleneck == int(np.argmax([s.predicted for s in m.stages]))
+    assert m.measured_bottleneck == int(np.argmax([s.measured for s in m.stages]))
+    assert "measured/predicted" in m.table()
+
+
+def test_refine_returns_its_best_measured_plan(traced):
+    plan = partition_trace(traced, 2)
+    start = measure(traced, plan, warmup=1, repeat=2)
+    best, m, scaled = refine(traced, plan, 2, rounds=2, warmup=1, repeat=2)
+    assert sc.evaluate(traced.graph, best.device_of()).feasible
+    assert [n.id for n in scaled.graph.nodes] == [n.id for n in traced.graph.nodes]
+    assert len(m.stages) == len(best.stages)
+    # the start is measured again inside refine, so only the shape is fixed, not the times
+    assert m.measured_max > 0 and start.measured_max > 0
+
+
+def test_refine_scales_each_stage_to_its_measurement(traced, monkeypatch):
+    import stagecut.frontends.measure as meas
+
+    plan = partition_trace(traced, 2)
+    seen = []
+
+    def fake_measure(trace, p, **_):
+        stage = meas._stage_map(p, trace)
+        pred = [0.0, 0.0]
+        for v, s in stage.items():
+            pred[s] += trace.graph.node(v).compute["accelerator"]
+        seen.append(trace)
+        # stage 0 measures 3x its prediction, stage 1 as predicted
+        st = tuple(meas.StageTiming(index=i, nodes=1, predicted=pred[i], measured=pred[i] * (3 if i == 0 else 1))
+                   for i in range(2))
+        return meas.Measurement(stages=st, predicted_bottleneck=int(np.argmax(pred)),
+                                measured_bottleneck=int(np.argmax([s.measured for s in st])), overhead=0.0)
+
+    planned = []
+
+    def plan_on(trace, k):
+        planned.append(trace)
+        return partition_trace(trace, k)
+
+    monkeypatch.setattr(meas, "measure", fake_measure)
+    refine(traced, plan, 2, rounds=1, partition=plan_on)
+    assert len(seen) >= 1 and len(planned) == 1
+    scaled = planned[0]
+    first = {v for v, s in meas._stage_map(plan, traced).items() if s == 0}
+    for v in traced.order:
+        f = 3 if v in first else 1
+        assert scaled.graph.node(v).compute["accelerator"] == pytest.approx(f * traced.graph.node(v).compute[
+            "accelerator"])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nnls_meets_the_optimality_conditions(seed):
+    rng = np.random.default_rng(seed)
+    a = rng.random((12, 5)) * rng.choice([1e-3, 1.0, 1e3], size=5)
+    b = rng.random(12) - (0.5 if seed % 2 else 0.0)
+    x = _nnls(a, b)
+    assert (x >= 0).all()
+    grad = a.T @ (a @ x - b)  # KKT: grad >= 0, and 0 where x > 0
+    scale = np.abs(a).max(axis=0) * max(1.0, float(np.abs(b).max()))
+    assert (grad >= -1e-8 * scale * 12).all()
+    assert np.allclose(grad[x > 0] / scale[x > 0], 0.0, atol=1e-7)
+    # no random non-negative point does better
+    r = np.linalg.norm(a @ x - b)
+    for _ in range(50):
+        y = np.abs(x + rng.normal(scale=0.1, size=5) * (x + 1e-3))
+        assert np.linalg.norm(a @ y - b) >= r - 1e-9
+
+
+def test_a_trace_without_its_model_or_from_fx_is_refused(traced):
+    import dataclasses
+
+    bare = dataclasses.replace(traced, model=None)
+    with pytest.raises(InvalidArgumentError, match="model"):
+        calibrate(bare)
+    model, x = mlp()
+    fx = trace_torch(model, x, bandwidth="10GB/s", tracer="fx")
+    with pytest.raises(NotExpressibleError, match="export"):
+        measure(fx, sc.partition(fx.graph, devices=2))
+    with pytest.raises(InvalidArgumentError, match="segments"):
+        calibrate(traced, segments=1)
+    random.seed(0)
