@@ -194,6 +194,10 @@ def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tu
     return subs, inputs, parts
 
 
+def _caller(sub: Any, args: tuple[Any, ...]) -> Callable[[], Any]:
+    return lambda: sub(*args)
+
+
 def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup: int, repeat: int,
                  rounds: int = 3) -> tuple[list[float], float]:
     """Each piece's seconds (call overhead subtracted) and the overhead: after ``warmup`` calls
@@ -207,7 +211,7 @@ def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup:
     empty.graph.output(x)
     empty.recompile()
     calls: list[Callable[[], Any]] = [lambda: empty(torch.zeros(1))]
-    calls += [lambda sub=sub, a=a: sub(*a) for sub, a in zip(subs, inputs)]
+    calls += [_caller(sub, a) for sub, a in zip(subs, inputs)]
     runs: list[list[float]] = [[] for _ in calls]
     with torch.no_grad():
         for fn in calls:
@@ -275,7 +279,8 @@ def _nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
             alpha = float(np.min(x[bad] / (x[bad] - z[bad])))
             x = x + alpha * (z - x)
             passive &= x > 1e-15
-    return x / scale
+    out: np.ndarray = x / scale
+    return out
 
 
 def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 5) -> Calibration:

@@ -91,9 +91,10 @@ def _plan(problem: ThroughputProblem, core: ThroughputProblem, aside: Sequence[H
         lower = None  # the bound meets the objective: optimal over every contiguous split
     notes = [*notes, f"optimal over {_DESCRIBE[family]}"]
     if lower is not None:
-        stats["restriction_cost"] = raw["objective"] / lower - 1 if lower > 0 else math.inf
+        cost = raw["objective"] / lower - 1 if lower > 0 else math.inf
+        stats["restriction_cost"] = cost
         notes.append(f"lower bound over every contiguous split {lower:.6g}: the restriction costs at most "
-                     f"{100 * stats['restriction_cost']:.3g}%")
+                     f"{100 * cost:.3g}%")
     else:
         stats["restriction_cost"] = 0.0
     return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,

@@ -324,7 +324,7 @@ def try_contracted_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_M
     if not math.isfinite(raw["objective"]):
         return no_plan(problem, status="infeasible", method="dp", stats=stats,
                        notes=[*notes, "no contiguous split fits"], runtime_s=time.perf_counter() - t0)
-    assignment, order = _split_of(core.graph, units, raw["blocks"])  # type: ignore[arg-type]
+    assignment, order = _split_of(core.graph, units, raw["blocks"])
     assignment.update(dict.fromkeys(aside, order[0]))
     return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
                            status="optimal", lower_bound=None, method="dp", stats=stats, notes=notes,
