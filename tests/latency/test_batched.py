@@ -42,9 +42,45 @@ def random_problem(rng, n, *, devices=None):
     return LatencyProblem(g, devices or rwnn_devices(), output_bytes="comm")
 
 
+def batch_time(problem, spec, v, d, b):
+    """t(v, d, b) = t(v, d) * b ** alpha_d, written out here (not BatchSpec.time)."""
+    return float(problem.times[v, d]) * b ** spec.alpha[d] if b else 0.0
+
+
+def timetable(problem, spec, counts, orders):
+    """An oracle of the batched model written from its definition, independent of
+    evaluate_batched: the least start of each batch is the largest of its device's previous batch's
+    finish (devices without parallelism only) and, for every batch of every predecessor, its finish
+    plus, across devices, that batch's whole output crossing; relaxed to a fixpoint (a longest path
+    over the constraint graph). None when the orders contradict the DAG (no fixpoint)."""
+    n, nd = len(problem), problem.num_devices
+    start = {(v, d): 0.0 for v in range(n) for d in range(nd) if counts[v][d]}
+    for _ in range(len(start) + 1):
+        changed = False
+        for (v, d) in start:
+            t = 0.0
+            seq = orders[d]
+            k = seq.index(v)
+            if k and not problem.parallel[d]:
+                w = seq[k - 1]
+                t = max(t, start[w, d] + batch_time(problem, spec, w, d, counts[w][d]))
+            for u in problem.pred[v]:
+                for a in range(nd):
+                    if counts[u][a]:
+                        cross = problem.size[u] / problem.bandwidth[a][d] * counts[u][a] if a != d else 0.0
+                        t = max(t, start[u, a] + batch_time(problem, spec, u, a, counts[u][a]) + cross)
+            if t > start[v, d] + 1e-12:
+                start[v, d], changed = t, True
+        if not changed:
+            return max((start[v, d] + batch_time(problem, spec, v, d, counts[v][d]) for (v, d) in start),
+                       default=0.0)
+    return None
+
+
 def brute_batched(problem, spec):
     """Every batch split of every node (one supported size or none per device) and every order of
-    each device's batches; the least makespan."""
+    each device's batches, timed by :func:`timetable` (not by the evaluator under test); the least
+    makespan."""
     n, nd, L = len(problem), problem.num_devices, spec.inputs
     splits = []
     for v in range(n):
@@ -52,19 +88,16 @@ def brute_batched(problem, spec):
         splits.append([c for c in itertools.product(*opts) if sum(c) == L])
     best = math.inf
     for choice in itertools.product(*splits):
-        counts = np.array(choice, dtype=np.int64)
-        used = [problem.memory[counts[:, d] > 0].sum() + (np.array(spec.activation) * counts[:, d]).sum()
+        used = [sum(problem.memory[v] + spec.activation[v] * choice[v][d] for v in range(n) if choice[v][d])
                 for d in range(nd)]
         if any(u > c for u, c in zip(used, problem.capacity)):
             continue
-        per = [[v for v in range(n) if counts[v, d]] for d in range(nd)]
+        per = [[v for v in range(n) if choice[v][d]] for d in range(nd)]
         for orders in itertools.product(*[itertools.permutations(p) if not problem.parallel[d] else [tuple(p)]
                                           for d, p in enumerate(per)]):
-            try:
-                mk = evaluate_batched(problem, spec, counts, [list(o) for o in orders])[0]
-            except InvalidArgumentError:
-                continue  # orders that contradict the DAG
-            best = min(best, mk)
+            mk = timetable(problem, spec, choice, [list(o) for o in orders])
+            if mk is not None:  # (None: orders that contradict the DAG)
+                best = min(best, mk)
     return best
 
 
@@ -179,3 +212,34 @@ def test_cli_batch(capsys):
     assert all(sum(b.values()) == 2 for b in out["batches"].values())
     assert main(["latency", "rwnn:modules=1:channels=1:size=6", "--method", "heft", "--batch", "2"]) == 2
     assert "--batch" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ hand cases that tell variants apart
+def test_a_parallel_device_runs_its_batches_at_once():
+    # two independent nodes, both on the CPU pool (parallel): the makespan is the longer, not the sum
+    g = sc.Graph([sc.Node(0, {"cpu": 3.0}), sc.Node(1, {"cpu": 2.0})], [])
+    p = LatencyProblem(g, Devices.pcie_star(1))
+    spec = batch_spec(p, 2)
+    counts = np.array([[2, 0], [2, 0]])
+    assert evaluate_batched(p, spec, counts)[0] == pytest.approx(6.0) == timetable(p, spec, counts, [[0, 1], []])
+    assert solve_batched(p, spec=spec, threads=1).objective == pytest.approx(6.0)
+
+
+def test_activations_count_per_input_in_the_milp():
+    # the T4 holds the weights and two inputs' activations: a third input must go to the CPU (10),
+    # though the T4 would run all three in 3 ** 0.5 if activations counted once per batch
+    g = sc.Graph([sc.Node(0, {"cpu": 10.0, "t4": 1.0, "a100": 1.0}, memory=5.0, comm=3.0)], [])
+    devs = rwnn_devices(t4_memory=5.0 + 2 * 3.0, a100_memory=1.0)
+    p = LatencyProblem(g, devs, output_bytes="comm")
+    spec = batch_spec(p, 3, batch_sizes=[1, 2, 3])
+    r = solve_batched(p, spec=spec, threads=1)
+    assert r.batches[0] == {"cpu": 1, "t4": 2}
+    assert r.objective == pytest.approx(10.0) == brute_batched(p, spec)
+
+
+def test_simple_bound_is_the_longest_path_not_the_last_node():
+    from stagecut.latency.batched import simple_bound
+
+    g = sc.Graph([sc.Node("long", {"accelerator": 5.0}), sc.Node("short", {"accelerator": 1.0})], [])
+    p = LatencyProblem(g, Devices.pcie_star(2, cpu=False))
+    assert p.order[-1] == 1 and simple_bound(p, batch_spec(p, 1)) == pytest.approx(5.0)

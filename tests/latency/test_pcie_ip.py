@@ -350,3 +350,18 @@ def test_block_orders():
                                                                  ("s", "b", "a1", "a2", "t")}
     with pytest.raises(InvalidArgumentError, match="order"):
         blocks(p, order="bfs")
+
+
+def test_bound_is_capped_at_a_start_outside_the_slots():
+    # a -> b -> c: b fast on the CPU only, a and c fast on the accelerator (slow on the CPU). With
+    # one slot, a and c cannot share the accelerator around b: the best contiguous split (proven by
+    # the MIP, about 13) is above the two-piece start (4). The MIP's bound covers only contiguous
+    # splits, so the reported bound is capped at the answer.
+    nodes = [Node("a", {"accelerator": 1, "cpu": 10}), Node("b", {"cpu": 1}, comm=1.0),
+             Node("c", {"accelerator": 1, "cpu": 10})]
+    p = LatencyProblem.from_workload(sc.Graph(nodes, [("a", "b"), ("b", "c")]), accelerators=1)
+    s = solve_pcie_ip(p, q=1, start=[1, 0, 1])
+    assert s.objective == pytest.approx(4.0)
+    assert s.stats["mip_bound"] > s.objective + 1  # the case this test is about
+    assert s.lower_bound <= s.objective
+    assert any("more than 1 piece" in n for n in s.notes)

@@ -210,3 +210,38 @@ def test_multichannel_split_returns_a_better_start():
     assert s.lower_bound <= s.objective
     with pytest.raises(InvalidArgumentError, match="start"):
         solve_split_multi(p, channels=2, threads=1, time_limit=0.5, start="sa")
+
+
+# ------------------------------------------------------------------------ hand cases that tell variants apart
+def two_kind_devices():
+    """Two devices of different kinds (so a node's times choose where it may run), no transfers."""
+    return sc.latency.Devices.from_matrix([sc.latency.Device("g0", "k0"), sc.latency.Device("g1", "k1")],
+                                          [[float("inf"), 1.0], [1.0, float("inf")]], unit="bytes")
+
+
+def test_chain_bound_takes_the_least_dependent_path_of_the_frontier():
+    # module 1: a (10) and b (1), in parallel; module 2: a -> c (1) and b -> d -> e -> f (1 each).
+    # The last node of module 1 to finish is a, whose successors need 1 more: the optimum is 11.
+    # A bound over the frontier's *longest* dependent path (b's, 3) would claim 13.
+    from stagecut.latency.split_multi import _chain_bound
+
+    both = {"k0": 1.0, "k1": 1.0}
+    nodes = [sc.Node("a", {"k0": 10.0, "k1": 10.0}), sc.Node("b", both)] + [sc.Node(x, both) for x in "cdef"]
+    g = sc.Graph(nodes, [("a", "c"), ("b", "d"), ("d", "e"), ("e", "f")])
+    p = LatencyProblem(g, two_kind_devices(), output_bytes="comm")
+    assert solve_brute(p).objective == pytest.approx(11.0)
+    mods = [[0, 1], [2, 3, 4, 5]]
+    assert _chain_bound(p, batch_spec(p, 1), mods, [10.0, 3.0]) == pytest.approx(11.0)
+
+
+def test_module_release_waits_for_the_device_busy_with_earlier_modules():
+    # module 1: a runs on g0 only (10), b anywhere (1); module 2: x after b, 1 on g0 or 2 on g1.
+    # g0 is busy with a until 10, so x belongs on g1 (done at 3; makespan 10); a release that
+    # forgot g0's busy time would put x on g0 behind a (makespan 11)
+    nodes = [sc.Node("a", {"k0": 10.0}), sc.Node("b", {"k0": 1.0, "k1": 1.0}), sc.Node("x", {"k0": 1.0, "k1": 2.0})]
+    p = LatencyProblem(sc.Graph(nodes, [("b", "x")]), two_kind_devices(), output_bytes="comm")
+    poor = sc.latency.evaluate_schedule(p, None, {"a": "g0", "b": "g0", "x": "g0"}, {"g0": ("a", "b", "x")})
+    assert poor.objective == pytest.approx(12.0)
+    s = solve_split_multi(p, modules=(1, [[0, 1], [2]]), start=poor, threads=1)
+    assert s.objective == pytest.approx(10.0) and s.placement["x"] == "g1"
+    assert not any("start is returned" in n for n in s.notes)
