@@ -37,7 +37,7 @@ def _case(rank, model_name, stages, backward, traces):
         traces[model_name] = trace_torch(model, (x_mb,), bandwidth=1e9)
     t = traces[model_name]
     torch.manual_seed(1)
-    x = torch.cat([x_mb] + [torch.randn_like(x_mb) for _ in range(MICRO_BATCHES - 1)])
+    x = torch.cat([x_mb] + [small_model(model_name, seed=s)[1] for s in range(1, MICRO_BATCHES)])
     ref = copy.deepcopy(model)
     with torch.no_grad():
         out_shape = model(x_mb).shape
@@ -77,6 +77,14 @@ def _case(rank, model_name, stages, backward, traces):
         for g in gathered:
             for n, v in g.items():
                 total[n] = total[n] + v if n in total else v
+        first, canonical = {}, {}
+        for n, p in model.named_parameters(remove_duplicate=False):
+            canonical[n] = first.setdefault(id(p), n)
+        summed = {}
+        for n, v in total.items():  # copies of a replicated tied parameter: gradients all-reduced
+            c = canonical.get(n, n)
+            summed[c] = summed[c] + v if c in summed else v
+        total = summed
         missing = sorted(set(ref_grads) - set(total))
         errs = [float((total[n] - ref_grads[n]).abs().max()) for n in ref_grads if n in total]
         result = {"missing_grads": missing, "grad_err": max(errs, default=0.0),

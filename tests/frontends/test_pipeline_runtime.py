@@ -68,7 +68,8 @@ def run_like_pipeline_stages(pipe, x):
     loss = (y ** 2).mean()
     loss.backward()
     for s in range(pipe.num_stages - 2, -1, -1):
-        pairs = [(v, leaf.grad) for v, leaf, r in sent if stage_of[id(v)] == s and leaf.grad is not None]
+        pairs = [(v, leaf.grad) for v, leaf, r in sent
+                 if stage_of[id(v)] == s and leaf.grad is not None and v.requires_grad]
         if pairs:
             torch.autograd.backward([v for v, _ in pairs], [g for _, g in pairs])
     grads = {}
@@ -79,6 +80,15 @@ def run_like_pipeline_stages(pipe, x):
     return y.detach(), loss.detach(), grads
 
 
+def canonical_names(model):
+    """Each name a parameter is reached by -> the name ``named_parameters()`` lists it under."""
+    first = {}
+    out = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        out[n] = first.setdefault(id(p), n)
+    return out
+
+
 def check_plan(name, stages_or_plan, t=None):
     model, x = small_model(name)
     t = t or trace_torch(model, (x,), bandwidth=BW)
@@ -87,16 +97,43 @@ def check_plan(name, stages_or_plan, t=None):
     want = ref(x)
     (want ** 2).mean().backward()
     pipe = runtime.pipeline(model, (x,), split_policy=t.split_policy(plan))
-    assert pipe.num_stages == len(plan.stages)
+    assert pipe.num_stages == len([s for s in plan.stages if s.nodes])
     y, _, grads = run_like_pipeline_stages(pipe, x)
     assert torch.allclose(y, want.detach(), atol=1e-5)
     ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+    canonical = canonical_names(model)
+    summed = {}
+    for n, g in grads.items():  # the copies of a replicated (tied) parameter: their gradients all-reduced
+        c = canonical.get(n, n)
+        summed[c] = summed[c] + g if c in summed else g
+    grads = summed
     assert set(ref_grads) <= set(grads)
     for n, g in ref_grads.items():
         assert torch.allclose(grads[n], g, atol=1e-5), n
     return pipe
 
 
+# the cuts of the default suite: those that need the runtime, and the plan stagecut picks
+NEEDS_RUNTIME = {"transposed": ["transpose", "mul", "relu_"], "inplace_cnn": ["relu_", "add__1", "relu__1"],
+                 "branches": ["linear_1"], "mlp": [], "tied_lm": ["linear_8"]}
+
+
+@pytest.mark.parametrize("name", sorted(NEEDS_RUNTIME))
+def test_cuts_that_need_the_runtime_and_the_optimal_plan_run(name):
+    model, x = small_model(name)
+    t = trace_torch(model, (x,), bandwidth=BW)
+    order = list(t.order)
+    for v in NEEDS_RUNTIME[name]:
+        b = order.index(v)
+        check_plan(name, [order[:b], order[b:]], t)  # stage 1 starts at v
+        check_plan(name, [order[:b + 1], order[b + 1:]], t)  # stage 0 ends at v
+    t = trace_torch(model, (x,), bandwidth=BW, flops_per_s=1e8)  # compute that matters: two busy stages
+    plan = t.partition(2)
+    assert all(s.nodes for s in plan.stages)
+    check_plan(name, plan, t)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in SMALL_MODELS if n != "encoder"])
 def test_every_cut_of_the_small_models_runs_forward_and_backward(name):
     model, x = small_model(name)

@@ -22,6 +22,18 @@ class Branches(nn.Module):
         return self.out(torch.relu(self.a(x)) + torch.relu(self.b(x)))
 
 
+class Twice(nn.Module):
+    """``fc`` is called twice (its weight read by two operators of one module); ``out`` once."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.fc(torch.relu(self.fc(x)))))
+
+
 def manual_plan(trace, stages):
     """A Plan with the given node lists as stages, in pipeline order, scored by the evaluator."""
     ev = sc.evaluate(trace.graph, {v: ("accelerator", i) for i, s in enumerate(stages) for v in s},
@@ -82,6 +94,30 @@ class TinyEncoder(nn.Module):
         return self.head(h.mean(1))
 
 
+class TiedLM(nn.Module):
+    """A GPT-like stack: the output projection ties the token embedding's weight; a buffer
+    (a mask) is sliced in every layer."""
+
+    def __init__(self, vocab=50, d=16, layers=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList([nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+                                     for _ in range(layers)])
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+        self.register_buffer("mask", torch.ones(8, 8))
+
+    def forward(self, idx):
+        h = self.emb(idx)
+        for layer in self.layers:
+            h = h + layer(h) * self.mask[: idx.shape[1], :1].sum()
+        return self.head(h)
+
+
+def tied_lm_input(shape):
+    return torch.randint(0, 50, shape)
+
+
 def small_mlp():
     return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
 
@@ -93,6 +129,7 @@ SMALL_MODELS = {
     "transposed": (Transposed, (2, 4, 8), False),
     "inplace_cnn": (InplaceCNN, (2, 3, 4, 4), True),
     "encoder": (TinyEncoder, (2, 5, 16), False),
+    "tied_lm": (TiedLM, (2, 8), False),
 }
 
 
@@ -101,4 +138,4 @@ def small_model(name, seed=0):
     factory, shape, train = SMALL_MODELS[name]
     torch.manual_seed(seed)
     model = factory().train(train)
-    return model, torch.randn(*shape)
+    return model, (tied_lm_input(shape) if factory is TiedLM else torch.randn(*shape))

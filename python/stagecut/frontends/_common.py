@@ -98,7 +98,15 @@ def trace_with_backward(trace: _T, factor: float) -> _T:
 
     src: Any = trace
     notes = (*src.notes, f"training: a backward node per node at {factor:g}x its forward time")
-    return dataclasses.replace(trace, graph=with_backward(src.graph, factor), notes=notes)  # type: ignore[type-var]
+    graph = with_backward(src.graph, factor)
+    tied = getattr(src, "tied", None)
+    if tied:  # replicated tied parameters: their users' backward nodes pay the gradient all-reduce
+        from stagecut.frontends.shared import charge_tied
+
+        graph = charge_tied(graph, tied, src.bandwidth)
+        notes = (*notes, f"training: the gradient all-reduce of {len(tied)} tied parameter(s) charged to their "
+                 "users' backward nodes")
+    return dataclasses.replace(trace, graph=graph, notes=notes)  # type: ignore[type-var]
 
 
 def with_backward(graph: Any, factor: float = 2.0) -> Any:
