@@ -17,6 +17,8 @@ Quick start
 (4.0, 'optimal', {0: 0, 1: 1, 2: 1, 3: 1, 4: 2})
 """
 
+# first: a Ctrl-C while the command starts is one line and exit 130
+from stagecut import _startup  # noqa: F401, I001
 from importlib import metadata as _metadata
 
 from stagecut.balance import balance  # the function shadows its module: import helpers from stagecut.balance

@@ -25,7 +25,6 @@ knows of the solution, in the caller's units when the caller gives ``scale=`` to
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -215,12 +214,11 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
     t0 = time.perf_counter()
     rows, cols, name = model.num_rows, model.num_cols, str(model.solver_name).lower()
     watch = _Watch(model, start, scale)
-    with _quiet(model.verbose == 0):
-        try:
-            st = _optimize(model, limit, relax, watch)
-        except Exception as exc:
-            watch.final(time.perf_counter() - t0, None, None)
-            raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
+    try:
+        st = _optimize(model, limit, relax, watch)
+    except Exception as exc:
+        watch.final(time.perf_counter() - t0, None, None)
+        raise SolverError(f"the {model.solver_name} solver failed: {exc}") from exc
     seconds = time.perf_counter() - t0
     if st is _OVERRAN:  # the solver is still running (see _optimize): its model is not touched again
         watch.final(seconds, None, None)
@@ -269,31 +267,211 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
     """``model.optimize`` on a helper thread, the calling thread waiting in 50 ms steps, so that
     Ctrl-C raises ``KeyboardInterrupt`` within a second even though the solver's C code never
     returns to Python until it ends (and reporting the seconds spent out of ``limit`` as the
-    progress of phase ``"mip"``, :mod:`stagecut.progress`). The abandoned solve is left to stop at its own time limit
-    (a daemon thread: it never keeps the process alive); its model is not used again."""
+    progress of phase ``"mip"``, :mod:`stagecut.progress`).
+
+    Ctrl-C during a solve always ends the call with ``KeyboardInterrupt``, never with an answer:
+    CBC installs its own SIGINT handler while it solves (it stops its search and reports the
+    incumbent as if the search had ended), so the main thread puts the caller's handler back
+    while it waits, and a CBC solve that nevertheless stopped on that event (the signal came
+    before the handler was put back, or the solve ran on another thread) raises
+    ``KeyboardInterrupt`` too. An interrupted, overrunning or abandoned solve is asked to stop
+    (CBC through its own handler, HiGHS through its interrupt callback); its model is not used
+    again, and its thread is a daemon that never keeps the process alive."""
     import threading
 
     out: dict[str, Any] = {}
+    interrupt = _Interrupt(model, watch.seen if watch.watching else None)
+    generation = _INTERRUPTS[0]
 
     def work() -> None:
+        _sigint_enter()
         try:
-            out["status"] = model.optimize(max_seconds=limit, relax=relax)
+            # CBC's LP path (relax=True) prints Clp's log whatever the log level: the only output
+            # silenced by redirecting file descriptor 1 (shared by all threads, restored by the last)
+            with _Fd1Silenced(relax and interrupt.cbc and model.verbose == 0):
+                out["status"] = model.optimize(max_seconds=limit, relax=relax)
         except BaseException as exc:  # re-raised on the calling thread
             out["error"] = exc
+        finally:
+            _sigint_exit()
 
     watch.start(limit)
     t0 = time.perf_counter()
     give_up = limit + max(OVERRUN_GRACE, 0.05 * limit)
+    main = threading.current_thread() is threading.main_thread()
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        worker.join(0.05)
-        watch(time.perf_counter() - t0)
-        if time.perf_counter() - t0 > give_up:
-            return _OVERRAN  # CBC stuck in a phase that does not look at its clock: stop waiting
+    try:
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)
+            if main:
+                interrupt.reclaim()
+            if _INTERRUPTS[0] != generation:  # a solve on another thread was interrupted
+                raise KeyboardInterrupt
+            watch(time.perf_counter() - t0)
+            if time.perf_counter() - t0 > give_up:
+                interrupt.stop(worker)
+                return _OVERRAN  # CBC stuck in a phase that does not look at its clock: stop waiting
+    except BaseException:  # Ctrl-C, a progress callback's exception: the solve is abandoned
+        interrupt.stop(worker)
+        raise
     if "error" in out:
         raise out["error"]
-    return out["status"]
+    status = out["status"]
+    if not relax and interrupt.stopped_by_signal(status):
+        _INTERRUPTS[0] += 1
+        raise KeyboardInterrupt
+    return status
+
+
+# ------------------------------------------------------------------------------ Ctrl-C
+#: How many solves have stopped on Ctrl-C (a solve waiting on another thread raises too).
+_INTERRUPTS = [0]
+_SIGINT_LOCK = __import__("threading").Lock()
+#: (number of solves running, the SIGINT disposition from before the first of them started)
+_SIGINT_STATE: list[Any] = [0, None]
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    """The C library through ctypes (``None`` where ``sigaction`` is not available)."""
+    if not _LIBC:
+        try:
+            import ctypes
+
+            lib = ctypes.CDLL(None, use_errno=True)
+            lib.sigaction  # noqa: B018 - raises AttributeError where there is none
+            _LIBC.append(lib)
+        except (OSError, AttributeError, TypeError):  # pragma: no cover - not a POSIX system
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
+def _sigaction(new: bytes | None = None) -> bytes | None:
+    """The raw ``struct sigaction`` of SIGINT (set to ``new`` first when given); ``None`` when
+    it cannot be read."""
+    import ctypes
+    import signal
+
+    lib = _libc()
+    if lib is None:
+        return None
+    old = ctypes.create_string_buffer(512)  # larger than struct sigaction on every libc
+    act = None if new is None else ctypes.create_string_buffer(new, 512)
+    if lib.sigaction(int(signal.SIGINT), act, old) != 0:
+        return None
+    return old.raw
+
+
+def _handler_address(raw: bytes | None) -> int | None:
+    """The handler's address in a raw ``struct sigaction`` (its first member on Linux and macOS)."""
+    import ctypes
+
+    if raw is None:
+        return None
+    size = ctypes.sizeof(ctypes.c_void_p)
+    return int.from_bytes(raw[:size], "little" if __import__("sys").byteorder == "little" else "big")
+
+
+def _sigint_enter() -> None:
+    """A solve starts: remember SIGINT's disposition if it is the first one running."""
+    with _SIGINT_LOCK:
+        if _SIGINT_STATE[0] == 0:
+            _SIGINT_STATE[1] = _sigaction()
+        _SIGINT_STATE[0] += 1
+
+
+def _sigint_exit() -> None:
+    """A solve ended: when it was the last one running, SIGINT's disposition is put back (CBC
+    saves and restores its handler per solve, which concurrent solves can leave installed)."""
+    with _SIGINT_LOCK:
+        _SIGINT_STATE[0] -= 1
+        if _SIGINT_STATE[0] == 0 and _SIGINT_STATE[1] is not None:
+            saved = _SIGINT_STATE[1]
+            _SIGINT_STATE[1] = None
+            if _handler_address(_sigaction()) != _handler_address(saved):
+                _sigaction(saved)
+
+
+class _Interrupt:
+    """Ctrl-C for one solve: the solver's own SIGINT handler replaced by the caller's while the
+    main thread waits (:meth:`reclaim`), the solve asked to stop (:meth:`stop`), and whether it
+    stopped on a signal (:meth:`stopped_by_signal`)."""
+
+    def __init__(self, model: Any, seen: dict[str, float] | None) -> None:
+        self.model = model
+        self.cbc = str(model.solver_name).lower() == "cbc"
+        self.foreign: int | None = None  # the address of the solver's own SIGINT handler
+        self.flags: dict[str, bool] = {}
+        if not self.cbc:
+            _highs_callback(model, self.flags, seen)
+
+    def reclaim(self) -> None:
+        with _SIGINT_LOCK:
+            saved = _SIGINT_STATE[1]
+            if saved is None:
+                return
+            now = _sigaction()
+            address = _handler_address(now)
+            if address is not None and address != _handler_address(saved):
+                if address > 1:  # not SIG_DFL (0) or SIG_IGN (1)
+                    self.foreign = address
+                _sigaction(saved)
+
+    def stop(self, worker: Any) -> None:
+        """Ask the solver to end its search (its answer is not used)."""
+        self.flags["stop"] = True  # HiGHS: read by its interrupt callback
+        if self.cbc and self.foreign is not None and worker.is_alive():
+            try:
+                import ctypes
+                import signal
+
+                ctypes.CFUNCTYPE(None, ctypes.c_int)(self.foreign)(int(signal.SIGINT))
+            except Exception:  # pragma: no cover - the solve then ends at its own time limit
+                pass
+
+    def stopped_by_signal(self, status: Any) -> bool:
+        """Whether CBC ended a MIP search on a signal: python-mip says ``FEASIBLE`` or
+        ``NO_SOLUTION_FOUND`` (a search cut short) and CBC says "stopped" (status 1) with a
+        secondary status of 3 or 5 (a stop on an event; stagecut sets no node limit, which is the
+        other cause of 3). CBC answers these questions only after a MIP search (it aborts the
+        process otherwise), hence the first test."""
+        if not self.cbc:
+            return False
+        mip = import_mip()
+        if status not in (mip.OptimizationStatus.FEASIBLE, mip.OptimizationStatus.NO_SOLUTION_FOUND):
+            return False
+        try:
+            lib = _cbc_status_lib()
+            if lib is None:
+                return False
+            from mip.cbc import ffi
+
+            pointer = int(ffi.cast("uintptr_t", self.model.solver._model))
+            return bool(lib.Cbc_status(pointer) == 1 and lib.Cbc_secondaryStatus(pointer) in (3, 5))
+        except Exception:  # pragma: no cover - a python-mip whose CBC model is not reachable so
+            return False
+
+
+_CBC_LIB: list[Any] = []
+
+
+def _cbc_status_lib() -> Any:
+    """CBC's C library with ``Cbc_status``/``Cbc_secondaryStatus`` (python-mip declares neither)."""
+    if not _CBC_LIB:
+        try:
+            import ctypes
+
+            import mip.cbc
+
+            lib = ctypes.CDLL(mip.cbc.libfile)
+            for name in ("Cbc_status", "Cbc_secondaryStatus"):
+                getattr(lib, name).argtypes = [ctypes.c_void_p]
+                getattr(lib, name).restype = ctypes.c_int
+            _CBC_LIB.append(lib)
+        except Exception:  # pragma: no cover - a python-mip without ``libfile``
+            _CBC_LIB.append(None)
+    return _CBC_LIB[0]
 
 
 class _Watch:
@@ -306,12 +484,12 @@ class _Watch:
         self.best: float | None = None
         self.bound: float | None = None
         self.seen: dict[str, float] = {}  # written by the HiGHS callbacks, on the solver's thread
+        self.watching = False  # whether the HiGHS callback is to fill ``seen``
         if not self.tick.active or self.scale is None:
             return
         if start:
             self.best = _start_value(model, start)
-        if str(model.solver_name).lower() == "highs":
-            _watch_highs(model, self.seen)
+        self.watching = True
 
     def start(self, limit: float) -> None:
         self.tick.total = limit if math.isfinite(limit) else None
@@ -360,29 +538,35 @@ _HIGHS_OUT = """typedef struct {
 _HIGHS_FFI: list[Any] = []
 
 
-def _watch_highs(model: Any, seen: dict[str, float]) -> None:
-    """Have HiGHS write its incumbent's cost and its dual bound into ``seen`` (keys ``"primal"``,
-    ``"dual"``, model units) on every improving solution and every check for an interrupt; nothing
-    with a HiGHS whose callback data layout is not the one known here."""
+def _highs_callback(model: Any, flags: dict[str, bool], seen: dict[str, float] | None) -> None:
+    """HiGHS's MIP callback: it stops the search once ``flags["stop"]`` is set (on every check for
+    an interrupt), and, when ``seen`` is given, writes there the incumbent's cost and the dual
+    bound (keys ``"primal"``, ``"dual"``, model units) on every improving solution and every
+    check for an interrupt; the bounds are read only with a HiGHS whose callback data layout is
+    the one known here (1.15 to 1.x)."""
     try:
         from mip import highs
 
         solver = model.solver
         lib, hffi = solver._lib, highs.ffi
-        if lib.Highs_versionMajor() != 1 or lib.Highs_versionMinor() < 15:
-            return
-        if not _HIGHS_FFI:
-            import cffi  # type: ignore[import-untyped]  # a dependency of python-mip
+        layout_known = lib.Highs_versionMajor() == 1 and lib.Highs_versionMinor() >= 15
+        own = None
+        if seen is not None and layout_known:
+            if not _HIGHS_FFI:
+                import cffi  # type: ignore[import-untyped]  # a dependency of python-mip
 
-            own = cffi.FFI()
-            own.cdef(_HIGHS_OUT)
-            _HIGHS_FFI.append(own)
-        own = _HIGHS_FFI[0]
+                ffi = cffi.FFI()
+                ffi.cdef(_HIGHS_OUT)
+                _HIGHS_FFI.append(ffi)
+            own = _HIGHS_FFI[0]
 
         def read(kind: int, message: Any, out: Any, data_in: Any, user: Any) -> None:
             try:
-                data = own.cast("stagecut_highs_out *", int(hffi.cast("uintptr_t", out)))
-                seen["primal"], seen["dual"] = float(data.mip_primal_bound), float(data.mip_dual_bound)
+                if flags.get("stop") and data_in != hffi.NULL:
+                    data_in.user_interrupt = 1
+                if own is not None and seen is not None:
+                    data = own.cast("stagecut_highs_out *", int(hffi.cast("uintptr_t", out)))
+                    seen["primal"], seen["dual"] = float(data.mip_primal_bound), float(data.mip_dual_bound)
             except Exception:  # pragma: no cover - nothing may propagate into the C solver
                 pass
 
@@ -390,10 +574,14 @@ def _watch_highs(model: Any, seen: dict[str, float]) -> None:
                                  read)
         if lib.Highs_setCallback(solver._model, callback, hffi.NULL) != 0:
             return
-        for kind in (lib.kHighsCallbackMipImprovingSolution, lib.kHighsCallbackMipInterrupt):
+        kinds = [lib.kHighsCallbackMipInterrupt]
+        if own is not None:
+            kinds.append(lib.kHighsCallbackMipImprovingSolution)
+        for kind in kinds:
             lib.Highs_startCallback(solver._model, kind)
-        model._stagecut_progress_callback = callback  # alive while the solver may call it
-    except Exception:  # a python-mip or HiGHS without these entry points: seconds only
+        # kept alive while the solver may call it (under another name when it only stops the search)
+        setattr(model, "_stagecut_progress_callback" if own is not None else "_stagecut_stop_callback", callback)
+    except Exception:  # a python-mip or HiGHS without these entry points: no early stop, seconds only
         return
 
 
@@ -409,28 +597,45 @@ def _solution_value(model: Any) -> float:
     return float(value)
 
 
-class _quiet:
-    """Silence C-level stdout (CBC prints some lines even at verbose=0)."""
+class _Fd1Silenced:
+    """Point file descriptor 1 at the null device while any block of this kind runs (process-wide,
+    so counted under a lock: the first block in redirects, the last one out restores)."""
+
+    _lock = __import__("threading").Lock()
+    _state: list[Any] = [0, None]  # blocks inside, the saved descriptor
 
     def __init__(self, active: bool) -> None:
         self.active = active
 
-    def __enter__(self) -> _quiet:
+    def __enter__(self) -> _Fd1Silenced:
         if not self.active:
             return self
-        try:
-            import sys
+        import os
+        import sys
 
-            sys.stdout.flush()
-            self.fd = os.dup(1)
-            self.null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(self.null, 1)
-        except OSError:
-            self.active = False
+        with self._lock:
+            if self._state[0] == 0:
+                try:
+                    sys.stdout.flush()
+                    saved = os.dup(1)
+                    null = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(null, 1)
+                    os.close(null)
+                    self._state[1] = saved
+                except (OSError, ValueError):
+                    self.active = False
+                    return self
+            self._state[0] += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.active:
-            os.dup2(self.fd, 1)
-            os.close(self.fd)
-            os.close(self.null)
+        if not self.active:
+            return
+        import os
+
+        with self._lock:
+            self._state[0] -= 1
+            if self._state[0] == 0 and self._state[1] is not None:
+                os.dup2(self._state[1], 1)
+                os.close(self._state[1])
+                self._state[1] = None

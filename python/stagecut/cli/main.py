@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from stagecut import __version__
+from stagecut import __version__, _startup
 from stagecut.cli import _common
 from stagecut.cli import certify as certify_cmd
 from stagecut.cli import demo as demo_cmd
@@ -107,11 +107,16 @@ def _no_warning(message: Any, category: Any, filename: str, lineno: int, file: A
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help, --version, usage errors
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else _common.EXIT_USAGE)
+        _startup.release()  # from here on Ctrl-C is KeyboardInterrupt, caught below and by the handler
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help, --version, usage errors
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else _common.EXIT_USAGE)
+    except KeyboardInterrupt:
+        print("stagecut: interrupted", file=sys.stderr)
+        return _common.EXIT_INTERRUPTED
     quiet = bool(getattr(args, "quiet", False))
     # progress bars by default (shown only on a terminal, past 2 s); --quiet: no bar, notes or warnings
     with warnings.catch_warnings(), _common.quieted(quiet), reporting(not quiet):
