@@ -339,3 +339,27 @@ def test_the_reservation_goes_by_gain_per_byte():
     assert r.pending == 1.0
     s = m_heft(p)
     assert s.placement["B"] == s.placement["C"] == "accelerator:0" and s.objective == 13.0
+
+
+@pytest.mark.parametrize("search", ["sa", "ea", "local", "lns"])
+def test_every_search_stops_at_an_enclosing_deadline(search):
+    from stagecut._deadline import deadline
+
+    p = bad_start_problem(n=400 if search == "local" else 60)   # local: no local optimum within 0.2 s
+    run = {"sa": lambda: simulated_annealing(p, start=[0] * len(p), max_evaluations=10**8),
+           "ea": lambda: evolutionary(p, start=[0] * len(p), max_evaluations=10**8),
+           "local": lambda: local_search(p, start=[0] * len(p), max_evaluations=10**8),
+           "lns": lambda: lns(p, start=[0] * len(p), max_iterations=10**8)}[search]
+    with deadline(0.2):
+        s = run()
+    assert s.status == "time_limit"
+
+
+def test_the_ea_walks_a_plateau():
+    """Every placement of a chain without communication on identical GPUs has the same
+    makespan: the EA accepts each (neutral) offspring, so it leaves its start."""
+    g = sc.Graph([sc.Node(i, {"gpu": 1.0}) for i in range(12)], [(i, i + 1) for i in range(11)])
+    p = LatencyProblem(g, Devices.servers(1, 3, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    s = evolutionary(p, start=[0] * 12, max_evaluations=100, seed=3)
+    assert s.objective == 12.0
+    assert set(s.placement.values()) != {"gpu:0"}
