@@ -570,9 +570,10 @@ def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatu
     The exact MIP's partition is scored by the evaluator (its ``objective``). A bound above the
     cost of a known partition by more than :func:`~stagecut._mip.stated_tolerance`, or
     ``"infeasible"`` while a partition is known, is numerical trouble: the level then gives the
-    simple bound with status ``"feasible"`` and says why in ``reason``. ``"optimal"`` from the
-    exact MIP stands only when its partition's cost is within the tolerance of the bound; a
-    partition the evaluator finds infeasible is no partition (``"no_solution"``).
+    bound it started from (``d.simple``: the simple or a stronger proven bound) with status
+    ``"feasible"`` and says why in ``reason``. ``"optimal"`` from the exact MIP stands only
+    when its partition's cost is within the tolerance of the bound; a partition the evaluator
+    finds infeasible is no partition (``"no_solution"``).
     """
     best = math.inf if d.upper is None else d.upper
     if blocks is not None:
@@ -585,8 +586,8 @@ def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatu
     if status == "infeasible":
         if math.isfinite(best):
             return d.simple, "feasible", objective, (
-                "the MIP solver reported that no partition fits, yet one does (numerical trouble): the simple "
-                "bound is given")
+                "the MIP solver reported that no partition fits, yet one does (numerical trouble): the bound "
+                "it started from is given")
         return bound, status, objective, None
     if not math.isfinite(best) or not math.isfinite(bound):
         return bound, status, objective, None
@@ -594,7 +595,7 @@ def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatu
     if bound > best + tol:
         return d.simple, "feasible", objective, (
             f"the MIP's bound {bound:.9g} is above the cost {best:.9g} of a known partition (numerical "
-            "trouble): the simple bound is given")
+            "trouble): the bound it started from is given")
     bound = min(bound, best)
     if blocks is not None and status == "optimal" and objective is not None and objective - bound > tol:
         return bound, "feasible", objective, (

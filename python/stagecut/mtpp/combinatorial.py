@@ -13,11 +13,11 @@
     Only groups whose own block cost passes the best so far are cut (that cost bounds their cut
     from above), so the level is quick even on large graphs.
 ``crossing``
-    The average bound sharpened by tensors that must cross. If the cheapest block holding both
-    ends of an edge ``u -> v`` costs more than ``T`` (the larger of the two ends' node cuts, or
-    the cut around both, computed for the heaviest edges), a partition of cost ``T`` separates
-    them, and the tensor of ``u`` is paid at least twice in the sum of the block costs (sent by
-    one block, received by another). With ``j <= k`` blocks, ``j T >= W + 2 C(T) + ov(P, j)``
+    The average bound sharpened by tensors that must cross. If the cheapest block holding a
+    producer ``u`` and all its consumers costs more than ``T`` (the cut around them, or a lower
+    estimate: the largest node cut among them, their own work and overflow), a partition of cost
+    ``T`` separates some of them, and the tensor of ``u`` is paid at least twice in the sum of the
+    block costs (sent by one block, received by another). With ``j <= k`` blocks, ``j T >= W + 2 C(T) + ov(P, j)``
     (``C(T)``: the tensors forced to cross at ``T``; ``ov``: the least total overflow); the
     optimum satisfies this at ``T = OPT``, so the least ``T`` (at least the node-cut bound) that
     satisfies it is a bound. ``C`` only shrinks as ``T`` grows, so one sweep over the thresholds
@@ -36,8 +36,8 @@ Examples
 >>> from stagecut.graph import Graph
 >>> from stagecut.mtpp.model import MtppProblem
 >>> p = MtppProblem(Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0), devices=4)
->>> round(node_cut_bound(p).bound, 9)          # a middle node: work 2, a tensor in, a tensor out
-8.0
+>>> round(node_cut_bound(p).bound, 9)          # node 1 with node 0: work 4, one tensor out
+7.0
 """
 
 from __future__ import annotations
@@ -237,10 +237,12 @@ def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], ngrou
     return lo  # (not reached: the last interval is unbounded)
 
 
-def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, pair_cuts: int = 200,
+def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, tensor_cuts: int | None = None,
                    deadline: float | None = None) -> CombinatorialBound:
     """The ``crossing`` bound (module docs), from the node cuts ``cut`` (computed when not given)
-    and the cut around both ends of up to ``pair_cuts`` of the heaviest edges.
+    and, for up to ``tensor_cuts`` tensors (``None``: all, within the deadline), the heaviest
+    first, the cut around the producer and all its consumers (the tensor crosses unless they
+    share one block).
 
     >>> from stagecut.graph import Graph
     >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=3)
@@ -250,42 +252,34 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
     groups = _groups(problem)
     grp = forced_groups(problem)
     g = problem.graph
+    ids = g.ids
     if cut is None:
         cut = node_cut_bound(problem, deadline=deadline)
     floor = max(cut.bound, simple_bound(problem))
     if not math.isfinite(floor):
         return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
-    edges: dict[tuple[int, int], float] = {}
+    # forced[u]: a lower estimate of the least block holding u's group and all its consumers' groups
+    forced: dict[int, float] = {}
+    seeds: dict[int, list[int]] = {}
     for u in range(len(g.nodes)):
-        if g.nodes[u].comm <= 0:
-            continue
-        for v in g.succ[u]:
-            a, b = grp[u], grp[v]
-            if a == b:
-                continue  # one block always: the tensor never has to cross between them
-            key = (min(a, b), max(a, b))
-            if key not in edges:
-                both = groups[a] + groups[b]
-                edges[key] = max(cut.per_group[a], cut.per_group[b], _own(problem, both))
+        others = {grp[v] for v in g.succ[u]} - {grp[u]}
+        if g.nodes[u].comm <= 0 or not others:
+            continue  # no tensor, or one block always holds it all: it never has to cross
+        seeds[u] = [i for r in sorted(others | {grp[u]}) for i in groups[r]]
+        forced[u] = max(max(cut.per_group[r] for r in others | {grp[u]}), _own(problem, seeds[u]))
     solves, complete = cut.solves, cut.complete
-    # the exact cut around both ends for the edges whose two ends alone cost the most
-    if pair_cuts > 0 and edges:
+    upper = {u: block_cost(problem, [ids[i] for i in seed]) for u, seed in seeds.items()}
+    ranked = [u for u in sorted(seeds, key=lambda x: -upper[x]) if upper[u] > floor and upper[u] > forced[u]]
+    if tensor_cuts is not None:
+        ranked = ranked[:max(0, tensor_cuts)]
+    if ranked:
         cutter = _Cutter(problem, groups)
-        ids = g.ids
-        ranked = sorted(edges, key=lambda e: -block_cost(problem, [ids[i] for i in groups[e[0]] + groups[e[1]]]))
-        for key in ranked[:pair_cuts]:
+        for u in ranked:
             if _expired(deadline):
                 complete = False
                 break
-            edges[key] = max(edges[key], cutter.value(groups[key[0]] + groups[key[1]]))
+            forced[u] = max(forced[u], cutter.value(seeds[u]))
         solves += cutter.solves
-    forced: dict[int, float] = {}
-    for u in range(len(g.nodes)):
-        if g.nodes[u].comm <= 0:
-            continue
-        vals = [edges[(min(grp[u], grp[v]), max(grp[u], grp[v]))] for v in g.succ[u] if grp[u] != grp[v]]
-        if vals:
-            forced[u] = max(vals)
     t = _least_t(problem, floor, forced, len(groups))
     return CombinatorialBound(bound=t, complete=complete, solves=solves, witness=(), per_group=cut.per_group)
 

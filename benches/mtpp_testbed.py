@@ -1,0 +1,158 @@
+"""The MTPP certificate testbed: every bound of the ladder against the best plan, in the paper's form.
+
+Archer et al. report, per bound and device count ``k``, the geometric mean of ``bound / best``
+over their models (``best``: the cheapest partition found). This script does the same on REGAL
+graphs we generate (:func:`stagecut.examples.regal_graph`), one JSON line per instance and level,
+then the table (Markdown) with the geometric means and the gap closed against the simple bound
+(``(1 - simple) / (1 - best bound)``, as the paper's 9.9x).
+
+    python benches/mtpp_testbed.py run OUT.jsonl [--sizes 100,200] [--models erdos_renyi,...] [--seeds 0]
+           [--ks 2,4,8,16,32,64] [--budget 20] [--mip-levels bottleneck] [--mip-max-nodes 100] [--decodes 10000]
+    python benches/mtpp_testbed.py table OUT.jsonl            # the Markdown table on stdout
+
+The full testbed (40 graphs, 600 s per level, every MIP level):
+
+    python benches/mtpp_testbed.py run full.jsonl --sizes 100,200,500,1000,2000 --seeds 0,1 --budget 600 \\
+        --mip-levels bottleneck,bottleneck-guess,exact --mip-max-nodes 2000 --decodes 100000
+
+``best`` is the cheapest of BRKGA (``--decodes``), the exact DP where it runs (few ideals) and the
+partition the exact MIP finds; every cost is the evaluator's. Each level gets ``--budget``
+seconds; the MIP levels start from the best combinatorial bound and from the plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+from stagecut.errors import StagecutWarning, TooManyIdealsError
+from stagecut.examples import regal_graph
+from stagecut.mtpp.bounds import COMBINATORIAL, mtpp_bound
+from stagecut.mtpp.model import MtppProblem
+from stagecut.mtpp.slicegraph import slice_graph
+
+MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "random_geometric")
+
+
+def best_plan(problem: MtppProblem, decodes: int, budget: float) -> tuple[float, str, list[list[object]]]:
+    """The cheapest partition found: BRKGA, then the exact DP if the graph has few ideals."""
+    plan = slice_graph(problem, method="brkga", seed=0, decodes=decodes, time_limit=budget)
+    best, source, blocks = plan.objective, "brkga", [list(s.nodes) for s in plan.stages]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StagecutWarning)
+            dp = slice_graph(problem, method="dp", max_ideals=200_000, time_limit=budget)
+        if dp.objective is not None and dp.objective < best:
+            best, source, blocks = dp.objective, f"dp ({dp.status})", [list(s.nodes) for s in dp.stages]
+        elif dp.status == "optimal":
+            source += " (= dp optimum)"
+    except TooManyIdealsError:
+        pass
+    assert best is not None
+    return best, source, blocks
+
+
+def run(out: Path, sizes: list[int], models: list[str], seeds: list[int], ks: list[int], budget: float,
+        mip_levels: list[str], mip_max_nodes: int, decodes: int) -> None:
+    with out.open("a") as fh:
+        for n in sizes:
+            for model in models:
+                for seed in seeds:
+                    g = regal_graph(n, model=model, seed=seed)
+                    for k in ks:
+                        p = MtppProblem(g, devices=k)
+                        t, c = time.perf_counter(), time.process_time()
+                        best, source, blocks = best_plan(p, decodes, budget)
+                        base = {"n": n, "model": model, "seed": seed, "k": k}
+                        fh.write(json.dumps({**base, "level": "plan", "cost": best, "source": source,
+                                             "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c})
+                                 + "\n")
+                        known = None
+                        levels = list(COMBINATORIAL) + (mip_levels if n <= mip_max_nodes else [])
+                        for level in levels:
+                            t, c = time.perf_counter(), time.process_time()
+                            extra = {} if level in COMBINATORIAL else {"known_bound": known, "start": blocks}
+                            r = mtpp_bound(p, level=level, time_limit=budget, threads=1, **extra)
+                            if r.bound is not None and r.bound != math.inf:
+                                known = r.bound if known is None else max(known, r.bound)
+                            if level == "exact" and r.objective is not None and r.objective < best:
+                                best = r.objective
+                                fh.write(json.dumps({**base, "level": "plan", "cost": best, "source": "exact MIP"})
+                                         + "\n")
+                            row = {**base, "level": level, "bound": r.bound, "status": r.status,
+                                   "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
+                            fh.write(json.dumps(row) + "\n")
+                            fh.flush()
+                            print(json.dumps(row), flush=True)
+
+
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(max(x, 1e-12)) for x in xs) / len(xs)) if xs else math.nan
+
+
+def table(path: Path) -> str:
+    """Markdown: per ``k``, the geometric mean of ``bound / best`` per level, of the best level,
+    and the gap closed against the simple bound."""
+    best: dict[tuple[object, ...], float] = {}
+    bounds: dict[tuple[object, ...], dict[str, float]] = defaultdict(dict)
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        key = (r["n"], r["model"], r["seed"], r["k"])
+        if r["level"] == "plan":
+            best[key] = min(best.get(key, math.inf), r["cost"])
+        elif r["bound"] is not None:
+            bounds[key][r["level"]] = r["bound"]
+    levels = [lv for lv in ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+              if any(lv in b for b in bounds.values())]
+    ks = sorted({key[3] for key in best})
+    head = ["k", "instances", *levels, "best bound", "gap closed", "proven optimal"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for k in ks:
+        keys = [key for key in best if key[3] == k and key in bounds]
+        cells = [str(k), str(len(keys))]
+        for lv in levels:
+            got = [min(bounds[key][lv], best[key]) / best[key] for key in keys if lv in bounds[key]]
+            cells.append(f"{_geomean(got):.4f}" + ("" if len(got) == len(keys) else f" ({len(got)})"))
+        top = [min(max(bounds[key].values()), best[key]) / best[key] for key in keys]
+        simple = _geomean([bounds[key]["simple"] / best[key] for key in keys])
+        g = _geomean(top)
+        cells.append(f"{g:.4f}")
+        cells.append("all gap" if g >= 1 - 1e-9 else f"{(1 - simple) / (1 - g):.1f}x")
+        cells.append(f"{sum(t >= 1 - 1e-9 for t in top)}/{len(keys)}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("out", type=Path)
+    r.add_argument("--sizes", default="100,200")
+    r.add_argument("--models", default=",".join(MODELS))
+    r.add_argument("--seeds", default="0")
+    r.add_argument("--ks", default="2,4,8,16,32,64")
+    r.add_argument("--budget", type=float, default=20.0)
+    r.add_argument("--mip-levels", default="bottleneck")
+    r.add_argument("--mip-max-nodes", type=int, default=100)
+    r.add_argument("--decodes", type=int, default=10_000)
+    t = sub.add_parser("table")
+    t.add_argument("path", type=Path)
+    a = ap.parse_args(argv)
+    if a.what == "table":
+        print(table(a.path))
+        return 0
+    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    run(a.out, ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.budget,
+        [m for m in a.mip_levels.split(",") if m], a.mip_max_nodes, a.decodes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
