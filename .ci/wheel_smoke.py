@@ -16,7 +16,8 @@ from stagecut.training import chain_problem
 
 here = pathlib.Path(sc.__file__).resolve()
 assert "site-packages" in here.parts, f"stagecut imported from {here}, not from the installed wheel"
-assert shutil.which("cargo") is None and shutil.which("rustc") is None, "Rust is on PATH"
+if "--rust-allowed" not in sys.argv:  # a wheel must work without Rust; an sdist is built with it
+    assert shutil.which("cargo") is None and shutil.which("rustc") is None, "Rust is on PATH"
 
 # throughput: the exact DP
 plan = sc.partition(sc.Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0]), devices=3)
@@ -24,7 +25,7 @@ assert (plan.objective, plan.status) == (4.0, "optimal"), plan.summary()
 assert plan.assignment() == {0: 0, 1: 1, 2: 1, 3: 1, 4: 2}
 
 # MTPP: SliceGraph (BRKGA) against the exact DP, both re-scored by the evaluator
-g = sc.regal_graph(40, seed=1)
+g = sc.transformer_like(layers=6)
 best = sc.slice_graph(g, devices=4, seed=0, decodes=2000)
 exact = sc.slice_graph(g, devices=4, method="dp")
 assert exact.status == "optimal" and exact.objective <= best.objective + 1e-9, (exact.objective, best.objective)
