@@ -231,7 +231,8 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
     ----------
     problem : LatencyProblem
     start : Schedule, sequence of int or None
-        The start placement (default: the best constructive heuristic's schedule).
+        The start placement (default: the best schedule of the start pool,
+        :func:`~stagecut.latency.memaware.best_start`).
     seed : int
         Seed of the windows and of the plateau coin.
     time_limit : float, optional

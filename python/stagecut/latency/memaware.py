@@ -51,12 +51,21 @@ from collections.abc import Callable
 import numpy as np
 
 from stagecut.latency._fast import Evaluator
-from stagecut.latency.heuristics import Memory, Units, _check_problem, finished, list_greedy, list_heft, no_answer
+from stagecut.latency.heuristics import (
+    Memory,
+    Units,
+    _check_problem,
+    best_constructive,
+    finished,
+    list_greedy,
+    list_heft,
+    no_answer,
+)
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
 
 __all__ = ["Reserve", "m_heft", "m_greedy", "m_topo", "m_chain", "chain_packing", "topo_packing", "pcie_asap",
-           "memory_aware", "FRACTIONS"]
+           "memory_aware", "best_start", "FRACTIONS"]
 
 #: The fractions of the tight devices' capacity :func:`m_heft` and :func:`m_greedy` reserve.
 FRACTIONS = (1.0, 0.9, 0.7)
@@ -461,3 +470,21 @@ def memory_aware(problem: LatencyProblem) -> list[Schedule]:
     if p is not None:
         out.append(p)
     return [s for s in out if s.objective is not None]
+
+
+def best_start(problem: LatencyProblem) -> Schedule:
+    """The shortest schedule of the whole start pool: the plain constructive heuristics
+    (:func:`~stagecut.latency.heuristics.best_constructive`) and every memory-aware one
+    (:func:`memory_aware`), each keeping its method name (ties: the plain ones first); when none
+    finds one, the plain heuristics' answer (status ``"infeasible"`` or ``"unknown"``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``problem`` is not a :class:`LatencyProblem`.
+    """
+    plain = best_constructive(_check_problem(problem))
+    pool = [s for s in [plain, *memory_aware(problem)] if s.objective is not None]
+    if not pool:
+        return plain
+    return min(pool, key=lambda s: s.objective if s.objective is not None else math.inf)

@@ -9,7 +9,8 @@ being evaluated.
 
 Each search starts from a placement (``start``: a :class:`Schedule`, a device position per
 node, or by default the best of the constructive heuristics,
-:func:`~stagecut.latency.heuristics.best_constructive`) and never returns anything worse: when
+:func:`~stagecut.latency.memaware.best_start`: the plain and the memory-aware constructive
+heuristics) and never returns anything worse: when
 the start is a schedule with its own order (HEFT's, say) that beats the best string found in
 rank round-robin order, that schedule is returned (a note says so).
 
@@ -57,7 +58,8 @@ from stagecut._deadline import check_time_limit, remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency._fast import Evaluator
 from stagecut.latency.evaluate import TOL, check_placement
-from stagecut.latency.heuristics import Units, _check_problem, best_constructive, finished, no_answer
+from stagecut.latency.heuristics import Units, _check_problem, finished, no_answer
+from stagecut.latency.memaware import best_start
 from stagecut.latency.problem import LatencyProblem
 from stagecut.latency.schedule import Schedule
 from stagecut.progress import Progress, Ticker, reports
@@ -137,7 +139,7 @@ class _State:
             self.failed = no_answer(problem, self.units, method, proof, self.t0, seed)
             return
         if start is None:
-            start = best_constructive(problem)
+            start = best_start(problem)
             if start.objective is None:
                 self.failed = no_answer(problem, self.units, method, "no constructive heuristic found a "
                                         "placement that fits, and no start was given", self.t0, seed)
@@ -249,7 +251,8 @@ def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: i
     ----------
     problem : LatencyProblem
     start : Schedule, sequence of int or None
-        The start placement (default: the best constructive heuristic's schedule).
+        The start placement (default: the best schedule of the start pool,
+        :func:`~stagecut.latency.memaware.best_start`).
     seed : int
         Seed of the random moves.
     time_limit : float, optional
@@ -342,7 +345,7 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
     ----------
     problem : LatencyProblem
     start : Schedule, sequence of int or None
-        The first parent (default: the best constructive heuristic's schedule).
+        The first parent (default: the best schedule of the start pool, :func:`~stagecut.latency.memaware.best_start`).
     seed : int
         Seed of the mutations.
     time_limit : float, optional
@@ -412,7 +415,8 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
     ----------
     problem : LatencyProblem
     start : Schedule, sequence of int or None
-        The start placement (default: the best constructive heuristic's schedule).
+        The start placement (default: the best schedule of the start pool,
+        :func:`~stagecut.latency.memaware.best_start`).
     seed : int
         Seed of the choice among equally good best moves.
     time_limit : float, optional
