@@ -17,11 +17,13 @@
     producer ``u`` and all its consumers costs more than ``T`` (the cut around them, or a lower
     estimate: the largest node cut among them, their own work and overflow), a partition of cost
     ``T`` separates some of them, and the tensor of ``u`` is paid at least twice in the sum of the
-    block costs (sent by one block, received by another). With ``j <= k`` blocks, ``j T >= W + 2 C(T) + ov(P, j)``
-    (``C(T)``: the tensors forced to cross at ``T``; ``ov``: the least total overflow); the
-    optimum satisfies this at ``T = OPT``, so the least ``T`` (at least the node-cut bound) that
-    satisfies it is a bound. ``C`` only shrinks as ``T`` grows, so one sweep over the thresholds
-    finds it.
+    block costs (sent by one block, received by another): once by each block holding some of
+    them, and those blocks hold their work ``W_u`` with at most ``T - comm(u)`` each, so it is
+    paid at least ``m_u(T) = max(2, ceil(W_u / (T - comm(u))))`` times. With ``j <= k`` blocks,
+    ``j T >= W + C(T) + ov(P, j)`` (``C(T)``: the sum of ``m_u(T) comm(u)`` over the tensors
+    forced to cross at ``T``; ``ov``: the least total overflow); the optimum satisfies this at
+    ``T = OPT``, so the least ``T`` (at least the node-cut bound) that satisfies it is a bound.
+    ``C`` only shrinks as ``T`` grows, so a bisection finds it (rounded down).
 ``subgraph``
     The exact optimum (the ideal DP) of the problem restricted to an induced subgraph ``H`` with
     the same ``k`` and memory model: a partition of the whole graph restricted to ``H`` is a
@@ -207,34 +209,48 @@ def _least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> f
     return x / problem.bandwidth
 
 
-def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], ngroups: int) -> float:
-    """The least ``T >= floor`` with ``T >= min_j (W + 2 C(T) + ov(j)) / j``, ``C(T)`` the tensor
-    costs of the producers ``u`` with ``forced[u] > T``."""
+def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], spread: dict[int, float],
+             ngroups: int) -> float:
+    """The least ``T >= floor`` (rounded down) with ``T >= min_j (W + C(T) + ov(j)) / j``:
+    ``C(T)`` sums, over the producers ``u`` with ``forced[u] > T``, ``comm(u)`` times the least
+    number of blocks that can hold its producer and consumers (``spread[u]``: their work) when
+    each pays the tensor, at least 2. The right side only falls as ``T`` grows: bisection,
+    answering the largest ``T`` found to fail (the optimum passes)."""
     g = problem.graph
     work = math.fsum(problem.work(i) for i in range(len(g.nodes)))
     params = math.fsum(n.memory for n in g.nodes)
     jmax = max(1, min(problem.devices, ngroups))
     ov = [_least_total_overflow(problem, params, j) for j in range(1, jmax + 1)]
+    us = [u for u, t in forced.items() if t > floor]
+    thr = [forced[u] for u in us]
+    comm = [g.nodes[u].comm for u in us]
+    spr = [spread[u] for u in us]
 
-    def need(crossing: float) -> float:
-        return min((work + 2 * crossing + ov[j - 1]) / j for j in range(1, jmax + 1))
+    def need(t: float) -> float:
+        crossing = 0.0
+        for f, c, w in zip(thr, comm, spr):
+            if f > t:
+                if t <= c:
+                    return math.inf  # the tensor must cross, yet a block paying it costs more than t
+                crossing += c * max(2, math.ceil(w / (t - c) - 1e-9))
+        return min((work + crossing + ov[j - 1]) / j for j in range(1, jmax + 1))
 
-    # thresholds, highest first; between two of them the forced set is fixed
-    levels = sorted({t for t in forced.values() if t > floor}, reverse=True)
-    cost_at: dict[float, float] = {}
-    for u, t in forced.items():
-        if t > floor:
-            cost_at[t] = cost_at.get(t, 0.0) + g.nodes[u].comm
-    # intervals from the lowest T up: [floor, levels[-1]), [levels[-1], levels[-2]), ..., [levels[0], inf)
-    crossing = math.fsum(cost_at.values())
-    lo = floor
-    for hi in [*reversed(levels), math.inf]:
-        t = max(lo, need(crossing))
-        if t < hi:
-            return t
-        crossing -= cost_at.get(hi, 0.0)
-        lo = hi
-    return lo  # (not reached: the last interval is unbounded)
+    if need(floor) <= floor:
+        return floor
+    lo, hi = floor, max(need(floor), 2 * abs(floor), 1.0)
+    for _ in range(200):
+        if need(hi) <= hi:
+            break
+        lo, hi = hi, 2 * hi
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if need(mid) <= mid:
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, tensor_cuts: int | None = None,
@@ -260,6 +276,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
         return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
     # forced[u]: a lower estimate of the least block holding u's group and all its consumers' groups
     forced: dict[int, float] = {}
+    spread: dict[int, float] = {}
     seeds: dict[int, list[int]] = {}
     for u in range(len(g.nodes)):
         others = {grp[v] for v in g.succ[u]} - {grp[u]}
@@ -267,6 +284,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
             continue  # no tensor, or one block always holds it all: it never has to cross
         seeds[u] = [i for r in sorted(others | {grp[u]}) for i in groups[r]]
         forced[u] = max(max(cut.per_group[r] for r in others | {grp[u]}), _own(problem, seeds[u]))
+        spread[u] = math.fsum(problem.work(i) for i in seeds[u])
     solves, complete = cut.solves, cut.complete
     upper = {u: block_cost(problem, [ids[i] for i in seed]) for u, seed in seeds.items()}
     ranked = [u for u in sorted(seeds, key=lambda x: -upper[x]) if upper[u] > floor and upper[u] > forced[u]]
@@ -280,7 +298,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
                 break
             forced[u] = max(forced[u], cutter.value(seeds[u]))
         solves += cutter.solves
-    t = _least_t(problem, floor, forced, len(groups))
+    t = _least_t(problem, floor, forced, spread, len(groups))
     return CombinatorialBound(bound=t, complete=complete, solves=solves, witness=(), per_group=cut.per_group)
 
 
