@@ -122,3 +122,36 @@ def test_paths_and_errors():
     big = LatencyProblem(sc.Graph([sc.Node(0, {"accelerator": 1.0}, memory=9.0)], []),
                          Devices.pcie_star(1, memory=1.0, cpu=False))
     assert latency_bound(big).value == math.inf
+
+
+def test_the_bound_s_runs_give_a_placement_that_can_meet_it():
+    from stagecut.latency import evaluate_schedule
+    from stagecut.latency.bounds import path_placement
+
+    g = sc.Graph.chain([1.0, 1.0, 1.0, 1.0], comm=2.0, memory=[3.0] * 4, cpu_costs=[10.0] * 4)
+    p = LatencyProblem(g, Devices.pcie_star(2, memory=6.0))
+    dev = path_placement(p)
+    s = evaluate_schedule(p, None, dev)
+    assert not s.violations and s.objective == pytest.approx(memory_path_bound(p)) == pytest.approx(8.0)
+    rng = random.Random(5)
+    for _ in range(50):  # on random memory-tight stars: a placement that fits, never below the bound
+        q = tight_star(rng, rng.randint(2, 7))
+        d = path_placement(q)
+        if d is not None:
+            t = evaluate_schedule(q, None, d)
+            assert not t.violations and t.objective >= latency_bound(q).value * (1 - REL)
+
+
+@pytest.mark.slow
+def test_gnmt_is_proven_optimal_by_the_milp_from_the_bound_s_runs():
+    import pathlib
+
+    from stagecut.latency.milp import solve_milp
+
+    path = (pathlib.Path(__file__).resolve().parents[3] / "shared" / "workloads" / "latency-inputs" / "LayerGraphs"
+            / "gnmt_inference.json")
+    if not path.exists():
+        pytest.skip("the shared workloads are absent")
+    p = LatencyProblem.from_workload(sc.read_workload(path))
+    s = solve_milp(p, time_limit=60)
+    assert s.status == "optimal" and s.objective == pytest.approx(latency_bound(p).value, rel=1e-6)

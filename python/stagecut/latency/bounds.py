@@ -52,7 +52,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.latency.problem import LatencyProblem
 from stagecut.validate import shown
 
-__all__ = ["LatencyBound", "latency_bound", "best_bound", "device_path_bound", "memory_path_bound", "long_paths"]
+__all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "device_path_bound", "memory_path_bound",
+           "long_paths"]
 
 #: The longest path :func:`memory_path_bound` takes whole; a longer one is cut into stretches of this
 #: many nodes, each bounded alone (their sum is still a bound), which keeps the programme quadratic
@@ -145,6 +146,12 @@ def long_paths(problem: LatencyProblem) -> list[list[int]]:
 
 def _path_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray) -> float:
     """The least time of ``path`` over its splits into runs (see the module docs)."""
+    return _runs(problem, path, tr, ok)[0]
+
+
+def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray,
+          ok: np.ndarray) -> tuple[float, list[tuple[int, int, int]]]:
+    """:func:`_path_runs` and the runs that reach it: ``(first, last, device)`` positions in ``path``."""
     m, nd = len(path), problem.num_devices
     idx = np.asarray(path, dtype=np.int64)
     can = ok[idx]
@@ -155,16 +162,73 @@ def _path_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
     cap = problem.capacity * (1 + 1e-12)
     arrive = np.full((m, nd), math.inf)  # the least time a run starting at path[i] on d can begin
     arrive[0] = 0.0
+    came = np.zeros((m, nd), dtype=np.int64)  # the device of the run before
+    first = np.zeros((m, nd), dtype=np.int64)  # the first node of the best run ending at path[j] on d
     end = np.full(nd, math.inf)
     for j in range(m):
         i = np.arange(j + 1)
         fits = ((M[j + 1] - M[i])[:, None] <= cap[None, :]) & (bad[j + 1][None, :] == bad[i])
-        end = np.where(fits, arrive[:j + 1] + P[j + 1][None, :] - P[i], math.inf).min(axis=0)
+        cost = np.where(fits, arrive[:j + 1] + P[j + 1][None, :] - P[i], math.inf)
+        end, first[j] = cost.min(axis=0), cost.argmin(axis=0)
         if j + 1 < m:
             step = end[:, None] + tr[idx[j]]
             np.fill_diagonal(step, math.inf)  # the next run is on another device
-            arrive[j + 1] = step.min(axis=0)
-    return float(end.min())
+            arrive[j + 1], came[j + 1] = step.min(axis=0), step.argmin(axis=0)
+    value = float(end.min())
+    runs: list[tuple[int, int, int]] = []
+    if math.isfinite(value):
+        d, j = int(np.argmin(end)), m - 1
+        while j >= 0:
+            i = int(first[j, d])
+            runs.append((i, j, d))
+            d, j = int(came[i, d]), i - 1
+    return value, runs[::-1]
+
+
+def path_placement(problem: LatencyProblem) -> list[int] | None:
+    """A placement built from the ``"memory-path"`` bound's best split of its path into runs (a
+    start for the solvers: on some graphs it meets the bound): each run on a device of its kind
+    (accelerator runs on the devices interchangeable with the run's, the least used first), every
+    other node on a neighbour's device where it fits, else on a parallel device, else where it
+    fits; ``None`` when that fails. Device positions by node position."""
+    from stagecut.latency.brute import symmetry_groups
+
+    tr, ok = _transfers(problem), _runnable(problem)
+    best: tuple[float, list[int], list[tuple[int, int, int]]] | None = None
+    for path in long_paths(problem):
+        if len(path) > MAX_PATH:
+            continue
+        value, runs = _runs(problem, path, tr, ok)
+        if runs and (best is None or value > best[0]):
+            best = (value, path, runs)
+    if best is None:
+        return None
+    _, path, runs = best
+    twins = {d: g for g in symmetry_groups(problem) for d in g}
+    used = np.zeros(problem.num_devices)
+    dev = [-1] * len(problem)
+    for i, j, d in runs:
+        nodes = path[i:j + 1]
+        need = float(problem.memory[nodes].sum())
+        group = twins.get(d, [d])
+        fits = [e for e in group if used[e] + need <= problem.capacity[e] and ok[nodes, e].all()]
+        e = min(fits, key=lambda x: (used[x], x)) if fits else d
+        for v in nodes:
+            dev[v] = e
+        used[e] += need
+    spare = [d for d in range(problem.num_devices) if problem.parallel[d]] + list(range(problem.num_devices))
+    for v in problem.order:
+        if dev[v] >= 0:
+            continue
+        near = [dev[u] for u in problem.pred[v] if dev[u] >= 0] + [dev[w] for w in problem.succ[v] if dev[w] >= 0]
+        for d in near + spare:
+            if ok[v, d] and used[d] + problem.memory[v] <= problem.capacity[d]:
+                dev[v] = d
+                used[d] += problem.memory[v]
+                break
+        else:
+            return None
+    return dev
 
 
 def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,

@@ -82,7 +82,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError, SolverError
-from stagecut.latency.bounds import best_bound
+from stagecut.latency.bounds import SMALL, best_bound, path_placement
 from stagecut.latency.brute import colocated, symmetry_groups
 from stagecut.latency.evaluate import TOL, schedule_from
 from stagecut.latency.problem import LatencyProblem
@@ -665,14 +665,16 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
 
 def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
            ) -> tuple[Schedule, list[int], list[list[int]]] | None:
-    """The schedule to start from (relabelled for the symmetry rows), re-scored: the shorter of
-    ``start`` (when it fits) and the greedy one; ``None`` when neither exists."""
+    """The schedule to start from (relabelled for the symmetry rows), re-scored: the shortest of
+    ``start`` (when it fits), the greedy one and the placement of the memory-path bound's runs
+    (:func:`~stagecut.latency.bounds.path_placement`); ``None`` when none exists."""
     groups = symmetry_groups(problem)
     cand: tuple[list[int], list[list[int]] | None] | None = None
     if start is not None and start.objective is not None:
         cand = _from_start(problem, start)
     found: list[tuple[Schedule, list[int], list[list[int]]]] = []
-    for attempt in (cand, greedy_schedule(problem)):
+    witness = path_placement(problem) if len(problem) <= SMALL else None
+    for attempt in (cand, greedy_schedule(problem), None if witness is None else (witness, None)):
         if attempt is None:
             continue
         dev, order = attempt
