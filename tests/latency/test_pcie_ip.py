@@ -365,3 +365,14 @@ def test_bound_is_capped_at_a_start_outside_the_slots():
     assert s.stats["mip_bound"] > s.objective + 1  # the case this test is about
     assert s.lower_bound <= s.objective
     assert any("more than 1 piece" in n for n in s.notes)
+
+
+def test_slots_are_convex_even_when_zero_times_allow_a_cycle():
+    # a and c cost nothing on the accelerator (5 on the CPU), b (CPU only) costs nothing: one slot
+    # cannot hold a and c around b, so one of them runs on the CPU. Without the contiguity rows the
+    # model would put a and c in one slot, b "between" them at no cost, and claim a bound of 0
+    nodes = [Node("a", {"accelerator": 0, "cpu": 5}), Node("b", {"cpu": 0}), Node("c", {"accelerator": 0, "cpu": 5})]
+    p = LatencyProblem.from_workload(sc.Graph(nodes, [("a", "b"), ("b", "c")]), accelerators=1)
+    s = solve_pcie_ip(p, q=1)
+    assert s.status == "optimal" and s.objective == pytest.approx(5.0)
+    assert s.stats["mip_bound"] == pytest.approx(5.0)

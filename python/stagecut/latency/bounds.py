@@ -190,7 +190,7 @@ def path_placement(problem: LatencyProblem) -> list[int] | None:
     start for the solvers: on some graphs it meets the bound): each run on a device of its kind
     (accelerator runs on the devices interchangeable with the run's, the least used first), every
     other node on a neighbour's device where it fits, else on a parallel device, else where it
-    fits; ``None`` when that fails. Device positions by node position."""
+    fits; ``None`` when that fails (a run or a node that fits nowhere left). Device positions by node position."""
     from stagecut.latency.brute import symmetry_groups
 
     tr, ok = _transfers(problem), _runnable(problem)
@@ -212,7 +212,9 @@ def path_placement(problem: LatencyProblem) -> list[int] | None:
         need = float(problem.memory[nodes].sum())
         group = twins.get(d, [d])
         fits = [e for e in group if used[e] + need <= problem.capacity[e] and ok[nodes, e].all()]
-        e = min(fits, key=lambda x: (used[x], x)) if fits else d
+        if not fits:
+            return None
+        e = min(fits, key=lambda x: (used[x], x))
         for v in nodes:
             dev[v] = e
         used[e] += need
