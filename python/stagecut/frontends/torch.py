@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
-from stagecut.frontends import export, shared, split
+from stagecut.frontends import export, model_prep, shared, split
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, trace_with_backward
 from stagecut.graph import ACCELERATOR, Graph, Node
 from stagecut.results import Plan
@@ -310,11 +310,21 @@ def _fx(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> 
 
 
 def _capture(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: str) -> _Program:
+    prepared = model_prep.prepare(model)  # Hugging Face models: use_cache=False
+    program = _capture_program(model, args, kwargs, tracer)
+    program.notes[:0] = prepared
+    return program
+
+
+def _capture_program(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], tracer: str) -> _Program:
     if tracer == "fx":
         return _fx(model, args, kwargs, "tracer='fx'")
     try:
         return _export(model, args, kwargs)
     except Exception as e:  # export refuses data-dependent control flow, unsupported ops...
+        hint = model_prep.data_dependent(e)
+        if hint is not None:  # torch.fx cannot branch on data either: say where and what to do
+            raise InvalidArgumentError(hint) from e
         if tracer == "export":
             raise InvalidArgumentError(f"torch.export could not trace the model: {type(e).__name__}: "
                                        f"{str(e).splitlines()[0] if str(e) else ''}") from e
