@@ -243,3 +243,16 @@ def test_simple_bound_is_the_longest_path_not_the_last_node():
     g = sc.Graph([sc.Node("long", {"accelerator": 5.0}), sc.Node("short", {"accelerator": 1.0})], [])
     p = LatencyProblem(g, Devices.pcie_star(2, cpu=False))
     assert p.order[-1] == 1 and simple_bound(p, batch_spec(p, 1)) == pytest.approx(5.0)
+
+
+def test_activations_of_two_nodes_share_a_device_per_input():
+    # a -> b, no weights, 3 bytes of activations per input each; the T4 holds 9 bytes: both nodes'
+    # two inputs (12) do not fit together, so part of the work goes to the CPU (10 per input). A
+    # memory row counting activations once per batch (6) would run everything on the T4 (2 * 2 ** 0.5)
+    g = sc.Graph([sc.Node(v, {"cpu": 10.0, "t4": 1.0, "a100": 1.0}, memory=0.0, comm=3.0) for v in "ab"],
+                 [("a", "b")])
+    p = LatencyProblem(g, rwnn_devices(t4_memory=9.0, a100_memory=1.0), output_bytes="comm")
+    spec = batch_spec(p, 2, batch_sizes=[1, 2])
+    r = solve_batched(p, spec=spec, threads=1)
+    assert r.status == "optimal" and r.objective > 10.0
+    assert r.objective == pytest.approx(brute_batched(p, spec), rel=TOL)
