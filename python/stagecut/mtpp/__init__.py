@@ -4,7 +4,9 @@
 * :mod:`~stagecut.mtpp.slicegraph`: :func:`slice_graph`: orders + optimal slicing, BRKGA, exact DP;
 * :mod:`~stagecut.mtpp.units`, :mod:`~stagecut.mtpp.exact`: the units the core works on, and the
   exact DP with the leaf relaxation and its repair;
-* :mod:`~stagecut.mtpp.bounds`: the MIP lower-bound ladder;
+* :mod:`~stagecut.mtpp.bounds`: the lower-bound ladder (the MIPs, and the combinatorial bounds of
+  :mod:`~stagecut.mtpp.combinatorial`: minimum cuts around each node, tensors forced to cross,
+  exact optima of subgraphs);
 * :mod:`~stagecut.mtpp.certify`: :func:`certify`: a plan's cost against the best bound.
 
 Examples

@@ -288,7 +288,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:
-            extra = {} if lv in COMBINATORIAL else {"known_bound": ladder.known(), "start": ladder.start}
+            extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known(),
+                                                                      "start": ladder.start}
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)

@@ -333,7 +333,8 @@ def subgraph_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
     groups = _groups(problem)
     if cut is None:
         cut = node_cut_bound(problem, deadline=deadline)
-    best, witness, solves, complete = -math.inf, (), cut.solves, cut.complete
+    best, solves, complete = -math.inf, cut.solves, cut.complete
+    witness: tuple[object, ...] = ()
     order = sorted(groups, key=lambda r: -cut.per_group.get(r, 0.0))[:max(0, seeds)]
     done: set[frozenset[int]] = set()
     for rep in order:
