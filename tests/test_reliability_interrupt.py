@@ -203,7 +203,7 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(delay):
     # any of stagecut runs, is Python's), then runs the command as its script does
     code = ("import sys, runpy\n"
             "print('up', file=sys.stderr, flush=True)\n"
-            "sys.argv = ['stagecut', 'partition', 'example:chain8', '-k', '2']\n"
+            "sys.argv = ['stagecut', 'partition', 'example:chain', '-k', '2']\n"
             "runpy.run_module('stagecut', run_name='__main__')\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_sigint)

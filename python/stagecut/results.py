@@ -135,26 +135,67 @@ def _decode(tp: Any, value: Any, where: str) -> Any:
         return value
     if tp is float:
         if isinstance(value, str):
+            if value not in ("inf", "-inf", "nan", "Infinity", "-Infinity", "NaN"):
+                raise InvalidGraphError(f"{where}: expected a number, got {_short(value)}")
             return float(value)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise InvalidGraphError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is int or tp is str or tp is bool:
+            raise InvalidGraphError(f"{where}: expected a number, got {_short(value)}")
+        try:
+            return float(value)
+        except OverflowError:
+            raise InvalidGraphError(f"{where}: {_short(value)} is too large for a number") from None
+    if tp is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidGraphError(f"{where}: expected an integer, got {_short(value)}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise InvalidGraphError(f"{where}: expected a string, got {_short(value)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise InvalidGraphError(f"{where}: expected true or false, got {_short(value)}")
         return value
     if tp is Hashable:
+        if not _is_node_id(value):
+            raise InvalidGraphError(f"{where}: expected a node id (an integer, a string or a list of them), "
+                                    f"got {_short(value)}")
         return _tuples(value)
     if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise InvalidGraphError(f"{where}: expected a list, got {_short(value)}")
         args = get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise InvalidGraphError(f"{where}: expected a list of {len(args)}, got {len(value)} items")
         return tuple(_decode(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
     if origin in (dict, Mapping, typing.Mapping) or tp in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise InvalidGraphError(f"{where}: expected an object, got {_short(value)}")
         args = get_args(tp) or (Any, Any)
         return {(_decode_key(k) if args[0] is not str else k): _decode(args[1], v, f"{where}[{k!r}]")
                 for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _from_dict(tp, value, where)
     return value
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value from a file, cut to 60 characters."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # an integer too long to print, nesting too deep
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_node_id(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, str)):
+        return True
+    return isinstance(value, list) and depth < 8 and all(_is_node_id(v, depth + 1) for v in value)
 
 
 def _from_dict(cls: Any, data: Mapping[str, Any], where: str) -> Any:
@@ -310,14 +351,24 @@ class Result:
 
     @classmethod
     def from_json(cls: type[R], data: Mapping[str, Any] | str) -> R:
-        """Rebuild a result from :meth:`to_json`'s dict (or its JSON text)."""
-        if isinstance(data, str):
-            data = json.loads(data)
-        assert isinstance(data, Mapping)
+        """Rebuild a result from :meth:`to_json`'s dict (or its JSON text).
+
+        The data is checked as a whole, each problem one :class:`~stagecut.errors.InvalidGraphError`
+        naming the field: the types of the fields, finite numbers (an objective, loads, times), a
+        status of :data:`STATUSES` that agrees with the objective, a lower bound not above the
+        objective, the ``gap`` field agreeing with the two, and stages that number the stages.
+        """
+        data = _load(data, cls.__name__)
         kind = data.get("kind")
         if kind is not None and kind != cls.__name__:
-            raise InvalidGraphError(f"kind: this is a {kind} result, not a {cls.__name__}")
-        out: R = _from_dict(cls, data, cls.__name__)
+            raise InvalidGraphError(f"kind: this is a {_short(kind)} result, not a {cls.__name__}")
+        try:
+            out: R = _from_dict(cls, data, cls.__name__)
+        except InvalidGraphError:
+            raise
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a constructor's own check
+            raise InvalidGraphError(f"{cls.__name__}: {exc}") from None
+        _check_result(out, data)
         return out
 
     # -- human-readable
@@ -355,6 +406,63 @@ class Result:
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(objective={_fmt(self.objective)}, status={self.status!r}, "
                 f"lower_bound={_fmt(self.lower_bound)}, method={self.method!r}, stages={len(self.stages)})")
+
+
+def _load(data: Any, what: str) -> Mapping[str, Any]:
+    """The JSON object of a saved result, from a mapping or JSON text (one clear error otherwise)."""
+    if isinstance(data, (str, bytes, bytearray)):
+        try:
+            data = json.loads(data)
+        except RecursionError:
+            raise InvalidGraphError(f"{what}: the JSON is nested too deeply to read") from None
+        except ValueError as exc:
+            raise InvalidGraphError(f"{what}: not valid JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, Mapping):
+        raise InvalidGraphError(f"{what}: expected a JSON object (a saved result), got {_short(data)}")
+    return data
+
+
+#: relative slack of the consistency checks of :func:`_check_result` (round-off of the solvers)
+_CHECK_TOL = 1e-6
+
+
+def _check_result(r: Result, data: Mapping[str, Any]) -> None:
+    """The consistency of a result read from a file (see :meth:`Result.from_json`)."""
+    name = type(r).__name__
+    obj, lb = r.objective, r.lower_bound
+    if obj is not None and not math.isfinite(obj):
+        raise InvalidGraphError(f"{name}.objective: {obj} is not a finite number")
+    if lb is not None and (math.isnan(lb) or (lb == math.inf and r.status != "infeasible")):
+        raise InvalidGraphError(f"{name}.lower_bound: {lb} is not a lower bound (only an infeasible answer has inf)")
+    if obj is None and r.status in ("optimal", "feasible"):
+        raise InvalidGraphError(f"{name}.status: {r.status!r} with no objective")
+    if obj is not None and r.status == "infeasible":
+        raise InvalidGraphError(f"{name}.status: 'infeasible' with an objective ({obj})")
+    if obj is not None and lb is not None and lb > obj + _CHECK_TOL * max(1.0, abs(obj)):
+        raise InvalidGraphError(f"{name}.lower_bound: {lb} is above the objective {obj}")
+    if not math.isfinite(r.runtime_s) or r.runtime_s < 0:
+        raise InvalidGraphError(f"{name}.runtime_s: {r.runtime_s} is not a number of seconds")
+    if r.seed is not None and (r.seed < 0):
+        raise InvalidGraphError(f"{name}.seed: {r.seed} is negative")
+    gap = data.get("gap")
+    if gap is not None:
+        if not isinstance(gap, (int, float)) or isinstance(gap, bool) or not math.isfinite(gap) or gap < 0:
+            raise InvalidGraphError(f"{name}.gap: expected a non-negative number, got {_short(gap)}")
+        if r.gap is None or abs(gap - r.gap) > _CHECK_TOL * max(1.0, abs(gap)):
+            raise InvalidGraphError(f"{name}.gap: {gap} does not agree with the objective and lower bound "
+                                    f"(gap {r.gap})")
+    if obj is not None and not r.stages and "stages" in {f.name for f in dataclasses.fields(r)}:
+        raise InvalidGraphError(f"{name}.stages: an answer (objective {obj}) with no stages")
+    for i, st in enumerate(r.stages):
+        if st.index != i:
+            raise InvalidGraphError(f"{name}.stages[{i}].index: {_short(st.index)}, expected {i} (pipeline order)")
+        for x, what in ((st.load, "load"), (st.memory, "memory"), *((v, f"parts[{k!r}]") for k, v in st.parts.items())):
+            if isinstance(x, float) and not math.isfinite(x):
+                raise InvalidGraphError(f"{name}.stages[{i}].{what}: {x} is not a finite number")
+    for attr in ("devices", "cpus"):
+        value = getattr(r, attr, None)
+        if isinstance(value, int) and value < 0:
+            raise InvalidGraphError(f"{name}.{attr}: {value} is negative")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -439,9 +547,6 @@ class Evaluation:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Evaluation:
         """Rebuild an evaluation from :meth:`to_json`'s dict (or its JSON text)."""
-        if isinstance(data, str):
-            data = json.loads(data)
-        if not isinstance(data, Mapping):
-            raise InvalidGraphError(f"Evaluation: expected a JSON object, got {type(data).__name__}")
+        data = _load(data, "Evaluation")
         out: Evaluation = _from_dict(cls, {k: v for k, v in data.items() if k != "kind"}, cls.__name__)
         return out

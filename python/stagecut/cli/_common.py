@@ -367,10 +367,16 @@ def _device(stage: Any, position: int, where: str) -> tuple[str, int]:
                 raise InvalidGraphError(f"{where}.kind: expected a device kind (a string), got {type(kind).__name__}")
             return kind, check_int(stage["kind_index"], f"{where}.kind_index", error=InvalidGraphError)
         device = stage.get("device")
-        if isinstance(device, str) and ":" in device:
+        if device is not None:
+            if not isinstance(device, str) or not device:
+                raise InvalidGraphError(f"{where}.device: expected a device name such as 'cpu' or 'accelerator:0', "
+                                        f"got {device!r}"[:200])
+            if ":" not in device:
+                return device, 0  # a device of its own kind ("cpu" of the latency planner)
             kind, _, idx = device.rpartition(":")
-            if idx.isascii() and idx.isdecimal() and len(idx) < 20:
-                return kind, int(idx)
+            if not (kind and idx.isascii() and idx.isdecimal() and int(idx) <= MAX_INT):
+                raise InvalidGraphError(f"{where}.device: expected KIND:INDEX with a small index, got {device!r}"[:200])
+            return kind, int(idx)
     return "accelerator", position
 
 
@@ -519,7 +525,7 @@ def _one_line(e: BaseException) -> str:
         text = f"missing {text}"
     if isinstance(e, RecursionError):
         text = "the input is nested too deeply to read (Python's recursion limit)"
-    if isinstance(e, MemoryError):
+    if isinstance(e, MemoryError) and not isinstance(e, StagecutError):  # not a request refused beforehand
         text = f"out of memory{': ' + text if text else ''}"
     first = text.splitlines()[0] if text else type(e).__name__
     return first

@@ -214,6 +214,9 @@ def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
         name = "cpu" if kind == "cpu" and "cpu" in names else f"{kind}:{idx}"
         if name not in names and kind == "accelerator" and f"gpu:{idx}" in names:
             name = f"gpu:{idx}"   # blocks without a device kind, on GPUs
+        if name not in names:
+            raise _common.bad_argument("--evaluate", f"node {v!r} is on device {name!r}, which this problem does not "
+                                       f"have (devices: {', '.join(names[:8])}{', ...' if len(names) > 8 else ''})")
         placement[v] = name
     default = "pieces" if problem.devices.topology == "pcie" else "asap"
     if (args.semantics or default) == "pieces":

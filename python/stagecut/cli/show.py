@@ -43,11 +43,14 @@ def load_result(path: str) -> Result:
     classes = _result_classes()
     if kind is None:
         raise InvalidGraphError(f"{path}: not a saved result (no 'kind' key); write one with -o FILE")
-    if kind not in classes:
-        raise InvalidGraphError(f"{path}: unknown result kind {kind!r}; known: {', '.join(sorted(classes))}")
+    if not isinstance(kind, str) or kind not in classes:
+        shown = repr(kind) if len(repr(kind)) <= 60 else repr(kind)[:57] + "..."
+        raise InvalidGraphError(f"{path}: unknown result kind {shown}; known: {', '.join(sorted(classes))}")
     try:
         return classes[kind].from_json(data)
-    except (TypeError, KeyError, AttributeError) as e:
+    except InvalidGraphError as e:
+        raise InvalidGraphError(f"{path}: {e}") from None
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
         raise InvalidGraphError(f"{path}: a malformed {kind} ({e})") from None
 
 

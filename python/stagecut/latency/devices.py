@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from stagecut.errors import InvalidArgumentError
+from stagecut.errors import InvalidArgumentError, MemoryLimitError
 from stagecut.graph import ACCELERATOR, CPU
 from stagecut.validate import check_flag, check_int, check_number, shown
 
@@ -171,6 +171,7 @@ class Devices:
         ('accelerator:0',)
         """
         k = check_int(accelerators, "accelerators", minimum=0 if cpu else 1)
+        check_device_count(k + (1 if cpu else 0), "accelerators", k)
         devs = [Device("cpu", cpu_kind, parallel=True)] if cpu else []
         devs += [Device(f"accelerator:{i}", accelerator_kind, memory=memory) for i in range(k)]
         n = len(devs)
@@ -201,6 +202,7 @@ class Devices:
         inter = check_number(inter_bandwidth, "inter_bandwidth", positive=True, allow_inf=True,
                              error=InvalidArgumentError)
         n = s * g
+        check_device_count(n, "servers x gpus_per_server", f"{s} x {g}")
         devs = tuple(Device(f"gpu:{i}", kind, memory=memory, speed=speed) for i in range(n))
         bw = tuple(tuple(math.inf if a == b else (intra if a // g == b // g else inter) for b in range(n))
                    for a in range(n))
@@ -244,7 +246,9 @@ class Devices:
         topo = data.get("topology", "matrix")
         mem = check_number(data.get("memory", math.inf), "memory", allow_inf=True, error=InvalidArgumentError)
         if topo == "pcie":
-            return cls.pcie_star(_need(data, "accelerators"), memory=mem, cpu=data.get("cpu", True) is not False)
+            if "cpu" in data and not isinstance(data["cpu"], bool):
+                raise InvalidArgumentError(f"cpu: expected true or false, got {shown(data['cpu'])}")
+            return cls.pcie_star(_need(data, "accelerators"), memory=mem, cpu=data.get("cpu", True))
         if topo == "servers":
             return cls.servers(_need(data, "servers"), _need(data, "gpus_per_server"),
                                intra_bandwidth=_need(data, "intra_bandwidth"),
@@ -255,6 +259,7 @@ class Devices:
         raw = _need(data, "devices")
         if not isinstance(raw, Sequence) or isinstance(raw, str):
             raise InvalidArgumentError("devices: expected a list of device objects")
+        check_device_count(len(raw), "devices", len(raw))
         devs = []
         for i, d in enumerate(raw):
             if not isinstance(d, Mapping):
@@ -316,6 +321,21 @@ class Devices:
         if a == b or size == 0:
             return 0.0
         return size / self.bandwidth[a][b]
+
+
+#: The most devices a device description may have: every method keeps a devices x devices
+#: bandwidth matrix and nodes x devices tables (1024 devices: a million bandwidths).
+MAX_DEVICES = 1024
+
+
+def check_device_count(n: int, parameter: str, given: object) -> None:
+    """Refuse, before anything is allocated, more than :data:`MAX_DEVICES` devices
+    (:class:`~stagecut.errors.MemoryLimitError` naming ``parameter`` and the matrix's size)."""
+    if n > MAX_DEVICES:
+        mib = 8.0 * n * n / 2**20  # floats of the bandwidth matrix; Python's tuples take more
+        size = f"{mib:.3g} MiB" if mib < 1024 else f"{mib / 1024:.3g} GiB"
+        raise MemoryLimitError(f"{parameter}: {given} means {n} devices; at most {MAX_DEVICES} are supported "
+                               f"(their {n} x {n} bandwidth matrix alone would take more than {size})")
 
 
 def _need(data: Mapping[str, Any], key: str) -> Any:
