@@ -43,7 +43,7 @@ import numpy as np
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 from stagecut.rwnn import RWNN_DEPS, RWNN_MODELS, rwnn, rwnn_devices
-from stagecut.validate import check_int, check_number
+from stagecut.validate import check_int, check_number, check_size
 
 __all__ = ["transformer_like", "random_dag", "regal_graph", "REGAL_MODELS", "rwnn", "rwnn_devices", "RWNN_MODELS",
            "RWNN_DEPS"]
@@ -382,6 +382,8 @@ def regal_graph(
     """
     rng = np.random.default_rng(check_int(seed, "seed"))
     n = int(rng.integers(50, 201)) if n is None else check_int(n, "n", minimum=1)
+    check_size("n", nodes=n)
+    check_number(tensor_std, "tensor_std", error=InvalidArgumentError)  # a finite number >= 0
     if params not in ("tensor", "zero"):
         raise InvalidArgumentError(f"params: {params!r} is not 'tensor' or 'zero'")
     check_number(avg_degree, "avg_degree", error=InvalidArgumentError)

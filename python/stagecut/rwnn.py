@@ -77,7 +77,7 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
-from stagecut.validate import check_int, check_number
+from stagecut.validate import check_int, check_number, check_size
 
 if TYPE_CHECKING:
     from stagecut.latency.devices import Devices
@@ -231,6 +231,10 @@ def rwnn(
     m = check_int(modules, "modules", minimum=1)
     n = check_int(size, "size", minimum=MIN_SIZE)
     c = check_int(channels, "channels", minimum=1, maximum=n)
+    # nodes, and the Erdos-Renyi draws of a block of modules (8 bytes per pair), before any allocation
+    pairs = n * (n - 1) / 2 * min(_ER_BLOCK, m) if model == "er" else 0.0
+    check_size("modules x (size + 2 channels)" if m > 1 else "size", nodes=m * (n + 2 * c),
+               bytes_needed=8.0 * pairs + 64.0 * m * n)
     if model not in RWNN_MODELS:
         raise InvalidArgumentError(f"model: {model!r} is not one of {', '.join(RWNN_MODELS)}")
     if dep not in RWNN_DEPS:

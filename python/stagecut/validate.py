@@ -25,9 +25,10 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, MemoryLimitError, StagecutError
 
-__all__ = ["check_number", "check_int", "check_flag", "check_id", "check_field", "check_list", "check_graph", "shown",
+__all__ = ["check_size", "MAX_GENERATED_NODES",
+           "check_number", "check_int", "check_flag", "check_id", "check_field", "check_list", "check_graph", "shown",
            "MAX_INT"]
 
 #: the largest integer any argument may take (the core's widest integer is a u64)
@@ -254,3 +255,35 @@ def check_graph(obj: Any, where: str = "graph", *, accept: tuple[type, ...] = ()
     else:
         hint = got
     raise InvalidArgumentError(f"{where}: expected {expected}, got {hint}")
+
+
+#: The most nodes a generated graph (``rwnn``, ``regal_graph``) may have: about a kilobyte of
+#: Python objects each, so 2 million nodes take about 2 GB before any solver runs.
+MAX_GENERATED_NODES = 2_000_000
+#: The memory budget of :func:`check_size` (bytes).
+MEMORY_BUDGET = 4 * 2**30
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} bytes"
+
+
+def check_size(parameter: str, nodes: float = 0, bytes_needed: float = 0) -> None:
+    """Refuse, before anything is allocated, a request for more than :data:`MAX_GENERATED_NODES`
+    nodes or more than :data:`MEMORY_BUDGET` bytes: a
+    :class:`~stagecut.errors.MemoryLimitError` naming ``parameter`` and the estimated size.
+
+    >>> check_size("modules", nodes=10 ** 7)
+    Traceback (most recent call last):
+    ...
+    stagecut.errors.MemoryLimitError: modules: 10000000 nodes requested (about 9.31 GiB); at most 2000000 are supported
+    """
+    if nodes > MAX_GENERATED_NODES:
+        raise MemoryLimitError(f"{parameter}: {nodes:.0f} nodes requested (about {_bytes(nodes * 1000.0)}); "
+                               f"at most {MAX_GENERATED_NODES} are supported")
+    if bytes_needed > MEMORY_BUDGET:
+        raise MemoryLimitError(f"{parameter}: the request needs about {_bytes(bytes_needed)}, more than the "
+                               f"{_bytes(MEMORY_BUDGET)} budget")

@@ -329,6 +329,9 @@ def _rwnn(spec: str) -> Graph:
             if not (text.isascii() and text.isdecimal() and len(text) <= 20):
                 raise InvalidGraphError(f"{spec!r}: {key}={text[:40]}: expected a non-negative integer")
             ints[key] = int(text)
+    if ints.get("size", 10) not in (10, 32):
+        raise InvalidGraphError(f"{spec!r}: size must be 10 or 32 (DiviML's modules), got {ints['size']} "
+                                "(other sizes: stagecut.rwnn.rwnn)")
     try:
         return rwnn(ints["modules"], ints["channels"], model=given.get("model", "er"), size=ints.get("size", 10),
                     dep=given.get("dep", "sdep"), seed=ints.get("seed", 0))
