@@ -141,3 +141,31 @@ def run(cases, tmp_dir, timeout=600):
         path = os.path.join(str(tmp_dir), f"rank{rank}.json")
         out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
     return out
+
+
+def _plan_once_worker(rank, init_file, out_dir):
+    import torch
+    import torch.distributed as dist
+
+    import stagecut as sc
+    from stagecut.frontends.runtime import plan_once
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    try:  # each rank would plan differently (its own "measured" times): rank 0's plan wins
+        times = [1.0, 2.0, 3.0, 4.0] if rank == 0 else [4.0, 3.0, 2.0, 1.0]
+        plan = plan_once(lambda: sc.partition(sc.Graph.chain(times), devices=2))
+        with open(os.path.join(out_dir, f"plan{rank}.json"), "w") as f:
+            json.dump(plan.to_json(), f)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_plan_once(tmp_dir):
+    """The plan each of 2 gloo ranks gets from ``plan_once`` (JSON mappings)."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_plan_once_worker, args=(os.path.join(str(tmp_dir), "gloo_init"), str(tmp_dir)), nprocs=2,
+                       join=True, start_method="spawn")
+    return [json.load(open(os.path.join(str(tmp_dir), f"plan{r}.json"))) for r in range(2)]

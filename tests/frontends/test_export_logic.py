@@ -123,3 +123,30 @@ def test_balance_refusals():
     t.modules["a0"] = ("other",)
     with pytest.raises(NotExpressibleError, match="'other', which is not one of the model's direct children"):
         plan_to_balance(cut(t, 4), t)
+
+
+def test_exports_take_a_saved_plan(tmp_path):
+    import json
+
+    from stagecut.errors import InvalidArgumentError
+    from stagecut.frontends.runtime import as_plan, plan_once
+
+    t = fake_trace()
+    plan = cut(t, 4)
+    text = json.dumps(plan.to_json())
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    want = plan_to_pipelining(plan, t)
+    for saved in (text, str(path), path, json.loads(text)):
+        assert as_plan(saved) == plan
+        assert plan_to_pipelining(saved, t) == want
+        assert plan_to_balance(saved, t) == [1, 2]
+    assert plan_once(lambda: plan) == plan and plan_once(str(path)) == plan  # no torch.distributed: planned here
+    with pytest.raises(InvalidArgumentError, match="cannot read.*missing.json"):
+        plan_to_pipelining(str(tmp_path / "missing.json"), t)
+    with pytest.raises(InvalidArgumentError, match="not a saved stagecut plan"):
+        as_plan('{"objective": 1}')
+    with pytest.raises(InvalidArgumentError, match="not a saved stagecut plan"):
+        as_plan({"stages": "x"})
+    with pytest.raises(NotExpressibleError, match="saved plan"):
+        plan_to_pipelining(42, t)

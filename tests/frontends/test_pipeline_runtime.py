@@ -169,3 +169,11 @@ def test_pipeline_arguments():
     pipe = runtime.pipeline(model, (x,), split_spec=spec)
     y, _, _ = run_like_pipeline_stages(pipe, x)
     assert torch.allclose(y, model(x).detach(), atol=1e-6)
+
+
+@pytest.mark.slow  # two spawned processes importing torch
+def test_plan_once_gives_every_rank_rank_zeros_plan(tmp_path):
+    a, b = gloo_pipeline.run_plan_once(tmp_path)
+    assert a == b
+    want = sc.partition(sc.Graph.chain([1.0, 2.0, 3.0, 4.0]), devices=2)
+    assert sc.Plan.from_json(a).assignment() == want.assignment()

@@ -78,10 +78,22 @@ class PipelineSplit:
         return {fqn: kind[where] for fqn, where in self.points}
 
 
+def _loaded(plan: Any) -> Any:
+    """A saved plan (a path to its JSON file, the JSON or its mapping) loaded; anything else as is."""
+    if isinstance(plan, (str, dict)) or hasattr(plan, "__fspath__"):
+        from stagecut.frontends.runtime import as_plan
+
+        return as_plan(plan)
+    return plan
+
+
 def _stage_sequence(plan: Plan, order: Sequence[Hashable], graph: Graph) -> list[int]:
-    """The stage of each forward node in program order (backward nodes sit with their forward)."""
+    """The stage of each forward node in program order (backward nodes sit with their forward).
+    ``plan`` may also be a saved plan: a path to its JSON file, the JSON or its mapping."""
+    plan = _loaded(plan)
     if not isinstance(plan, Plan):
-        raise NotExpressibleError(f"plan must be a stagecut.Plan (from stagecut.partition), got {type(plan).__name__}")
+        raise NotExpressibleError(f"plan must be a stagecut.Plan (from stagecut.partition) or a saved plan (a path "
+                                  f"to plan.to_json()'s output, or that JSON), got {type(plan).__name__}")
     where = {v: s for v, s in plan.assignment().items() if not (v in graph.index and graph.node(v).backward)}
     missing = [v for v in order if v not in where]
     if missing or len(where) != len(order):
@@ -149,8 +161,9 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
 
     Parameters
     ----------
-    plan : Plan
-        A plan over ``trace.graph`` (its stages in pipeline order).
+    plan : Plan, or a saved plan
+        A plan over ``trace.graph`` (its stages in pipeline order), or one saved with
+        ``plan.to_json()``: a path to the JSON file, the JSON text or its mapping.
     trace : stagecut.frontends.torch.TorchTrace
         The trace the graph came from (program order, module of each node, calls per module).
     mode : {"error", "nearest"}
@@ -186,6 +199,7 @@ def plan_to_pipelining(plan: Plan, trace: Any, *, mode: str = "error") -> Pipeli
     """
     from stagecut.errors import InvalidArgumentError
 
+    plan = _loaded(plan)
     if mode not in ("error", "nearest"):
         raise InvalidArgumentError(f"mode must be 'error' or 'nearest', got {mode!r}")
     order = list(trace.order)
@@ -284,8 +298,9 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
 
     Parameters
     ----------
-    plan : Plan
-        A plan over ``trace.graph``.
+    plan : Plan, or a saved plan
+        A plan over ``trace.graph``, or one saved with ``plan.to_json()`` (a path, the JSON or
+        its mapping).
     trace : stagecut.frontends.torch.TorchTrace
         The trace of a Sequential-like model.
     mode : {"error", "nearest"}
@@ -318,6 +333,7 @@ def plan_to_balance(plan: Plan, trace: Any, *, mode: str = "error") -> list[int]
     """
     from stagecut.errors import InvalidArgumentError
 
+    plan = _loaded(plan)
     if mode not in ("error", "nearest"):
         raise InvalidArgumentError(f"mode must be 'error' or 'nearest', got {mode!r}")
     order = list(trace.order)

@@ -33,7 +33,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import require
 from stagecut.results import Plan
 
-__all__ = ["make_runnable", "pipeline", "as_plan"]
+__all__ = ["make_runnable", "pipeline", "as_plan", "plan_once"]
 
 
 def as_plan(plan: Plan | str | os.PathLike[str] | Mapping[str, Any]) -> Plan:
@@ -240,3 +240,46 @@ def pipeline(model: Any, mb_args: tuple[Any, ...], mb_kwargs: Mapping[str, Any] 
             return make_runnable(user(gm))
     return _IR.Pipe.from_tracing(mod=model, example_args=tuple(mb_args),
                                  example_kwargs=dict(mb_kwargs) if mb_kwargs else None, split_policy=policy)
+
+
+def plan_once(make_plan: Callable[[], Plan] | Plan | str | os.PathLike[str], *, src: int = 0,
+              group: Any = None) -> Plan:
+    """One plan for every rank: computed (or loaded) on rank ``src`` only and broadcast as JSON,
+    so that ranks whose own traces and timings differ still build the same pipeline.
+
+    Parameters
+    ----------
+    make_plan : callable, Plan, or saved plan
+        A function returning the plan (called on rank ``src`` only: trace and partition there),
+        or a plan / a saved plan's path or JSON (read on rank ``src`` only).
+    src : int
+        The rank that plans.
+    group : ProcessGroup, optional
+        ``torch.distributed`` group (default: the world).
+
+    Returns
+    -------
+    Plan
+        The same plan on every rank. Without an initialised ``torch.distributed``, the plan
+        computed here.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A saved plan that cannot be read (on rank ``src``; the others then fail in the broadcast).
+    """
+    import json
+
+    torch = require("torch", "torch")
+    dist = torch.distributed
+
+    def make() -> Plan:
+        return as_plan(make_plan() if callable(make_plan) else make_plan)
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return make()
+    box: list[Any] = [None]
+    if dist.get_rank() == src:
+        box[0] = json.dumps(make().to_json())
+    dist.broadcast_object_list(box, src=src, group=group)
+    return as_plan(str(box[0]))
