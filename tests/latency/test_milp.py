@@ -479,3 +479,17 @@ def test_a_time_limit_that_passes_while_the_model_is_built_returns_the_warm_star
     assert "mip_vars" not in s.stats
     cold = solve_milp(p, time_limit=1e-3)  # its own greedy schedule
     assert (cold.status, cold.lower_bound) == ("time_limit", best_bound(p).value) and cold.objective > cold.lower_bound
+
+
+def test_pairs_are_kept_when_their_time_windows_can_overlap():
+    # x1 -> v and x2 -> w (5 then 1), and u (1) alone, on two identical devices: u must share a
+    # device with a chain, so the optimum is 7. The pair (u, v) cannot be dropped: u may start
+    # as late as v (its latest start, not its earliest, decides); a model without it lets u overlap
+    # v and claims 6.
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("x1", 5.0), ("v", 1.0), ("x2", 5.0), ("w", 1.0), ("u", 1.0)]],
+                 [("x1", "v"), ("x2", "w")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    assert solve_brute(p).objective == pytest.approx(7.0)
+    s = solve_milp(p, threads=1)
+    assert s.status == "optimal" and s.objective == pytest.approx(7.0) and s.lower_bound == pytest.approx(7.0)
+    assert s.stats["mip_objective"] == pytest.approx(7.0)

@@ -87,7 +87,8 @@ def _transfers(problem: LatencyProblem) -> np.ndarray:
 
 def _runnable(problem: LatencyProblem) -> np.ndarray:
     """Where each node may run: a finite time and its memory within the device's."""
-    return np.isfinite(problem.times) & (problem.memory[:, None] <= problem.capacity[None, :])
+    out: np.ndarray = np.isfinite(problem.times) & (problem.memory[:, None] <= problem.capacity[None, :])
+    return out
 
 
 def device_path_bound(problem: LatencyProblem, tr: np.ndarray | None = None) -> float:
@@ -177,11 +178,11 @@ def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray,
     value = float(end.min())
     runs: list[tuple[int, int, int]] = []
     if math.isfinite(value):
-        d, j = int(np.argmin(end)), m - 1
-        while j >= 0:
-            i = int(first[j, d])
-            runs.append((i, j, d))
-            d, j = int(came[i, d]), i - 1
+        d, hi = int(np.argmin(end)), m - 1
+        while hi >= 0:
+            lo = int(first[hi, d])
+            runs.append((lo, hi, d))
+            d, hi = int(came[lo, d]), lo - 1
     return value, runs[::-1]
 
 
