@@ -87,3 +87,78 @@ def test_trace_bad_input(tmp_path, capsys):
     assert code == 2 and "input" in err
     code, _, err = run(capsys, "partition", tmp_path / "missing.onnx", "-k", 2)
     assert code == 2 and "cannot read the ONNX model" in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------------ hostile ONNX files
+def _relu_model(nodes, inputs=("x",), outputs=("y",), inits=()):
+    io = lambda names: [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 2]) for n in names]  # noqa: E731
+    graph = helper.make_graph(nodes, "g", io(inputs), io(outputs), list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+HOSTILE_ONNX = {
+    # name: (bytes or a model, substring of the one-line error)
+    "empty file": (b"", "ONNX"),
+    "text file": (b"this is not a model\n", "not a readable ONNX model"),
+    "JSON": (b'{"nodes": []}', "not a readable ONNX model"),
+    "truncated model": ("truncated", "not a readable ONNX model"),
+    "random bytes": (bytes(range(256)) * 4, "not a readable ONNX model"),
+    "self-loop": (_relu_model([helper.make_node("Add", ["x", "y"], ["y"], name="loop")]), "own output"),
+    "two producers": (_relu_model([helper.make_node("Relu", ["x"], ["y"], name="a"),
+                                   helper.make_node("Relu", ["x"], ["y"], name="b")]), "two producers"),
+    "undefined input": (_relu_model([helper.make_node("Add", ["x", "ghost"], ["y"], name="add")]), "ghost"),
+    "output of a graph input": (_relu_model([helper.make_node("Relu", ["y"], ["x"], name="back")],
+                                            inputs=("x", "y"), outputs=("x",)), "two producers"),
+    "unknown operator": (_relu_model([helper.make_node("NoSuchOp", ["x"], ["y"], name="odd")]), "onnx.checker"),
+    "wrong arity": (_relu_model([helper.make_node("Relu", ["x", "x"], ["y"], name="r2")]), "onnx.checker"),
+    "no operator": (_relu_model([], outputs=("x",)), "no operator"),
+}
+
+
+def _write(tmp_path, name, content):
+    path = tmp_path / (name.replace(" ", "_") + ".onnx")
+    if content == "truncated":
+        good = _relu_model([helper.make_node("Relu", ["x"], ["y"], name="r")]).SerializeToString()
+        path.write_bytes(good[: len(good) // 2])
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_bytes(content.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_ONNX))
+@pytest.mark.parametrize("command", ["partition", "latency", "trace"])
+def test_a_hostile_onnx_file_is_one_line_and_exit_2(case, command, tmp_path, capsys):
+    content, expected = HOSTILE_ONNX[case]
+    path = _write(tmp_path, case, content)
+    argv = [command, str(path)] + (["-o", str(tmp_path / "g.json")] if command == "trace" else ["-k", "2"])
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, (case, err)
+    assert len(err.splitlines()) == 1 and err.startswith("stagecut: error: ") and expected in err, err
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path, capsys):
+    model = _relu_model([helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+                        inits=[numpy_helper.from_array(np.ones((2, 2), np.float32), "w")])
+    w = model.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", "../../../../etc/passwd"
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert main(["partition", str(path), "-k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "internal error" not in err and "ONNX" in err, err
+    with pytest.raises(sc.InvalidGraphError):
+        trace_onnx(str(path), bandwidth=1e9)
+
+
+def test_latency_reads_onnx(tmp_path, capsys):
+    path = tmp_path / "chain.onnx"
+    chain_model(path, batch=4, width=32, layers=3)
+    assert main(["latency", str(path), "-k", "2", "--method", "heft", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "Schedule" and sum(len(s["nodes"]) for s in out["stages"]) == 6

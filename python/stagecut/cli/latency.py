@@ -114,7 +114,7 @@ def _output_bytes(args: argparse.Namespace, graph: Any, unit: float) -> Any:
 def _node_link(spec: str) -> Mapping[str, Any] | None:
     """The parsed file when ``spec`` names a node-link operator graph (a JSON object with
     ``directed`` and ``links``), else ``None`` (then :func:`_common.load_graph` reads it)."""
-    if spec.startswith(("example:", "regal:", "rwnn:")) or not os.path.isfile(spec):
+    if spec.startswith(("example:", "regal:", "rwnn:")) or spec.lower().endswith(".onnx") or not os.path.isfile(spec):
         return None
     data = _common.read_json(spec, "a workload or a node-link operator graph")
     if isinstance(data, Mapping) and "directed" in data and "links" in data:

@@ -123,16 +123,78 @@ def _itemsize(elem_type: int | None) -> int | None:
     return None if dt.kind in "OSU" else int(dt.itemsize)
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    line = text[0] if text else type(e).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
 def _load(model: Any) -> Any:
+    """The model (a path or a ``ModelProto``), read and checked: ``onnx.checker``'s full check
+    (types and shapes included), then the structure stagecut relies on (:func:`_check_structure`).
+    A file that is not an ONNX model, a model that refers to data outside its folder, or one the
+    checker refuses is one :class:`~stagecut.errors.InvalidGraphError` (an unreadable path: an
+    :class:`~stagecut.errors.InvalidArgumentError`)."""
     onnx = require("onnx", "onnx")
     if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise InvalidArgumentError(f"cannot read the ONNX model {path!r}: no such file")
         try:
-            return onnx.load(os.fspath(model))
-        except (OSError, ValueError) as e:
-            raise InvalidArgumentError(f"cannot read the ONNX model {os.fspath(model)!r}: {e}") from e
-    if isinstance(model, onnx.ModelProto):
-        return model
-    raise InvalidArgumentError(f"model must be an onnx.ModelProto or a path, got {type(model).__name__}")
+            proto = onnx.load(path)
+        except OSError as e:
+            raise InvalidArgumentError(f"cannot read the ONNX model {path!r}: {_first_line(e)}") from None
+        except Exception as e:  # protobuf's DecodeError, onnx's ValidationError (unsafe external data)...
+            raise InvalidGraphError(f"{path!r} is not a readable ONNX model: {_first_line(e)}") from None
+    elif isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        raise InvalidArgumentError(f"model must be an onnx.ModelProto or a path, got {type(model).__name__}")
+    _check_structure(proto)
+    checked, full = proto, True
+    g = proto.graph
+    if any(vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")
+           for vi in (*g.input, *g.output)):
+        # a graph input or output declared without a shape (unknown rank: exporters write them, the
+        # checker wants the field): checked with the field present, without the full check's shape
+        # inference (which would hold the placeholder against the inferred shape)
+        checked, full = onnx.ModelProto.FromString(proto.SerializeToString()), False
+        for vi in (*checked.graph.input, *checked.graph.output):
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(checked, full_check=full)
+    except Exception as e:  # onnx.checker.ValidationError, shape inference errors
+        raise InvalidGraphError(f"the ONNX model fails onnx.checker: {_first_line(e)}") from None
+    return proto
+
+
+def _check_structure(proto: Any) -> None:
+    """Every tensor has one producer (a node, a graph input or an initializer); no node reads its
+    own output; every node input is defined somewhere (:class:`~stagecut.errors.InvalidGraphError`
+    naming the node and the tensor)."""
+    g = proto.graph
+    produced: dict[str, str] = {}
+    for vi in g.input:
+        produced[vi.name] = "a graph input"
+    for init in g.initializer:
+        produced.setdefault(init.name, "an initializer")
+    for i, node in enumerate(g.node):
+        name = node.name or f"{node.op_type}_{i}"
+        for out in node.output:
+            if not out:
+                continue
+            if out in node.input:
+                raise InvalidGraphError(f"ONNX node {name!r} reads its own output {out!r} (a cycle)")
+            if out in produced:
+                raise InvalidGraphError(f"ONNX tensor {out!r} has two producers: {produced[out]} and node {name!r}")
+            produced[out] = f"node {name!r}"
+    for i, node in enumerate(g.node):
+        name = node.name or f"{node.op_type}_{i}"
+        for t in node.input:
+            if t and t not in produced:
+                raise InvalidGraphError(f"ONNX node {name!r} reads {t!r}, which no node, graph input or "
+                                        "initializer defines")
 
 
 def _flops(op: str, node: Any, shapes: Mapping[str, list[int] | None]) -> float | None:
