@@ -243,6 +243,19 @@ def test_per_edge_transfers_score_each_links_tensor():
         quickp(p, edge_bytes={("b", "a"): 1.0})
 
 
+def test_per_edge_fused_sizes_add_every_crossing_link():
+    # c + d fuse (c small, its one consumer d); a -> c and a -> d both cross from {a}: with a
+    # transfer per edge both tensors count (3 + 4), unlike the per-node model's one output (3)
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in zip("abcd", (10.0, 10.0, 1.0, 1.0))],
+                 [("a", "c"), ("a", "d"), ("b", "c"), ("c", "d")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0),
+                       output_bytes={"a": 3.0, "b": 5.0, "c": 7.0, "d": 0.0})
+    f = fuse(p, alpha=2.0)
+    assert sorted(f.groups.values()) == [("a",), ("b",), ("c", "d")]
+    w = {(0, 2): 3.0, (0, 3): 4.0, (1, 2): 5.0, (2, 3): 6.0}
+    assert Q._per_edge_sizes(f, w) == {("a", "c"): 7.0, ("b", "c"): 5.0}
+
+
 def test_bad_time_limit_is_refused():
     p, _ = training_problem("alexnet", 240)
     with pytest.raises(InvalidArgumentError, match="time_limit"):
