@@ -25,7 +25,7 @@ from stagecut.results import NodeId
 from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
 from stagecut.validate import check_field, check_int, check_list, shown
 
-__all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies"]
+__all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies", "trace_layers", "piper_from_trace"]
 
 
 def _int_key(k: Any, where: str, what: str) -> int:
@@ -329,3 +329,148 @@ def insert_layer_copies(problem: PiperProblem, count: int, name: str = "Parallel
         fresh += 1
         _copy_one(nodes, edges, name, fresh)
     return dataclasses.replace(problem, nodes=tuple(nodes), edges=tuple(edges))
+
+
+# ------------------------------------------------------------------ from a traced model
+def trace_layers(trace: Any) -> list[tuple[str, list[str]]]:
+    """The layers of a traced model in program order, each with its node ids.
+
+    A layer is an item of a layer list (a module whose name ends in a number: ``"layers.3"``,
+    ``"transformer.h.0"``, the children ``"0"``, ``"1"``... of an ``nn.Sequential``): a node
+    belongs to the outermost such module it runs in. A node in no layer list belongs to its
+    outermost module that does not hold a layer list (``"transformer.wte"`` beside
+    ``"transformer.h"``, ``"lm_head"``); a node of such a container's own forward (the
+    embedding add of ``"transformer"``) or of the top-level forward is glue, and goes with the
+    layer before it (the first layer when none runs before). Each layer is a contiguous run in
+    program order (a layer running again later is a new one, ``"name#2"``), so the layer graph
+    is acyclic."""
+    def item(mods: tuple[str, ...]) -> int | None:
+        return next((i for i, m in enumerate(mods) if str(m).rsplit(".", 1)[-1].isdigit()), None)
+
+    containers: set[str] = set()  # the modules holding layer lists ("transformer", "transformer.h")
+    for v in trace.order:
+        i = item(trace.modules[v])
+        if i is not None:
+            parts = str(trace.modules[v][i]).split(".")
+            containers.update(".".join(parts[:j]) for j in range(1, len(parts)))
+
+    def unit_of(mods: tuple[str, ...]) -> str | None:
+        i = item(mods)
+        if i is not None:
+            return str(mods[i])
+        return next((str(m) for m in mods if str(m) not in containers), None)
+
+    units: dict[str, list[str]] = {}
+    pending: list[str] = []
+    last: str | None = None
+    for v in trace.order:
+        found = unit_of(tuple(trace.modules[v]))
+        if found is None:  # glue: of the top-level forward, or of a container's own forward
+            if last is None:
+                pending.append(v)
+            else:
+                units[last].append(v)
+            continue
+        unit = found
+        if unit != last and unit in units:  # a layer running again later: a new segment
+            n = 2
+            while f"{unit}#{n}" in units:
+                n += 1
+            unit = f"{unit}#{n}"
+        units.setdefault(unit, []).extend(pending)
+        pending = []
+        units[unit].append(v)
+        last = unit
+    if pending:  # a model with no module at all: one layer
+        units.setdefault("forward", []).extend(pending)
+    return list(units.items())
+
+
+def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, batch: int,
+                     bandwidth: float | None = None, optimizer_states: int = 2, backward_factor: float = 2.0,
+                     recompute: bool = True) -> PiperProblem:
+    """A Piper problem (:func:`stagecut.training.plan_training`) from a traced model: one node
+    per layer (:func:`trace_layers`), data parallelism and recomputation as TMPCs, tensor
+    parallelism not offered (``t = 1`` only: a trace does not say how to shard an operator).
+
+    Per layer, from the trace (times per traced batch of ``samples`` samples; the traced batch
+    is a microbatch):
+
+    * ``time`` per sample: forward + backward / ``samples``. The backward is the trace's own
+      backward nodes when it was traced with ``training=True`` (so a measured or calibrated
+      backward counts), else ``backward_factor`` times the forward;
+    * ``params``: the bytes of its parameters and buffers (the nodes' ``memory``);
+    * memory ``mem_a * y + mem_b``: ``mem_a`` the activations it saves for backward per
+      microbatch in flight (its operators' output bytes), ``mem_b`` the weights, their gradients
+      and ``optimizer_states`` optimizer states of the same size (Adam: 2; SGD with momentum: 1);
+    * with ``recompute``, a second TMPC ``"activation recomp"``: the forward runs twice, and only
+      the layer's inputs are kept per microbatch;
+    * an edge between layers carries the bytes per sample of the tensors crossing it.
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+    samples : int
+        Samples in the traced batch (the example inputs' batch size).
+    devices, memory, batch
+        K, M (bytes per device) and N (microbatches per batch) of the problem.
+    bandwidth : float, optional
+        Bytes per second between devices (default: the trace's).
+    optimizer_states, backward_factor, recompute
+        As above.
+
+    Returns
+    -------
+    PiperProblem
+        Node ids are ``0, 1, ...`` in layer order; each node's ``name`` is the layer's name.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad ``samples`` / ``optimizer_states`` / ``backward_factor``, or a trace with no
+        bandwidth and none given.
+    InvalidGraphError
+        A bad setting (as :class:`PiperProblem` raises it).
+    """
+    from stagecut.errors import InvalidArgumentError
+    from stagecut.training.model import RECOMPUTE_ID
+
+    samples = check_int(samples, "samples", minimum=1, error=InvalidArgumentError)
+    optimizer_states = check_int(optimizer_states, "optimizer_states", minimum=0, error=InvalidArgumentError)
+    from stagecut.validate import check_number
+
+    backward_factor = check_number(backward_factor, "backward_factor", error=InvalidArgumentError)
+    bw = float(bandwidth) if bandwidth is not None else float(getattr(trace, "bandwidth", 0.0) or 0.0)
+    if not bw > 0:
+        raise InvalidArgumentError("bandwidth: the trace has none; pass bandwidth= (bytes per second)")
+    g = trace.graph
+    layers = trace_layers(trace)
+    layer_of = {v: i for i, (_, vs) in enumerate(layers) for v in vs}
+    ids = set(g.index)
+
+    def seconds(v: str) -> float:
+        return float(sum(g.node(v).compute.values()))
+
+    crossing: dict[tuple[int, int], float] = {}
+    inputs: dict[int, float] = {}
+    for u, v in g.edges:
+        if u in layer_of and v in layer_of and layer_of[u] != layer_of[v]:
+            key = (layer_of[u], layer_of[v])
+            crossing[key] = crossing.get(key, 0.0) + float(trace.output_bytes[u])
+            inputs[layer_of[v]] = inputs.get(layer_of[v], 0.0) + float(trace.output_bytes[u])
+    edges = tuple(PiperEdge(a, b, c / samples) for (a, b), c in sorted(crossing.items()))
+    preds = {i: [a for (a, b) in crossing if b == i] for i in range(len(layers))}
+    succs = {i: [b for (a, b) in crossing if a == i] for i in range(len(layers))}
+    nodes = []
+    for i, (name, vs) in enumerate(layers):
+        fwd = sum(seconds(v) for v in vs)
+        bwd = sum(seconds(f"{v}_bwd") if f"{v}_bwd" in ids else backward_factor * seconds(v) for v in vs)
+        params = float(sum(g.node(v).memory for v in vs))
+        saved = float(sum(trace.output_bytes[v] for v in vs))
+        fixed = params * (2 + optimizer_states)
+        fw, bwm = {a: 0.0 for a in preds[i]}, {b: 0.0 for b in succs[i]}
+        tmpcs = [TMPC(VANILLA_ID, (fwd + bwd) / samples, params, saved, fixed, fw, bwm)]
+        if recompute:
+            tmpcs.append(TMPC(RECOMPUTE_ID, (2 * fwd + bwd) / samples, params, inputs.get(i, 0.0), fixed, fw, bwm))
+        nodes.append(PiperNode(i, {1: tuple(tmpcs)}, name))
+    return PiperProblem(tuple(nodes), edges, devices, memory, bw, batch)
