@@ -24,7 +24,8 @@ name = "dp"
 [[methods]]
 name = "dpl"
 [[methods]]
-name = "no-such-method"
+name = "dp"
+options = {max_ideals = 20}
 """
 
 
@@ -42,13 +43,14 @@ def _reference(spec, method, devices):
 def test_table_matches_the_calls_one_by_one(dask_client, tmp_path):
     path = _sweep(tmp_path)
     run = run_sweep(path, client=dask_client)
-    rows = {(r["graph"], r["devices"], r["method"]): r for r in read_results(run.results)}
+    rows = {(r["graph"], r["devices"], r["method"] + ("!" if "20" in (r["options"] or "") else "")): r
+            for r in read_results(run.results)}
     assert run.tasks == 12 and len(run.ran) == 12 and run.skipped == 0 and len(rows) == 12
     workers = set(dask_client.scheduler_info()["workers"])
     for (graph, k, method), row in rows.items():
         assert row["worker"] in workers  # ran on the cluster, not here
-        if method == "no-such-method":  # a bad task is an error row; it does not stop the sweep
-            assert row["status"] == "error" and "no-such-method" in row["error"] and row["objective"] is None
+        if method == "dp!":  # a task that fails (too many ideals) is an error row; it does not stop the sweep
+            assert row["status"] == "error" and "max_ideals" in row["error"] and row["objective"] is None
             continue
         ref = _reference(graph, method, k)
         assert (row["objective"], row["lower_bound"], row["status"]) == (ref.objective, ref.lower_bound, ref.status)
@@ -58,7 +60,7 @@ def test_table_matches_the_calls_one_by_one(dask_client, tmp_path):
 
 
 def test_rerun_after_an_interruption_runs_only_what_is_missing(dask_client, tmp_path):
-    path = _sweep(tmp_path, TINY.replace('[[methods]]\nname = "no-such-method"\n', ""))
+    path = _sweep(tmp_path, TINY.replace('[[methods]]\nname = "dp"\noptions = {max_ideals = 20}\n', ""))
     spec = read_sweep(path)
     keys = [t.key for t in expand(spec)]
     seen = []
@@ -118,7 +120,7 @@ def test_a_killed_worker_loses_nothing(dask_client, tmp_path):
 
 
 def test_cli_on_a_running_scheduler_and_report(dask_client, tmp_path, capsys):
-    path = _sweep(tmp_path, TINY.replace('"no-such-method"', '"dp"\noptions = { prune = false }'))
+    path = _sweep(tmp_path, TINY.replace('options = {max_ideals = 20}', 'options = { prune = false }'))
     address = dask_client.scheduler.address
     assert main(["sweep", str(path), "--scheduler", address, "--baseline", "dpl"]) == 0
     out, err = capsys.readouterr()
@@ -142,14 +144,44 @@ def test_cli_on_a_running_scheduler_and_report(dask_client, tmp_path, capsys):
     (["{sweep}", "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "--workers"),
     (["--report", "{results}/nothing"], "no results table"),
     (["{bad}"], "devices"),
+    (["{unknown}"], "'no-such-method' is not a throughput method"),
+    (["{bogus}"], "dp refuses"),
+    (["{badgraph}"], "rwnn:modules=-3"),
+    (["{sweep}", "--scheduler", "tcp://256.0.0.1:99999", "--quiet"], "scheduler"),
     (["--report", "{results}", "--workers", "2"], "--workers"),
 ])
 def test_cli_errors(tmp_path, capsys, argv, needle):
     sweep = _sweep(tmp_path)
     bad = _sweep(tmp_path, 'graphs = ["regal:8"]\ndevices = [0]\nmethods = ["dp"]\n', "bad.toml")
+    unknown = _sweep(tmp_path, 'graphs = ["regal:8"]\ndevices = [2]\nmethods = ["dp", "no-such-method"]\n', "u.toml")
+    bogus = _sweep(tmp_path, 'graphs = ["regal:8"]\ndevices = [2]\n[[methods]]\nname = "dp"\noptions = {max_ideals = '
+                             '"many"}\n', "o.toml")
+    badgraph = _sweep(tmp_path, 'graphs = ["rwnn:modules=-3:channels=1"]\nobjective = "latency"\ndevices = [2]\n'
+                                'methods = ["heft"]\n', "g.toml")
     results = tmp_path / "s.results"
     write_row(str(results), {"key": "k", "graph": "g", "devices": 2, "method": "dp", "status": "optimal"})
-    args = [a.format(sweep=sweep, bad=bad, results=results) for a in argv]
+    args = [a.format(sweep=sweep, bad=bad, results=results, unknown=unknown, bogus=bogus, badgraph=badgraph)
+            for a in argv]
     assert main(["sweep", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("stagecut: error:") and needle in err[0]
+
+
+def test_an_unreachable_scheduler_fails_quickly_and_leaves_no_table(tmp_path, capsys):
+    sweep = _sweep(tmp_path)
+    results = tmp_path / "fresh.results"
+    t0 = time.process_time()
+    assert main(["sweep", str(sweep), "--scheduler", "tcp://127.0.0.1:1", "--results", str(results), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach tcp://127.0.0.1:1" in err[0], err
+    assert not results.exists()  # no empty table left behind
+    assert time.process_time() - t0 < 10  # CPU seconds; the wait itself is CONNECT_TIMEOUT of wall time
+
+
+
+def test_a_sweep_whose_tasks_failed_exits_2_and_says_how_many(dask_client, tmp_path, capsys):
+    path = _sweep(tmp_path)  # 4 of its 12 tasks fail (too many ideals for max_ideals = 20)
+    assert main(["sweep", str(path), "--scheduler", dask_client.scheduler.address]) == 2
+    out, err = capsys.readouterr()
+    assert "| k | method |" in out  # the report is still printed
+    assert err.splitlines()[-1].startswith("stagecut: error: 4 of 12 tasks failed")

@@ -61,6 +61,7 @@ def _progress(total: int, skipped: int) -> Any:
 def run(args: argparse.Namespace) -> int:
     from stagecut.sweep import expand, format_report, read_results, read_sweep, summarize
     from stagecut.sweep.run import pending, run_sweep
+    from stagecut.sweep.spec import check_spec
 
     if (args.sweep is None) == (args.report is None):
         raise _common.bad_argument("SWEEP.toml", "give a sweep file to run, or --report TABLE (not both)")
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.scheduler is not None:
         raise _common.bad_argument("--workers", "sets the local cluster's size; not with --scheduler")
     spec = read_sweep(args.sweep)
+    check_spec(spec)  # methods, options, graph specs and the task count, before any cluster starts
     results = args.results or spec.results
     todo, skipped = pending(spec, results)
     total = skipped + len(todo)
@@ -101,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"stagecut: sweep: ran {len(out.ran)} tasks ({out.errors} errors), skipped {out.skipped}; "
               f"table {results}", file=sys.stderr)
+    failed = len(pending(spec, results)[0])  # tasks with no row but an error row
+    if failed:
+        print(f"stagecut: error: {failed} of {total} tasks failed (their rows in {results} say why; fix the "
+              "sweep and run it again to redo them)", file=sys.stderr)
+        return _common.EXIT_USAGE
     return _common.EXIT_OK
 
 

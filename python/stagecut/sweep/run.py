@@ -40,7 +40,7 @@ from typing import Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, MemoryLimitError
 from stagecut.graph import Graph
-from stagecut.sweep.spec import SweepSpec, Task, expand, read_sweep
+from stagecut.sweep.spec import SweepSpec, Task, check_spec, expand, read_sweep
 from stagecut.sweep.table import ERROR, read_results, write_row
 
 __all__ = ["SweepRun", "run_sweep", "run_task", "pending"]
@@ -337,6 +337,7 @@ def run_sweep(sweep: str | os.PathLike[str] | SweepSpec, *, results: str | None 
     (1, 1, ())
     """
     spec = sweep if isinstance(sweep, SweepSpec) else read_sweep(sweep)
+    check_spec(spec)  # before any cluster starts
     if scheduler is not None and client is not None:
         raise InvalidArgumentError("scheduler: give a scheduler address or a client, not both")
     if workers is not None and (scheduler is not None or client is not None):
@@ -346,17 +347,17 @@ def run_sweep(sweep: str | os.PathLike[str] | SweepSpec, *, results: str | None 
     total = skipped + len(todo)
     if not todo:
         return SweepRun(results=results, tasks=total, skipped=skipped, ran=(), errors=0)
-    os.makedirs(results, exist_ok=True)
     distributed = _distributed()
     cluster = own_client = None
     try:
         if client is None:
             if scheduler is not None:
-                own_client = client = distributed.Client(scheduler, timeout="30s")
+                own_client = client = _connect(distributed, scheduler)
             else:
                 n = workers or spec.workers or os.cpu_count() or 1
                 cluster = _local_cluster(distributed, min(n, len(todo)))
                 own_client = client = distributed.Client(cluster)
+        os.makedirs(results, exist_ok=True)  # only once there is a cluster to fill it
         _rayon_plugin(distributed, client)
         return _gather(distributed, client, todo, results, skipped, total, on_row)
     finally:
@@ -364,6 +365,25 @@ def run_sweep(sweep: str | os.PathLike[str] | SweepSpec, *, results: str | None 
             own_client.close()
         if cluster is not None:
             cluster.close()
+
+
+#: Seconds to wait for a Dask scheduler given by its address.
+CONNECT_TIMEOUT = 3.0
+
+
+def _connect(distributed: Any, scheduler: str) -> Any:
+    """A client of the scheduler at ``scheduler``; an address that does not parse or a scheduler
+    that does not answer within :data:`CONNECT_TIMEOUT` seconds is an ``InvalidArgumentError``."""
+    text = str(scheduler)
+    host, _, port = text.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdecimal() or not 0 < int(port) < 65536:
+        raise InvalidArgumentError(f"scheduler: expected tcp://HOST:PORT with a port 1..65535, got {text!r}")
+    try:
+        return distributed.Client(text, timeout=f"{CONNECT_TIMEOUT}s")
+    except (OSError, TimeoutError, ValueError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InvalidArgumentError(f"scheduler: cannot reach {text} within {CONNECT_TIMEOUT:g} s ({first[:120]})") \
+            from None
 
 
 def _gather(distributed: Any, client: Any, todo: Sequence[Task], results: str, skipped: int, total: int,

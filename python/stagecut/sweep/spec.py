@@ -56,7 +56,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["OBJECTIVES", "GRAPH_PREFIXES", "MethodSpec", "SweepSpec", "Task", "read_sweep", "sweep_from_dict",
+__all__ = ["check_spec", "MAX_TASKS",
+           "OBJECTIVES", "GRAPH_PREFIXES", "MethodSpec", "SweepSpec", "Task", "read_sweep", "sweep_from_dict",
            "expand"]
 
 #: the planners a sweep can call: objective -> the function's name in :mod:`stagecut`
@@ -301,6 +302,92 @@ def read_sweep(path: str | os.PathLike[str]) -> SweepSpec:
             raise InvalidArgumentError(f"{path}: not valid TOML: {e}") from None
     stem = os.path.splitext(os.path.basename(path))[0]
     return sweep_from_dict(data, base=os.path.dirname(os.path.abspath(path)), name=stem)
+
+
+#: The most tasks a sweep may have (methods x graphs x devices x memory x seeds): each is a row
+#: and a Dask task, held in memory while the sweep runs.
+MAX_TASKS = 100_000
+
+
+def check_spec(spec: SweepSpec) -> None:
+    """Check what can be checked before a cluster starts, each problem one error naming the field:
+    the number of tasks (:data:`MAX_TASKS`, a :class:`~stagecut.errors.MemoryLimitError`), each
+    method's name and option names for the objective, and every graph given as a spec
+    (``regal:``, ``rwnn:``, ``example:``), built once (an :class:`InvalidArgumentError`).
+    """
+    import inspect
+
+    import stagecut as sc
+
+    counts = {"methods": len(spec.methods), "graphs": len(spec.graphs), "devices": len(spec.devices),
+              "memory": len(spec.memory), "seeds": len(spec.seeds)}
+    total = math.prod(counts.values())
+    if total > MAX_TASKS:
+        from stagecut.errors import MemoryLimitError
+
+        raise MemoryLimitError(f"sweep: {' x '.join(f'{v} {k}' for k, v in counts.items())} = {total} tasks; at "
+                               f"most {MAX_TASKS} are supported (split the sweep into several files)")
+    if spec.objective == "latency":
+        from stagecut.latency.solve import METHODS as LATENCY_METHODS
+        from stagecut.latency.solve import _kwargs
+
+        methods: tuple[str, ...] = LATENCY_METHODS
+        func: Any = None
+    elif spec.objective == "slice":
+        from stagecut.mtpp.slicegraph import METHODS as SLICE_METHODS
+
+        methods, func = SLICE_METHODS, sc.slice_graph
+    else:
+        from stagecut.throughput.solve import METHODS as THROUGHPUT_METHODS
+
+        methods, func = THROUGHPUT_METHODS, sc.partition
+    for i, m in enumerate(spec.methods):
+        where = f"methods[{i}]"
+        if m.name not in methods:
+            raise _bad(f"{where}.name", f"{m.name!r} is not a {spec.objective} method; expected one of "
+                                        f"{', '.join(methods)}")
+        options = json.loads(m.options)
+        if func is None:
+            try:
+                _kwargs(m.name, None, 0, "cbc", None, options)
+            except InvalidArgumentError as e:
+                raise _bad(f"{where}.options", str(e)) from None
+        else:
+            known = set(inspect.signature(func).parameters) - {"graph", "progress"}
+            unknown = sorted(set(options) - known)
+            if unknown:
+                raise _bad(f"{where}.options.{unknown[0]}", f"not an option of {spec.objective} methods")
+        if options:  # the values too: the method with these options on a 4-node chain
+            _dry_run(spec, m, where, options)
+    for label, gspec in spec.graphs:
+        if gspec.startswith(GRAPH_PREFIXES):
+            from stagecut.cli._common import load_graph
+
+            try:
+                load_graph(gspec)
+            except (ValueError, MemoryError) as e:  # stagecut's InvalidGraphError, MemoryLimitError
+                raise _bad("graphs", f"{label}: {e}") from None
+
+
+def _dry_run(spec: SweepSpec, m: MethodSpec, where: str, options: Mapping[str, Any]) -> None:
+    """Run method ``m`` with its ``options`` on a 4-node chain (a second at most): an option value
+    the method refuses is an :class:`InvalidArgumentError` naming the method, before any cluster."""
+    import stagecut as sc
+    from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+
+    chain = Graph([Node(i, {ACCELERATOR: 1.0 + i, CPU: 2.0 + i}, memory=1.0, comm=1.0) for i in range(4)],
+                  [(i, i + 1) for i in range(3)])
+    k = min(spec.devices)
+    try:
+        if spec.objective == "latency":
+            sc.place(chain, k, method=m.name, time_limit=1.0, seed=0, **options)
+        elif spec.objective == "slice":
+            sc.slice_graph(chain, devices=k, memory=1e9, method=m.name, seed=0, time_limit=1.0, **options)
+        else:
+            sc.partition(chain, devices=k, memory=1e9, method=m.name, time_limit=1.0, seed=0, **options)
+    except (ValueError, TypeError) as e:  # stagecut's InvalidArgumentError, a keyword the method lacks
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise _bad(f"{where}.options", f"{m.name} refuses {json.dumps(dict(options))}: {first[:160]}") from None
 
 
 def _key(*parts: Any) -> str:
