@@ -482,13 +482,14 @@ def test_a_time_limit_that_passes_while_the_model_is_built_returns_the_warm_star
 
 
 def test_pairs_are_kept_when_their_time_windows_can_overlap():
-    # x1 -> v and x2 -> w (5 then 1), and u (1) alone, on two identical devices: u must share a
-    # device with a chain, so the optimum is 7. The pair (u, v) cannot be dropped: u may start
-    # as late as v (its latest start, not its earliest, decides); a model without it lets u overlap
-    # v and claims 6.
-    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("x1", 5.0), ("v", 1.0), ("x2", 5.0), ("w", 1.0), ("u", 1.0)]],
-                 [("x1", "v"), ("x2", "w")])
-    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    # q (CPU only, 1, output 4) -> u (accelerator only, 1); c (CPU only, 5) -> v (accelerator only, 1).
+    # u's input arrives at 5 (1 + the transfer), as v's does: they share the accelerator, optimum 7.
+    # The earliest starts at the fastest times without transfers (1 for u, 5 for v) would say u
+    # is done before v starts; the pair must be kept (u's latest start decides), else the model
+    # overlaps them and claims 6
+    g = sc.Graph([sc.Node("q", {"cpu": 1.0}, comm=4.0), sc.Node("u", {"accelerator": 1.0}),
+                  sc.Node("c", {"cpu": 5.0}), sc.Node("v", {"accelerator": 1.0})], [("q", "u"), ("c", "v")])
+    p = LatencyProblem(g, Devices.pcie_star(1))
     assert solve_brute(p).objective == pytest.approx(7.0)
     s = solve_milp(p, threads=1)
     assert s.status == "optimal" and s.objective == pytest.approx(7.0) and s.lower_bound == pytest.approx(7.0)
