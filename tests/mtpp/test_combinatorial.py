@@ -69,40 +69,6 @@ def check_sound(problem: MtppProblem, opt: float, what: str) -> None:
         assert b >= lower_bound(problem) - 1e-9, f"{what}: {name} below the simple bound"
 
 
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(2))
-def test_bounds_never_pass_brute_force(chunk):
-    for seed in range(chunk * 100, chunk * 100 + 100):
-        p = random_problem(seed)
-        check_sound(p, brute_force_mtpp(p), f"seed {seed}")
-
-
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(4))
-def test_bounds_never_pass_the_dp(chunk):
-    for seed in range(10_000 + chunk * 100, 10_000 + chunk * 100 + 100):
-        p = random_problem(seed, n_max=10, k_max=8)
-        check_sound(p, optimum_dp(p), f"seed {seed}")
-
-
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(8))
-def test_bounds_never_pass_brute_force_sweep(chunk):
-    for seed in range(100_000 + chunk * 500, 100_000 + chunk * 500 + 500):
-        p = random_problem(seed, n_max=7, k_max=6)
-        check_sound(p, brute_force_mtpp(p), f"seed {seed}")
-
-
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(8))
-def test_bounds_never_pass_the_dp_sweep(chunk):
-    for seed in range(200_000 + chunk * 1000, 200_000 + chunk * 1000 + 1000):
-        p = random_problem(seed, n_max=14, k_max=12)
-        check_sound(p, optimum_dp(p), f"seed {seed}")
-
-
 def _least_block_holding(problem: MtppProblem, members: list[int]) -> float:
     """min f(S) without the memory term over every node set S holding ``members`` and keeping
     every forced group whole (by enumeration), plus the overflow of ``members`` alone."""
@@ -150,6 +116,18 @@ def test_node_cut_sees_the_tensors_a_heavy_node_must_move():
     # taking a neighbour in costs its work 5 instead of its tensor 3: alone is best
     assert r.bound == pytest.approx(22.0) and r.witness == (2,)
     assert slice_graph(p, method="dp").objective == pytest.approx(22.0)
+
+
+def test_node_cut_keeps_other_forced_groups_whole():
+    # v's tensor (10) is avoided by taking its consumer a in (work 1), but a is colocated with b
+    # (work 20): the block then holds b too (71), so v alone (60) is the cheapest; a cut that
+    # could split {a, b} would say 51
+    g = sc.Graph([Node("v", {"accelerator": 50.0}, comm=10.0), Node("a", {"accelerator": 1.0}, colocation=0),
+                  Node("b", {"accelerator": 20.0}, colocation=0)], [("v", "a")])
+    p = MtppProblem(g, devices=3)
+    r = node_cut_bound(p)
+    assert r.bound == pytest.approx(60.0) and r.witness == ("v",)
+    assert slice_graph(p, method="dp").objective == pytest.approx(60.0)
 
 
 def test_node_cut_with_a_bandwidth_uses_the_linear_overflow():
@@ -215,3 +193,38 @@ def test_a_bad_partition_start_is_refused():
     p = MtppProblem(sc.Graph.chain([1.0, 1.0]), devices=2)
     with pytest.raises(InvalidGraphError):
         mtpp_bound(p, level="exact", start=[[0]])
+
+
+# ------------------------------------------------- soundness on random instances (last: the slowest)
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+@pytest.mark.parametrize("chunk", range(2))
+def test_bounds_never_pass_brute_force(chunk):
+    for seed in range(chunk * 100, chunk * 100 + 100):
+        p = random_problem(seed)
+        check_sound(p, brute_force_mtpp(p), f"seed {seed}")
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+@pytest.mark.parametrize("chunk", range(4))
+def test_bounds_never_pass_the_dp(chunk):
+    for seed in range(10_000 + chunk * 100, 10_000 + chunk * 100 + 100):
+        p = random_problem(seed, n_max=10, k_max=8)
+        check_sound(p, optimum_dp(p), f"seed {seed}")
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+@pytest.mark.parametrize("chunk", range(8))
+def test_bounds_never_pass_brute_force_sweep(chunk):
+    for seed in range(100_000 + chunk * 500, 100_000 + chunk * 500 + 500):
+        p = random_problem(seed, n_max=7, k_max=6)
+        check_sound(p, brute_force_mtpp(p), f"seed {seed}")
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+@pytest.mark.parametrize("chunk", range(8))
+def test_bounds_never_pass_the_dp_sweep(chunk):
+    for seed in range(200_000 + chunk * 1000, 200_000 + chunk * 1000 + 1000):
+        p = random_problem(seed, n_max=14, k_max=12)
+        check_sound(p, optimum_dp(p), f"seed {seed}")
