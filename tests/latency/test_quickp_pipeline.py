@@ -194,6 +194,18 @@ def test_fused_placement_follows_where_the_time_runs():
     assert Q._fused_placement(f, [1, 0, 1]) == [1]      # no time anywhere: most members
 
 
+def test_a_warm_start_puts_each_group_where_most_of_its_time_runs():
+    # group {a, b} split by the start: a (1) on gpu:1, b (5) on gpu:0; the group goes to gpu:0
+    g = sc.Graph([sc.Node(v, {"gpu": t}) for v, t in [("a", 1.0), ("b", 5.0), ("c", 2.0)]], [("a", "c"), ("b", "c")])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    units = Q._Units(p, [["a", "b"]])
+    w = {(0, 2): 0.0, (1, 2): 0.0}
+    dev, order, makespan = Q._from_placement(p, units, w, [1, 0, 1], "starts[0]")
+    assert dev == [0, 0, 1] and order == [[0, 1], [2]] and makespan == 8.0
+    with pytest.raises(InvalidArgumentError, match=r"starts\[0\]\[2\]"):
+        Q._from_placement(p, units, w, [1, 0, 2], "starts[0]")
+
+
 def test_list_order_keeps_chains_and_prefers_early_inputs():
     # x and y are independent on one device: y's input arrives first, so y runs first;
     # a chain (x before y) overrides that
