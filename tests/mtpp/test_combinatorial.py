@@ -150,6 +150,21 @@ def test_crossing_bound_counts_forced_tensors_twice():
     assert slice_graph(p, method="dp").objective == pytest.approx(9.0)
 
 
+def test_crossing_bound_pays_a_forced_tensor_twice_even_when_its_ends_are_light():
+    # three copies of x -> u -> v -> y (work 10, 1, 1, 10; tensors 10, 1, 10): any block holding
+    # u and v costs 22, so at T < 22 the light tensor of u crosses and is paid twice, although
+    # u and v together weigh 2 (one block could hold their work): (66 + 3 * 2) / 5 = 14.4
+    nodes, edges = [], []
+    for c in range(3):
+        nodes += [Node(f"x{c}", {"accelerator": 10.0}, comm=10.0), Node(f"u{c}", {"accelerator": 1.0}, comm=1.0),
+                  Node(f"v{c}", {"accelerator": 1.0}, comm=10.0), Node(f"y{c}", {"accelerator": 10.0})]
+        edges += [(f"x{c}", f"u{c}"), (f"u{c}", f"v{c}"), (f"v{c}", f"y{c}")]
+    p = MtppProblem(sc.Graph(nodes, edges), devices=5)
+    assert node_cut_bound(p).bound == pytest.approx(13.2)  # the average bound 66 / 5 (node cuts: 12)
+    assert crossing_bound(p).bound == pytest.approx(14.4, rel=1e-9)
+    assert slice_graph(p, method="dp").objective >= 14.4
+
+
 def test_crossing_bound_takes_the_least_consistent_threshold():
     p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
     # node cuts 5, 6, 6, 5 and the simple bound 8 give the floor 8; the edges' two ends cost 9, 10, 9 together.
