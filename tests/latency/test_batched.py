@@ -205,12 +205,12 @@ def test_cli_batch(capsys):
 
     from stagecut.cli.main import main
 
-    code = main(["latency", "rwnn:modules=1:channels=1:size=6", "--method", "milp", "--batch", "2",
+    code = main(["latency", "rwnn:modules=1:channels=1:size=10", "--method", "milp", "--batch", "2",
                  "--time-limit", "2", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["kind"] == "BatchedSchedule" and out["inputs"] == 2
     assert all(sum(b.values()) == 2 for b in out["batches"].values())
-    assert main(["latency", "rwnn:modules=1:channels=1:size=6", "--method", "heft", "--batch", "2"]) == 2
+    assert main(["latency", "rwnn:modules=1:channels=1:size=10", "--method", "heft", "--batch", "2"]) == 2
     assert "--batch" in capsys.readouterr().err
 
 
