@@ -35,7 +35,13 @@ P1 is :func:`solve_ip` on the fused problem; P2 the same with the co-location gr
 :func:`~stagecut.latency.colocate.colocation_groups`, so P2 >= P1 on one instance (tested).
 :func:`quickp` runs the pipeline and re-scores its plan on the *original* graph
 (:meth:`Fusion.expand_schedule <stagecut.latency.fusion.Fusion.expand_schedule>`): its makespan
-is at most the IP's, since a fused edge carries at least each tensor that crosses it.
+is at most the IP's, since a fused edge carries at least each tensor that crosses it. HEFT's and
+the Metis cut's plans (and the best single device) are its warm starts: each is mapped onto the
+fused units (a unit where most of its time runs), list-scheduled (:func:`list_order`) and given
+to the solver, and the answer is the best of the IP's plan and the starts on the original graph
+(``stats["found_by"]``), so it is never above any of them. One time limit covers the whole
+call: the starts, the fusion, the groups, the model's build (which checks the clock and stops),
+the solve and the re-scoring.
 
 >>> import stagecut as sc
 >>> from stagecut.latency import Devices, LatencyProblem
