@@ -430,7 +430,8 @@ def _no_worse_than(problem: LatencyProblem, best: Schedule, start: Schedule | No
     if again.objective is None or again.objective >= best.objective or again.violations:
         return best
     why = (f"the sequential solve ended at {best.objective:.6g}, above its start's {again.objective:.6g} "
-           f"({start.method}): the start is returned")
+           f"({start.method}): the start is returned") if math.isfinite(best.objective) else \
+        f"the start ({start.method}, {again.objective:.6g}) is returned"
     return dataclasses.replace(again, notes=(*again.notes, why))
 
 
