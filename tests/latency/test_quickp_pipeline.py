@@ -268,6 +268,18 @@ def test_per_edge_fused_sizes_add_every_crossing_link():
     assert Q._per_edge_sizes(f, w) == {("a", "c"): 7.0, ("b", "c"): 5.0}
 
 
+def test_infeasible_only_when_proven():
+    # three independent 6-byte nodes, two GPUs of 10 bytes: nothing fits, but no single node is too
+    # big, so the answer is "unknown"; a node of 11 bytes fits nowhere: "infeasible"
+    devs = Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0, memory=10.0)
+    g = sc.Graph([sc.Node(v, {"gpu": 1.0}, memory=6.0) for v in "abc"], [])
+    s = quickp(LatencyProblem(g, devs), time_limit=10)
+    assert s.objective is None and s.status == "unknown"
+    g = sc.Graph([sc.Node("a", {"gpu": 1.0}, memory=11.0), sc.Node("b", {"gpu": 1.0})], [("a", "b")])
+    s = quickp(LatencyProblem(g, devs), time_limit=10)
+    assert s.objective is None and s.status == "infeasible" and "fits on no device" in s.notes[0]
+
+
 def test_bad_time_limit_is_refused():
     p, _ = training_problem("alexnet", 240)
     with pytest.raises(InvalidArgumentError, match="time_limit"):

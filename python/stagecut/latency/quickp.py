@@ -724,8 +724,10 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
     -------
     Schedule
         On the original graph (``method`` ``"quickp"`` or ``"quickp-p1"``), status ``"feasible"``
-        (``"time_limit"`` when the limit stopped the IP or left it no time, ``"infeasible"``
-        when nothing was found); ``stats``: ``found_by``, the fusion's and the IP's
+        (``"time_limit"`` when the limit stopped the IP or left it no time); no schedule when
+        nothing was found: ``"infeasible"`` only when some node fits on no device (an
+        infeasible fused IP proves nothing about the original), else ``"unknown"`` or
+        ``"time_limit"``; ``stats``: ``found_by``, the fusion's and the IP's
         (``fused_nodes``, ``groups``, ``ip_makespan``: the IP's plan on the original graph,
         ``ip_bound``: the fused IP's bound, not one of the original problem, ``fusion_s``,
         ``ip_s``, ``starts_s``) and each start's makespan (``heft``, ``metis``,
@@ -829,9 +831,14 @@ def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, col
             stats["ip_status"] = "skipped"
         stats["ip_s"] = time.perf_counter() - t1
     if not found:
-        return Schedule.infeasible(method, "no placement fits", devices=problem.devices.names,
-                                   runtime_s=time.perf_counter() - t0, stats=stats,
-                                   status="time_limit" if timed_out else "infeasible")
+        # proven only when some node fits nowhere: an infeasible fused (and grouped) IP proves
+        # nothing about the original problem
+        proof = problem.fits_anywhere()
+        reason = proof if proof is not None else str(stats.get("reason", "no start and no IP plan fits"))
+        none: Literal["infeasible", "unknown", "time_limit"] = \
+            "infeasible" if proof is not None else "time_limit" if timed_out else "unknown"
+        return Schedule.infeasible(method, reason, devices=problem.devices.names,
+                                   runtime_s=time.perf_counter() - t0, stats=stats, status=none)
     # the IP's plan wins ties: it is the method's own answer
     best_score, by, best = min(found, key=lambda f: (f[0], f[1] != "ip"))
     stats["found_by"] = by
