@@ -101,3 +101,9 @@ def test_untied_model_partition_is_plain_partition():
     t = trace_torch(model, (torch.randint(0, 50, (2, 8)),), bandwidth=BW, flops_per_s=1e8)
     assert not t.tied
     assert t.partition(2).objective == sc.partition(t.graph, devices=2).objective
+
+
+def test_partition_says_the_times_are_per_traced_batch():
+    _, t = tied_trace()
+    assert any("per traced batch" in n for n in t.partition(2).notes)
+    assert any("per traced batch" in n for n in t.colocate_tied().partition(2).notes)

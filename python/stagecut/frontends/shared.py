@@ -162,8 +162,10 @@ def colocate_tied(trace: Any) -> Any:
 
 def partition_shared(trace: Any, devices: int, **options: Any) -> Any:
     """The better of :func:`stagecut.partition` on ``trace.graph`` (tied parameters replicated)
-    and on :func:`colocate_tied` ``(trace).graph`` (kept with one stage); its notes say which.
-    Without tied parameters, ``partition(trace.graph, ...)``.
+    and on :func:`colocate_tied` ``(trace).graph`` (kept with one stage); its notes say which,
+    and that the times are per traced batch (``summary()`` calls the objective "time per
+    sample": here a sample is one run of the example inputs). Without tied parameters,
+    ``partition(trace.graph, ...)`` with that note.
 
     Raises
     ------
@@ -175,9 +177,13 @@ def partition_shared(trace: Any, devices: int, **options: Any) -> Any:
     from stagecut.throughput import partition
 
     rep = partition(trace.graph, devices=devices, **options)
+    units = ("objective and stage loads in seconds per traced batch (one run of the example inputs; divide by "
+             "its batch size for seconds per sample)")
+    rep = dc.replace(rep, notes=(*rep.notes, units))
     if not trace.tied:
         return rep
     col = partition(colocate_tied(trace).graph, devices=devices, **options)
+    col = dc.replace(col, notes=(*col.notes, units))
     names = ", ".join(trace.tied)
 
     def key(p: Any) -> float:
