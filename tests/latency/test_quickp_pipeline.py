@@ -91,6 +91,30 @@ def test_the_solver_gets_what_is_left_of_the_limit(monkeypatch):
     assert s.status == "time_limit" and s.stats["found_by"] in ("heft", "metis", "best-device", "ip")
 
 
+def test_a_start_that_outlives_the_limit_is_abandoned(monkeypatch):
+    # a planted HEFT that blocks (until released, or 60 s): quickp answers at its deadline with
+    # the best single device instead of waiting for it
+    import threading
+
+    import stagecut.latency.heuristics as heuristics
+
+    release = threading.Event()
+
+    def stuck(problem):
+        release.wait(60)
+        return heuristics.best_device(problem)
+
+    monkeypatch.setattr(heuristics, "heft", stuck)
+    p, _ = training_problem("alexnet", 240)
+    try:
+        s = quickp(p, time_limit=1.0)
+        assert not release.is_set()
+    finally:
+        release.set()
+    assert s.status == "time_limit" and s.stats["abandoned"] == "heft" and s.stats["found_by"] == "best-device"
+    assert "heft" not in s.stats and "metis" not in s.stats
+
+
 def test_no_time_left_after_the_starts_skips_the_ip(monkeypatch):
     p, _ = training_problem("alexnet", 300)
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+import threading
 import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -775,9 +776,12 @@ def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, col
     for name, make in makers:
         if found and expired():
             break
-        s = make(problem)
-        if s.objective is not None:
-            found.append((score(s), name, s))
+        got = make(problem) if not found else _until_deadline(make, problem)
+        if got is None:   # the deadline came first: the start is abandoned
+            stats["abandoned"] = name
+            break
+        if got.objective is not None:
+            found.append((score(got), name, got))
             stats[name] = found[-1][0]
     stats["starts_s"] = time.perf_counter() - t0
     timed_out = expired()
@@ -856,6 +860,34 @@ def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, col
         notes.append("makespan with a transfer per edge (each edge's own tensor)")
     return dataclasses.replace(best, **changes, method=method, status=status, stats={**best.stats, **stats},
                                notes=(*best.notes, *notes), runtime_s=time.perf_counter() - t0)
+
+
+def _until_deadline(make: Any, problem: LatencyProblem) -> Schedule | None:
+    """``make(problem)`` on a helper thread, waited for until the deadline (in 50 ms steps, so
+    that Ctrl-C stops the wait); ``None`` when the deadline comes first: the thread is left to
+    end on its own (a daemon; its answer is dropped)."""
+    left = remaining()
+    if left is None:
+        out: Schedule = make(problem)
+        return out
+    got: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            got["s"] = make(problem)
+        except BaseException as exc:  # re-raised on the calling thread
+            got["error"] = exc
+
+    worker = threading.Thread(target=work, name="stagecut-quickp-start", daemon=True)
+    worker.start()
+    while worker.is_alive() and not expired():
+        worker.join(0.05)
+    if worker.is_alive():
+        return None
+    if "error" in got:
+        raise got["error"]
+    s: Schedule = got["s"]
+    return s
 
 
 def _positions(problem: LatencyProblem, s: Schedule) -> tuple[list[int], list[list[int]]]:
