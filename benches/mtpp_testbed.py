@@ -120,12 +120,15 @@ def table(path: Path) -> str:
         cells = [str(k), str(len(keys))]
         for lv in levels:
             got = [min(bounds[key][lv], best[key]) / best[key] for key in keys if lv in bounds[key]]
+            if not got:
+                cells.append("no bound")
+                continue
             cells.append(f"{_geomean(got):.4f}" + ("" if len(got) == len(keys) else f" ({len(got)})"))
         top = [min(max(bounds[key].values()), best[key]) / best[key] for key in keys]
         simple = _geomean([bounds[key]["simple"] / best[key] for key in keys])
         g = _geomean(top)
         cells.append(f"{g:.4f}")
-        cells.append("all gap" if g >= 1 - 1e-9 else f"{(1 - simple) / (1 - g):.1f}x")
+        cells.append("all closed" if g >= 1 - 1e-9 else f"{(1 - simple) / (1 - g):.1f}x")
         cells.append(f"{sum(t >= 1 - 1e-9 for t in top)}/{len(keys)}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -165,6 +165,17 @@ def test_crossing_bound_pays_a_forced_tensor_twice_even_when_its_ends_are_light(
     assert slice_graph(p, method="dp").objective >= 14.4
 
 
+def test_crossing_bound_counts_every_block_a_hub_tensor_reaches():
+    # u (work 1) sends one tensor (6) to six consumers of work 3, k = 4. They cannot share a block
+    # below 19, so the tensor crosses; each block holding some of them pays it and has room for
+    # T - 6 of their work: at T = 10.75 that is 19 / 4.75 = 4 blocks, (19 + 4 * 6) / 4 = 10.75
+    g = sc.Graph([Node("u", {"accelerator": 1.0}, comm=6.0)] + [Node(i, {"accelerator": 3.0}) for i in range(6)],
+                 [("u", i) for i in range(6)])
+    p = MtppProblem(g, devices=4)
+    assert crossing_bound(p).bound == pytest.approx(10.75, rel=1e-9)
+    assert slice_graph(p, method="dp").objective == pytest.approx(12.0)
+
+
 def test_crossing_bound_takes_the_least_consistent_threshold():
     p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
     # node cuts 5, 6, 6, 5 and the simple bound 8 give the floor 8; the edges' two ends cost 9, 10, 9 together.
