@@ -96,9 +96,9 @@ def page(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
            "split re-scored by the `asap` evaluator. Bound: the method's own lower bound (auto: the best "
            "it knows); gap = (makespan - bound) / makespan. Times are wall seconds on a shared 2-core "
            "machine under load, with CPU seconds in brackets.", "",
-           "`quickp` is left out: its CBC solve does not stop at its time limit (on gnmt it was still in "
-           "CBC's strong branching more than 5 minutes after a 30 s limit; on bert24 it gave 100.22 after "
-           "45.7 s). The bounds are the methods' own (critical path and sequential work, or the MILP's "
+           "`quickp` is left out: its CBC solve does not stop at its time limit (on gnmt a QuickP solve "
+           "given 24 s was still in CBC's strong branching 6 minutes later; on bert24 a 30 s limit gave "
+           "100.22 after 45.7 s). The bounds are the methods' own (critical path and sequential work, or the MILP's "
            "dual bound where the MILP runs); the large gaps are the bounds' weakness as much as the "
            "schedules'.", "",
            "Regenerate with:", "", "```", "python benches/latency_table.py --auto-limit "
