@@ -99,29 +99,33 @@ def _geomean(xs: list[float]) -> float:
 
 
 def table(path: Path) -> str:
-    """Markdown: per ``k``, the geometric mean of ``bound / best`` per level, of the best level,
-    and the gap closed against the simple bound."""
+    """Markdown: per graph size and ``k``, the geometric mean of ``bound / best`` per level
+    (over the graphs where it gave a bound: their count in brackets when not all), of the best
+    level, and the gap closed against the simple bound."""
     best: dict[tuple[object, ...], float] = {}
     bounds: dict[tuple[object, ...], dict[str, float]] = defaultdict(dict)
+    ran: set[tuple[object, ...]] = set()
     for line in path.read_text().splitlines():
         r = json.loads(line)
         key = (r["n"], r["model"], r["seed"], r["k"])
         if r["level"] == "plan":
             best[key] = min(best.get(key, math.inf), r["cost"])
-        elif r["bound"] is not None:
-            bounds[key][r["level"]] = r["bound"]
+        else:
+            ran.add((*key, r["level"]))
+            if r["bound"] is not None:
+                bounds[key][r["level"]] = r["bound"]
     levels = [lv for lv in ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
               if any(lv in b for b in bounds.values())]
-    ks = sorted({key[3] for key in best})
-    head = ["k", "instances", *levels, "best bound", "gap closed", "proven optimal"]
+    rows = sorted({(key[0], key[3]) for key in best})
+    head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for k in ks:
-        keys = [key for key in best if key[3] == k and key in bounds]
-        cells = [str(k), str(len(keys))]
+    for n, k in rows:
+        keys = [key for key in best if key[0] == n and key[3] == k and key in bounds]
+        cells = [str(n), str(k), str(len(keys))]
         for lv in levels:
             got = [min(bounds[key][lv], best[key]) / best[key] for key in keys if lv in bounds[key]]
             if not got:
-                cells.append("no bound")
+                cells.append("no bound" if any((*key, lv) in ran for key in keys) else "not run")
                 continue
             cells.append(f"{_geomean(got):.4f}" + ("" if len(got) == len(keys) else f" ({len(got)})"))
         top = [min(max(bounds[key].values()), best[key]) / best[key] for key in keys]
