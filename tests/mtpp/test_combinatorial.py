@@ -176,6 +176,17 @@ def test_crossing_bound_counts_every_block_a_hub_tensor_reaches():
     assert slice_graph(p, method="dp").objective == pytest.approx(12.0)
 
 
+def test_crossing_bound_adds_the_least_total_overflow():
+    # 16 parameters, 4 fit per device, streamed at 1 per time unit: three blocks overflow 16 - 12 = 4
+    # in total at least; every pair of neighbours costs 13 together (8 work, 1 tensor, 4 overflow),
+    # so below 13 all three tensors cross: 3T >= 16 + 2 * 3 + 4
+    g = sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0, memory=[4.0] * 4)
+    p = MtppProblem(g, devices=3, memory=4.0, bandwidth=1.0)
+    assert lower_bound(p) == pytest.approx(20 / 3)
+    assert crossing_bound(p).bound == pytest.approx(26 / 3, rel=1e-9)
+    assert slice_graph(p, method="dp").objective == pytest.approx(13.0)
+
+
 def test_crossing_bound_takes_the_least_consistent_threshold():
     p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
     # node cuts 5, 6, 6, 5 and the simple bound 8 give the floor 8; the edges' two ends cost 9, 10, 9 together.
