@@ -149,3 +149,24 @@ def test_the_report_plot_draws_the_summary(tmp_path, capsys):
     png = tmp_path / "summary.png"
     assert main(["sweep", "--report", str(tmp_path / "t"), "--plot", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_newest_of_two_rows_with_one_key_wins_in_either_order(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = {**{name: None for name, _ in COLUMNS}, **_row("a", 2, "dp", 9.0, 1.0, "feasible", finished_at=1.0)}
+    new = {**old, "objective": 4.0, "lower_bound": 4.0, "status": "optimal", "finished_at": 2.0}
+    for order in ([old, new], [new, old]):
+        path = tmp_path / f"two-{order[0]['finished_at']}.parquet"
+        pq.write_table(pa.Table.from_pylist(order), path)
+        (back,) = read_results(path)
+        assert (back["objective"], back["status"], back["finished_at"]) == (4.0, "optimal", 2.0)
+
+
+def test_an_optimal_answer_without_a_bound_is_its_own_bound():
+    # dp says optimal (4.0) but stores no lower bound; dpl finds 5.0 with none: the instance's bound is 4.0
+    rows = [_row("a", 2, "dp", 4.0, None, "optimal"), _row("a", 2, "dpl", 5.0, None, "feasible")]
+    by = {r.method: r for r in summarize(rows, baseline="dp")}
+    assert by["dp"].bound_best == pytest.approx(1.0) and by["dp"].optimal == 1.0
+    assert by["dpl"].bound_best == pytest.approx(0.8) and by["dpl"].optimal == 0.0

@@ -91,6 +91,7 @@ def test_a_killed_worker_loses_nothing(dask_client, tmp_path):
     # tasks of about a second each (the exact DP on 20-21 node DAGs), so that one is running when killed
     path = _sweep(tmp_path, 'graphs = ["regal:20", "regal:21:erdos_renyi:1"]\ndevices = [2, 3]\nmethods = ["dp"]\n')
     spec = read_sweep(path)
+    dask_client.wait_for_workers(2, timeout=120)  # both workers up (an earlier test may have restarted one)
     pids = dask_client.run(os.getpid)
     out, killed = {}, {}
 

@@ -47,8 +47,11 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path):
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    lines = err.strip().splitlines()
+    # stagecut's own output is one line; the cluster's processes may log their shutdown (heartbeats to a
+    # scheduler that is closing) on the shared stderr, which is Dask's and not asserted on
+    lines = [line for line in err.strip().splitlines() if line.startswith("stagecut:")]
     assert len(lines) == 1 and lines[0].startswith("stagecut: interrupted:") and "run the same command" in lines[0]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     saved = read_results(results)  # intact: every part readable
     tasks = expand(read_sweep(path))
     assert 1 <= len(saved) < len(tasks)

@@ -284,7 +284,7 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
         return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.ERROR,
+                                        dashboard_address=":0", silence_logs=logging.CRITICAL,
                                         env={"RAYON_NUM_THREADS": str(share)})
     finally:
         if main:

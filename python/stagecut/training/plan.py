@@ -23,7 +23,6 @@ True
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from collections.abc import Mapping
@@ -259,7 +258,9 @@ class TrainingPlan(Result):
         >>> back == plan, back.tps_table.tolist() == plan.tps_table.tolist()
         (True, True)
         """
-        doc: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
+        from stagecut.results import _load
+
+        doc = _load(data, "TrainingPlan")  # JSON text or a mapping, else one clear error
         plan = super().from_json({k: v for k, v in doc.items() if k != "tps_table"})
         if doc.get("tps_table") is not None:
             try:
