@@ -202,6 +202,12 @@ def test_subgraph_bound_is_the_optimum_when_the_whole_graph_fits():
     assert subgraph_bound(p).bound == pytest.approx(slice_graph(p, method="dp").objective)
 
 
+def test_subgraph_bound_keeps_every_edge_inside_the_subgraph():
+    # the last edge carries the tensor that makes splitting off the heavy node cost 13 > 11 (one block)
+    p = MtppProblem(sc.Graph.chain([1.0, 1.0, 1.0, 8.0], comm=5.0), devices=2)
+    assert subgraph_bound(p).bound == pytest.approx(11.0) == slice_graph(p, method="dp").objective
+
+
 def test_subgraph_bound_beats_the_node_cut_where_the_neighbours_compete():
     # a star: k = 2 blocks for a heavy centre and four heavy leaves; the leaves cannot all be alone
     g = sc.Graph([Node("c", {"accelerator": 10.0}, comm=1.0)]
