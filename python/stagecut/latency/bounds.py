@@ -52,8 +52,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.latency.problem import LatencyProblem
 from stagecut.validate import shown
 
-__all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "device_path_bound", "memory_path_bound",
-           "long_paths"]
+__all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "memory_binds", "device_path_bound",
+           "memory_path_bound", "long_paths"]
 
 #: The longest path :func:`memory_path_bound` takes whole; a longer one is cut into stretches of this
 #: many nodes, each bounded alone (their sum is still a bound), which keeps the programme quadratic
@@ -184,6 +184,13 @@ def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray,
             runs.append((lo, hi, d))
             d, hi = int(came[lo, d]), lo - 1
     return value, runs[::-1]
+
+
+def memory_binds(problem: LatencyProblem) -> bool:
+    """Whether some device with a memory limit cannot hold every node (the memory-path bound and
+    :func:`path_placement` can only add something then)."""
+    finite = problem.capacity[np.isfinite(problem.capacity)]
+    return bool(finite.size) and float(problem.memory.sum()) > float(finite.min())
 
 
 def path_placement(problem: LatencyProblem) -> list[int] | None:

@@ -82,7 +82,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError, SolverError
-from stagecut.latency.bounds import SMALL, best_bound, path_placement
+from stagecut.latency.bounds import SMALL, best_bound, memory_binds, path_placement
 from stagecut.latency.brute import colocated, symmetry_groups
 from stagecut.latency.evaluate import TOL, schedule_from
 from stagecut.latency.problem import LatencyProblem
@@ -673,7 +673,7 @@ def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
     if start is not None and start.objective is not None:
         cand = _from_start(problem, start)
     found: list[tuple[Schedule, list[int], list[list[int]]]] = []
-    witness = path_placement(problem) if len(problem) <= SMALL else None
+    witness = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
     for attempt in (cand, greedy_schedule(problem), None if witness is None else (witness, None)):
         if attempt is None:
             continue

@@ -72,7 +72,7 @@ from stagecut._mip import check_options, stated_tolerance
 from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
-from stagecut.latency.bounds import SMALL, best_bound, path_placement
+from stagecut.latency.bounds import SMALL, best_bound, memory_binds, path_placement
 from stagecut.latency.brute import colocated
 from stagecut.latency.devices import Devices
 from stagecut.latency.evaluate import schedule_from
@@ -298,7 +298,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
             from stagecut.latency.heuristics import best_constructive
 
             start = best_constructive(problem)
-            runs = path_placement(problem) if len(problem) <= SMALL else None
+            runs = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
             if runs is not None:  # the memory-path bound's runs, when shorter
                 other = schedule_from(problem, runs, None, method="path-runs")
                 if not other.violations and other.objective is not None and \
