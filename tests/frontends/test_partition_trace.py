@@ -82,9 +82,11 @@ def test_training_attached_family_equals_the_unrestricted_dp(gpt_trace, k):
     free = sc.partition(t.graph, devices=k, method="dp", max_ideals=10**6)
     plan = partition_trace(t, k, family="attached")
     assert plan.status == "optimal" and plan.stats["family"] == "attached"
+    exact = partition_trace(t, k, family="contiguous")
+    assert "hang=" in plan.stats["merged"] and plan.stats["ideals"] < exact.stats["ideals"]  # it restricts
     assert plan.objective == pytest.approx(free.objective, rel=1e-12)
     assert plan.lower_bound is not None and plan.lower_bound <= free.objective * (1 + 1e-12)
-    assert 0 <= plan.stats["restriction_cost"] < 1e-3
+    assert 0 < plan.stats["restriction_cost"] < 1e-3  # the masks' compute moves with them: a small gap
     auto = partition_trace(t, k)
     assert auto.objective == pytest.approx(free.objective, rel=1e-12)
 

@@ -14,7 +14,7 @@ it solved (``stats["family"]``), what that family is, and what the restriction m
     edges go to one other unit: a mask slice, ``arange``, a constant) on the stage of the unit
     it feeds, solved
     exactly. ``lower_bound`` is the optimum over **every** contiguous split of the same graph
-    with those leaves' costs set to zero, which no split of the real graph beats: when it equals
+    with those leaves' compute time and memory set to zero, which no split of the real graph beats: when it equals
     the objective the plan is optimal over every contiguous split, and ``stats["restriction_cost"]``
     (``objective / lower_bound - 1``) bounds what the restriction may cost.
 ``"program"``
@@ -103,10 +103,11 @@ def _plan(problem: ThroughputProblem, core: ThroughputProblem, aside: Sequence[H
 
 
 def _zeroed(graph: Graph, positions: Sequence[int]) -> Graph:
-    """``graph`` with the nodes at ``positions`` costing nothing (a relaxation: every split's
-    loads can only fall)."""
+    """``graph`` with the nodes at ``positions`` taking no compute time or memory (a relaxation:
+    every split's loads can only fall; their outputs still cost what they cost to send, and a
+    leaf that takes no time is then merged by the exact leaf rule)."""
     drop = set(positions)
-    nodes = [dataclasses.replace(n, compute={k: 0.0 for k in n.compute}, comm=0.0, memory=0.0) if i in drop else n
+    nodes = [dataclasses.replace(n, compute={k: 0.0 for k in n.compute}, memory=0.0) if i in drop else n
              for i, n in enumerate(graph.nodes)]
     return Graph(nodes, graph.edges, graph.defaults)
 
