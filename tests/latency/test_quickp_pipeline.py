@@ -230,6 +230,22 @@ def test_a_warm_start_puts_each_group_where_most_of_its_time_runs():
         Q._from_placement(p, units, w, [1, 0, 2], "starts[0]")
 
 
+def test_polish_moves_units_while_that_helps_and_never_worsens():
+    # two independent 4-unit jobs a and b start on one GPU (makespan 8): moving b to the other GPU
+    # gives 4; a start that is already best stays as it is
+    g = sc.Graph([sc.Node(v, {"gpu": 4.0}) for v in "ab"], [])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    units = Q._Units(p, ())
+    stats = {}
+    start = Q._from_placement(p, units, {}, [0, 0], "s")
+    assert start[2] == 8.0
+    dev, order, ms = Q._polish(p, units, {}, start, stats)
+    assert ms == 4.0 and sorted(dev) == [0, 1] and stats["polished_makespan"] == 4.0
+    assert Q._polish(p, units, {}, (dev, order, ms), {})[2] == 4.0
+    # with no evaluations allowed, the start comes back untouched
+    assert Q._polish(p, units, {}, start, stats, max_evaluations=0)[2] == 8.0
+
+
 def test_list_order_keeps_chains_and_prefers_early_inputs():
     # x and y are independent on one device: y's input arrives first, so y runs first;
     # a chain (x before y) overrides that
