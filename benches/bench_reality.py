@@ -19,8 +19,9 @@ mode, forward pass, ``torch.set_num_threads(1)``, CPU) it:
 4. splits the model's layers (top-level modules; the blocks of a top-level ``Sequential`` or
    ``ModuleList``; operators of the top-level ``forward`` join the layer before) the way
    DeepSpeed (``uniform``, ``parameters``, ``partition_balanced`` on the layers' calibrated
-   times) and torchgpipe (``balance_by_time`` on the same times) do, and measures those
-   stages the same way.
+   times) and torchgpipe (``balance_by_time`` on the same times) do, and times those stages,
+   ours and the refined plan's in the same passes
+   (:func:`~stagecut.frontends.measure.measure_many`).
 
 The machine is shared: absolute times move with its load between measurements, so each row
 measures all of its plans in the same session, and the ratios, not the milliseconds, are the
@@ -41,7 +42,7 @@ from typing import Any
 
 import stagecut as sc
 from stagecut.frontends import baselines as bl
-from stagecut.frontends.measure import Measurement, measure, refine
+from stagecut.frontends.measure import Measurement, measure, measure_many, refine
 from stagecut.frontends.program_order import partition_trace
 from stagecut.results import Plan
 
@@ -229,11 +230,10 @@ def run(models: list[str], ks: list[int], repeat: int) -> list[dict[str, Any]]:
             refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
             row["refined"] = _row(m)
             row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
-            # every peer split measured in the same session as ours (load drifts over minutes)
-            ours = measure(tc, plans["calibrated"], repeat=repeat)
-            row["calibrated_again"] = _row(ours)
-            for peer, plan in peer_plans(tc, model, k).items():
-                row[peer] = _row(measure(tc, plan, repeat=repeat))
+            # ours, refined and every peer split timed in the same passes (load drifts over minutes)
+            group = {"calibrated_again": plans["calibrated"], "refined_again": refined, **peer_plans(tc, model, k)}
+            for key, m in measure_many(tc, group, repeat=repeat).items():
+                row[key] = _row(m)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -255,6 +255,19 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program). "
         "The machine is shared by other jobs (load average 10-18 on 2 cores while this ran): absolute times move "
         "by up to ~20% between minutes, so compare the ratios within a row, not milliseconds across rows.",
+        "",
+        "How to get these plans and checks on your own model:",
+        "",
+        "```python",
+        "import torch, stagecut.torch",
+        "from stagecut.frontends.program_order import partition_trace",
+        "torch.set_num_threads(1)                      # stage times are thread CPU times",
+        "t = stagecut.torch.trace(model, (x,), bandwidth=\"10GB/s\")",
+        "tc = t.calibrated()                           # node times fitted on measured segments",
+        "plan = partition_trace(tc, 4)                 # optimal over the family in plan.stats['family']",
+        "print(tc.measure(plan).table())               # each stage built and timed: predicted vs measured",
+        "plan, measurement, _ = tc.refine(plan, 4)     # re-plan on measured stage times",
+        "```",
         "",
         "## Predicted vs measured, per stage",
         "",
@@ -280,9 +293,10 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "",
         "## Measured bottleneck stage: ours against the splits people use",
         "",
-        "Milliseconds of the slowest stage as measured (lower is better), all measured in one session per row; "
-        "`ours` is the calibrated plan measured again alongside the peers (`refined`: after re-planning on "
-        "measured stage times). The peers split the model's layers: DeepSpeed `uniform`, `parameters` "
+        "Milliseconds of the slowest stage as measured (lower is better); in each row every plan's stages are "
+        "timed in the same passes (each pass runs all the plans, in rotating order), so the load of the machine "
+        "hits them alike. `ours`: the calibrated plan; `refined`: after re-planning on measured stage times. "
+        "The peers split the model's layers: DeepSpeed `uniform`, `parameters` "
         "(its default) and `partition_balanced` on the layers' calibrated times, torchgpipe `balance_by_time` "
         "on the same times. In parentheses: the peer against ours.",
         "",
@@ -296,7 +310,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
             v = r[key]["measured_max_ms"]
             return f"{v:.1f} ({100 * (v / ours - 1):+.0f}%)"
 
-        lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined')} | {cell('uniform')} | "
+        lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
                      f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | {cell('torchgpipe_by_time')} |")
     if depth:
         lines += [

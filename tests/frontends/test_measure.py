@@ -136,3 +136,15 @@ def test_a_trace_without_its_model_or_from_fx_is_refused(traced):
     with pytest.raises(InvalidArgumentError, match="segments"):
         calibrate(traced, segments=1)
     random.seed(0)
+
+
+def test_measure_many_times_every_plan_in_the_same_passes(traced):
+    from stagecut.frontends.measure import measure_many
+
+    plans = {"two": partition_trace(traced, 2), "three": partition_trace(traced, 3)}
+    got = measure_many(traced, plans, warmup=1, repeat=1)
+    assert set(got) == {"two", "three"}
+    for name, plan in plans.items():
+        m = got[name]
+        assert [s.predicted for s in m.stages] == pytest.approx([s.compute for s in plan.stages])
+        assert all(s.measured >= 0 for s in m.stages)

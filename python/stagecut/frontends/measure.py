@@ -44,7 +44,8 @@ from stagecut.graph import ACCELERATOR
 from stagecut.results import Plan
 from stagecut.validate import check_int
 
-__all__ = ["Calibration", "StageTiming", "Measurement", "calibrate", "calibrated_trace", "measure", "refine"]
+__all__ = ["Calibration", "StageTiming", "Measurement", "calibrate", "calibrated_trace", "measure", "measure_many",
+           "refine"]
 
 _KINDS = ("conv", "matmul", "other", "view")
 _MATMUL = ("linear", "addmm", ".mm.", "bmm", "matmul", "baddbmm", "scaled_dot_product")
@@ -205,26 +206,37 @@ def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup:
     pass of the whole program, so every piece runs with the caches a real pass leaves it, and
     a burst of load on the machine hits every piece alike); each piece's median thread CPU
     time (medians add up: the segments of a pass sum to the whole; least times would not)."""
+    times, overhead = _time_groups([(subs, inputs)], warmup, repeat, rounds)
+    return times[0], overhead
+
+
+def _time_groups(groups: Sequence[tuple[Sequence[Any], Sequence[tuple[Any, ...]]]], warmup: int, repeat: int,
+                 rounds: int = 3) -> tuple[list[list[float]], float]:
+    """:func:`_time_pieces` for several programs at once: each pass runs every group's pieces in
+    order, the groups taken in turn, so that all are timed under the same load."""
     torch = require("torch", "torch")
     empty = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     x = empty.graph.placeholder("x")
     empty.graph.output(x)
     empty.recompile()
-    calls: list[Callable[[], Any]] = [lambda: empty(torch.zeros(1))]
-    calls += [_caller(sub, a) for sub, a in zip(subs, inputs)]
-    runs: list[list[float]] = [[] for _ in calls]
+    calls: list[list[Callable[[], Any]]] = [[lambda: empty(torch.zeros(1))]]
+    calls += [[_caller(sub, a) for sub, a in zip(subs, inputs)] for subs, inputs in groups]
+    runs: list[list[list[float]]] = [[[] for _ in g] for g in calls]
     with torch.no_grad():
-        for fn in calls:
-            for _ in range(warmup):
-                fn()
-        for _ in range(rounds * repeat):
-            for i, fn in enumerate(calls):
-                t0 = time.thread_time()
-                fn()
-                runs[i].append(time.thread_time() - t0)
-    best = [float(np.median(r)) for r in runs]
-    overhead = best[0]
-    return [max(0.0, b - overhead) for b in best[1:]], overhead
+        for g in calls:
+            for fn in g:
+                for _ in range(warmup):
+                    fn()
+        for r in range(rounds * repeat):
+            for j in range(len(calls)):
+                gi = (j + r) % len(calls)  # rotate which group goes first
+                for i, fn in enumerate(calls[gi]):
+                    t0 = time.thread_time()
+                    fn()
+                    runs[gi][i].append(time.thread_time() - t0)
+    med = [[float(np.median(x)) for x in g] for g in runs]
+    overhead = med[0][0]
+    return [[max(0.0, b - overhead) for b in g] for g in med[1:]], overhead
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -391,6 +403,10 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Meas
     stage = _stage_map(plan, trace)
     subs, inputs, _ = _pieces(trace, stage)
     measured, overhead = _time_pieces(subs, inputs, warmup, repeat)
+    return _report(trace, stage, measured, overhead)
+
+
+def _report(trace: Any, stage: Mapping[str, int], measured: Sequence[float], overhead: float) -> Measurement:
     k = max(stage.values()) + 1
     predicted = [0.0] * k
     count = [0] * k
@@ -404,6 +420,36 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Meas
                    for i in range(k))
     return Measurement(stages=stages, predicted_bottleneck=int(np.argmax(predicted)),
                        measured_bottleneck=int(np.argmax(measured)), overhead=overhead)
+
+
+def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repeat: int = 5
+                 ) -> dict[str, Measurement]:
+    """:func:`measure` for several plans of one trace, timed in the same passes (each pass runs
+    every plan's stages, the plans taken in turn), so that a change in the machine's load
+    between plans does not decide which one measures faster.
+
+    Parameters
+    ----------
+    trace : TorchTrace
+    plans : mapping of str to Plan
+    warmup, repeat : int
+
+    Returns
+    -------
+    dict of str to Measurement
+
+    Raises
+    ------
+    InvalidArgumentError, NotExpressibleError
+        As :func:`measure`.
+    """
+    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
+    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    names = list(plans)
+    stages = [_stage_map(plans[n], trace) for n in names]
+    built = [_pieces(trace, st)[:2] for st in stages]
+    times, overhead = _time_groups(built, warmup, repeat)
+    return {n: _report(trace, st, t, overhead) for n, st, t in zip(names, stages, times)}
 
 
 def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int = 2, repeat: int = 5,
