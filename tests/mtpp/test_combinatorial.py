@@ -232,6 +232,19 @@ def test_levels_in_mtpp_bound_and_certify():
     assert cert.levels[2].bound is None
 
 
+def test_certify_mips_start_from_the_best_bound_before_them():
+    # the star of the hub test: crossing proves 10.75, the bottleneck MIP alone 9 (the node cut)
+    g = sc.Graph([Node("u", {"accelerator": 1.0}, comm=6.0)] + [Node(i, {"accelerator": 3.0}) for i in range(6)],
+                 [("u", i) for i in range(6)])
+    p = MtppProblem(g, devices=4)
+    assert mtpp_bound(p, level="bottleneck").bound == pytest.approx(9.0)
+    plan = slice_graph(p, method="dp")
+    cert = sc.certify(p, plan, levels=("crossing", "bottleneck"), stop_when_proven=False)
+    crossing, bottleneck = cert.levels
+    assert crossing.bound == pytest.approx(10.75) and bottleneck.bound >= crossing.bound - 1e-9
+    assert bottleneck.stats["floor"] == pytest.approx(10.75) and cert.bound_source == "crossing"
+
+
 def test_a_bad_partition_start_is_refused():
     p = MtppProblem(sc.Graph.chain([1.0, 1.0]), devices=2)
     with pytest.raises(InvalidGraphError):
