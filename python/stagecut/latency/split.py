@@ -260,9 +260,9 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     -------
     Schedule
         ``method="split"``, re-scored by :func:`~stagecut.latency.evaluate.schedule_from`;
-        ``status`` ``"optimal"`` when every module solve is optimal, else ``"feasible"`` or
-        ``"time_limit"``; ``lower_bound`` the DP over the modules' bounds (see the module
-        docs); ``stats``: ``modules``, ``cut_vertices``, ``solves`` (module MILPs),
+        ``status`` ``"optimal"`` when every module solve is optimal (or the bound meets the
+        answer), else ``"feasible"`` or ``"time_limit"``; ``lower_bound`` the DP over the
+        modules' bounds (see the module docs); ``stats``: ``modules``, ``cut_vertices``, ``solves`` (module MILPs),
         ``module_s`` (their summed solve time), ``dp_value`` and ``dp_bound``. Without cut
         vertices but with modules joined by several channels
         (:func:`~stagecut.latency.split_multi.channel_modules`), the sequential module solve of
@@ -482,6 +482,8 @@ def _combine(problem: LatencyProblem, mods: list[tuple[int | None, list[int], in
                       "the whole MILP is solved", time_limit, solver, threads, t0, dp_bound, start)
     status = "time_limit" if any_limit else "feasible"
     if all_optimal and best.objective - bound <= tol_sum + stated_tolerance(best.objective, 0.0):
+        status = "optimal"
+    elif best.objective - bound <= stated_tolerance(best.objective, 0.0):  # a bound that meets the answer
         status = "optimal"
     return dataclasses.replace(best, status=status, lower_bound=min(bound, best.objective),
                                runtime_s=time.perf_counter() - t0)

@@ -71,7 +71,7 @@ import networkx as nx
 import numpy as np
 
 from stagecut._deadline import deadline, expired
-from stagecut._mip import check_options
+from stagecut._mip import check_options, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
 from stagecut.latency.batched import (
@@ -316,7 +316,9 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
     -------
     Schedule or BatchedSchedule
         ``method="split"`` (``"split-batched"`` for ``L > 1``), status ``"feasible"`` or
-        ``"time_limit"``, ``lower_bound`` the chain bound; ``stats``: ``modules``, ``channels``,
+        ``"time_limit"`` (``"optimal"`` when ``L = 1`` and the bound meets the answer),
+        ``lower_bound`` the chain bound (or :func:`~stagecut.latency.bounds.best_bound`, when
+        larger); ``stats``: ``modules``, ``channels``,
         ``solves``, ``module_s``.
 
     Raises
@@ -401,6 +403,8 @@ def _sequential(problem: LatencyProblem, inputs: int, spec: BatchSpec | None, c:
         assert best.objective is not None
         best = _no_worse_than(problem, best, start, stats, note)
         assert best.objective is not None
+        if best.objective - bound <= stated_tolerance(best.objective, 0.0):  # a bound that meets the answer
+            status = "optimal"
         return dataclasses.replace(best, status=status, lower_bound=min(bound, best.objective),
                                    runtime_s=time.perf_counter() - t0)
     mk = evaluate_batched(problem, sp, counts, orders)[0]
