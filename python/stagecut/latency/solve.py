@@ -35,7 +35,7 @@ method           semantics  what it does
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
 ``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
                             PCIe star, the authors' greedy re-scored under asap included),
-                            LNS and local search from the best,
+                            local search, LNS, local search again from the best,
                             then the MILP when the model is small (default limit 60 s);
                             never worse than any of them; its notes say which method found
                             the answer, the bound's source and each phase's time
@@ -274,22 +274,18 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         ok = [s for s in found if s.objective is not None]
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         best = min(ok, key=_key, default=None)
-        # 2. LNS from the best start, then local search from LNS's answer
-        if best is not None and left() > 0.05:
+        # 2. local descent, LNS from its answer, then local descent again (each from the best so far)
+        small = len(problem) * problem.num_devices <= AUTO_MILP_SIZE
+        for m, share in (("local", 0.2 if small else 0.4), ("lns", 0.6 if small else 0.85),
+                         ("local", 0.3 if small else 0.9)):
+            if best is None or left() <= 0.05:
+                break
             t = time.perf_counter()
-            share = 0.6 if len(problem) * problem.num_devices <= AUTO_MILP_SIZE else 0.85
-            s = solvers["lns"](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
+            s = solvers[m](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
             found.append(s)
             best = min([best, s], key=_key)
-            phases.append(f"lns {time.perf_counter() - t:.3g} s")
+            phases.append(f"{m} {time.perf_counter() - t:.3g} s")
             timed_out = timed_out or s.status == "time_limit"
-        if best is not None and left() > 0.05:
-            t = time.perf_counter()
-            share = 0.3 if len(problem) * problem.num_devices <= AUTO_MILP_SIZE else 0.9
-            s = solvers["local"](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
-            found.append(s)
-            best = min([best, s], key=_key)
-            phases.append(f"local {time.perf_counter() - t:.3g} s")
         # 3. the whole MILP when the model is small enough to help
         if len(problem) * problem.num_devices <= AUTO_MILP_SIZE and left() > 0.2:
             t = time.perf_counter()
