@@ -4,6 +4,7 @@ module solve) past the limit, and the method returns its start with a note inste
 The checks are on what the method does (its answer, its notes, how many module MILPs it started),
 never on the wall clock, so they hold on a loaded machine."""
 
+import pathlib
 import time
 
 import pytest
@@ -104,9 +105,11 @@ def test_split_starts_no_module_milp_after_its_deadline(monkeypatch):
 
 def test_split_fallback_keeps_the_start(monkeypatch):
     # the whole-MILP fallback (memory couples the modules) starts from SPLIT's start: never above it
-    g = sc.read_workload(__import__("pathlib").Path(__file__).resolve().parents[3] / "shared" / "workloads"
-                         / "latency-inputs" / "LayerGraphs" / "bert24_inference.json")
-    p = LatencyProblem.from_workload(g)
+    path = (pathlib.Path(__file__).resolve().parents[3] / "shared" / "workloads" / "latency-inputs" / "LayerGraphs"
+            / "bert24_inference.json")
+    if not path.exists():
+        pytest.skip("the shared workloads are absent")
+    p = LatencyProblem.from_workload(sc.read_workload(path))
     start = best_constructive(p)
     seen = []
     real = split_mod.solve_milp
