@@ -500,6 +500,8 @@ def _verified(problem: LatencyProblem, h: PcieIp, out: MipOutcome, known: np.nda
     candidates = [c for c in (found, None if known is None or known_value is None else (known_value, known))
                   if c is not None]
     lb = out.bound * h.scale if math.isfinite(out.bound) else -math.inf  # (+inf unproven: none yet)
+    if math.isfinite(out.bound) and abs(out.bound) >= 1e30:  # (CBC's "no bound yet", about 1.8e308)
+        lb = -math.inf
     if not candidates:
         runtime = time.perf_counter() - t0
         if out.status == "infeasible":
