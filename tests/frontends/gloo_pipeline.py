@@ -19,8 +19,31 @@ import traceback
 MICRO_BATCHES = 2
 
 
+def _first(out):
+    import torch
+
+    return out if isinstance(out, torch.Tensor) else torch.utils._pytree.tree_leaves(out)[0]
+
+
 def _loss(out, target):
-    return ((out - target) ** 2).mean()
+    return ((_first(out) - target) ** 2).mean()
+
+
+def model_and_input(name, seed=0):
+    """A small test model by name (``frontends.torch_models.SMALL_MODELS``, or ``"hf:gpt2"``,
+    ``"hf:bert"``, ``"hf:llama"`` from a random Hugging Face config) and one micro-batch."""
+    import torch
+
+    from frontends.torch_models import small_model
+
+    if not name.startswith("hf:"):
+        return small_model(name, seed)
+    from frontends.test_hf import MODELS, VOCAB
+
+    torch.manual_seed(0)
+    model = MODELS[name[3:]]().eval()
+    torch.manual_seed(seed)
+    return model, torch.randint(0, VOCAB, (2, 8))
 
 
 def _case(rank, model_name, stages, backward, traces):
@@ -28,19 +51,19 @@ def _case(rank, model_name, stages, backward, traces):
     import torch.distributed as dist
     from torch.distributed.pipelining import ScheduleGPipe
 
-    from frontends.torch_models import manual_plan, small_model
+    from frontends.torch_models import manual_plan
     from stagecut.frontends import runtime
     from stagecut.frontends.torch import trace_torch
 
-    model, x_mb = small_model(model_name)
+    model, x_mb = model_and_input(model_name)
     if model_name not in traces:
         traces[model_name] = trace_torch(model, (x_mb,), bandwidth=1e9)
     t = traces[model_name]
     torch.manual_seed(1)
-    x = torch.cat([x_mb] + [small_model(model_name, seed=s)[1] for s in range(1, MICRO_BATCHES)])
+    x = torch.cat([x_mb] + [model_and_input(model_name, seed=s)[1] for s in range(1, MICRO_BATCHES)])
     ref = copy.deepcopy(model)
     with torch.no_grad():
-        out_shape = model(x_mb).shape
+        out_shape = _first(model(x_mb)).shape
     target = torch.randn(MICRO_BATCHES * out_shape[0], *out_shape[1:])
     xs, ys = x.chunk(MICRO_BATCHES), target.chunk(MICRO_BATCHES)
     ref_out = [ref(xi) for xi in xs]
@@ -62,8 +85,8 @@ def _case(rank, model_name, stages, backward, traces):
         got = float(sum(losses))
         result = {"loss": got, "ref_loss": float(ref_loss)}
     else:
-        out = sched.step()
-        want = torch.cat([o.detach() for o in ref_out])
+        out = _first(sched.step())
+        want = torch.cat([_first(o).detach() for o in ref_out])
         result = {"max_err": float((out.detach() - want).abs().max())}
     grads = {}
     if backward:

@@ -24,6 +24,10 @@ def run_like_pipeline_stages(pipe, x):
             args = []
             for a in node.args:
                 v = env[a]
+                # PipelineStage: only stage 0 takes model inputs; others receive from the stage before
+                assert stage == 0 or a.op != "placeholder", f"stage {stage} takes the model input {a.name}"
+                assert id(v) not in stage_of or stage_of[id(v)] == stage - 1, \
+                    f"stage {stage} reads {a.name} of stage {stage_of[id(v)]}, not of the stage before it"
                 if id(v) in stage_of:  # made by an earlier stage: sent, received as a leaf
                     assert v.is_contiguous(), f"{a.name} is sent non-contiguous {tuple(v.stride())}"
                     leaf = v.detach().requires_grad_(v.is_floating_point())

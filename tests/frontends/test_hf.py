@@ -98,3 +98,20 @@ def test_data_dependent_control_flow_is_one_line_naming_the_code():
     assert "\n" not in msg
     assert "data-dependent control flow" in msg and "test_hf.py" in msg and "if h.sum() > 0" in msg
     assert "torch.cond" in msg
+
+
+@pytest.mark.slow  # 2 spawned processes, each tracing the three models
+def test_two_rank_gloo_pipeline_runs_the_plans(tmp_path):
+    """GPT-2 (tied weights replicated), BERT and Llama at k = 2 through PipelineStage and
+    ScheduleGPipe on 2 gloo ranks: the loss matches the unsplit model's, and every parameter's
+    gradient (copies of the tied weight summed) too."""
+    from frontends.test_pipeline_runtime import check_gloo
+
+    cases = []
+    for name in sorted(MODELS):
+        _, _, t = traced(name)
+        plan = t.partition(2)
+        stages = [list(s.nodes) for s in plan.stages]
+        assert all(stages)
+        cases += [(f"hf:{name}", stages, False), (f"hf:{name}", stages, True)]
+    check_gloo(cases, tmp_path)

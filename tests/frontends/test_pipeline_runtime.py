@@ -134,10 +134,10 @@ def gloo_cases(names_and_cuts):
 
 def check_gloo(cases, tmp_path):
     ranks = gloo_pipeline.run(cases, tmp_path)
-    for r in ranks:
-        bad = [c for c in r if not c["ok"]]
-        assert not bad, bad[0]["error"] + "\n" + bad[0].get("trace", "")
-        assert len(r) == len(cases)
+    bad = [(rank, len(r) - 1, c) for rank, r in enumerate(ranks) for c in r if not c["ok"]]
+    assert not bad, "\n".join(f"rank {rank}, case {cases[i][:1] + (len(cases[i][1][0]),) if i < len(cases) else i}: "
+                               f"{c['error']}\n{c.get('trace', '')[-600:]}" for rank, i, c in bad)
+    assert all(len(r) == len(cases) for r in ranks)
     for case, last, first in zip(cases, ranks[1], ranks[0]):
         if case[2]:
             assert last["loss"] == pytest.approx(last["ref_loss"], rel=1e-5)

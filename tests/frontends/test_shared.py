@@ -39,6 +39,10 @@ def test_tied_weight_is_listed_and_replicated():
         if c is not None:
             classes.setdefault(c, set()).add(t.modules[v][:2])
     assert all(len(mods) == 1 for mods in classes.values()), classes
+    mask_users = [v for v in t.order if t.targets[v].startswith("aten.slice")]
+    assert len(mask_users) >= 4  # one slice of the mask per layer, none colocated with another
+    labels = [t.graph.node(v).colocation for v in mask_users]
+    assert len({c for c in labels if c is not None}) == len([c for c in labels if c is not None])
     assert not any("used by no operator" in n for n in t.notes)  # the alias is not "unused"
     weights = sum(p.numel() * 4 for p in model.parameters()) + model.mask.numel() * 4
     assert sum(n.memory for n in t.graph.nodes) == weights + tw.bytes  # the tied weight twice, the mask once

@@ -10,6 +10,10 @@ that requires grad. Two kinds of cut fail there although the unsplit program is 
   (``aten.clone`` with ``memory_format=torch.contiguous_format``) and sends that; a tensor
   already contiguous is sent as it is (the decision uses the shapes and strides that
   ``torch.export`` records; a node without them is copied, which is always correct).
+* a tensor read **beyond the next stage** (a model input read by a later stage, a skip
+  connection): ``PipelineStage`` receives only from the stage before it (``expected non-root
+  _RecvInfo but got root arg``). :func:`make_runnable` passes it through every stage between
+  (a contiguous copy at the end of each).
 * an **in-place operator** (``relu_``, ``add_``...) writing to a tensor received from an earlier
   stage: ``a leaf Variable that requires grad is being used in an in-place operation`` in
   forward+backward. :func:`make_runnable` clones the received tensor at the start of the
@@ -160,6 +164,38 @@ def make_runnable(gm: Any) -> Any:
     if not any(where.values()):
         return gm
     boundary = [n for n in graph.nodes if n.op == "call_function" and n.target in splits]
+    # 0. a tensor used beyond the next stage (a model input read by stage 1 or later, a skip
+    # connection) is passed through every stage between: PipelineStage receives only from the
+    # stage before it, and a stage after the first cannot take a model input
+    root = next(({k: v} for n in graph.nodes for k, v in (n.meta.get("nn_module_stack") or {}).items()), {})
+    for x in list(graph.nodes):
+        if x.op == "placeholder" and hasattr(x.meta.get("val"), "shape"):
+            start = 0
+        elif x in where:
+            start = where[x] + 1
+        else:
+            continue
+        cur = x
+        for j in range(start, len(boundary)):
+            later = [u for u in cur.users if u in where and where[u] > j]
+            if not later:
+                break
+            with graph.inserting_before(boundary[j]):
+                copy = graph.call_function(torch.ops.aten.clone.default, (cur,),
+                                           {"memory_format": torch.contiguous_format})
+            copy.meta = {"nn_module_stack": dict(root)}
+            val = cur.meta.get("val")
+            if val is not None:
+                try:
+                    copy.meta["val"] = val.clone(memory_format=torch.contiguous_format)
+                except Exception:  # fake tensors that cannot be cloned: leave the meta out
+                    pass
+            where[copy] = j
+            for u in later:
+                u.replace_input_with(cur, copy)
+            done.append(f"{x.name} passed through stage {j}")
+            cur = copy
+    where = stages()
     # 1. in-place writes to a tensor from an earlier stage (or a model input read by a later stage)
     for n in list(graph.nodes):
         if n not in where:
