@@ -18,7 +18,7 @@ The full testbed (40 graphs, 600 s per level, every MIP level):
 
 ``best`` is the cheapest of BRKGA (``--decodes``), the exact DP where it runs (few ideals) and the
 partition the exact MIP finds; every cost is the evaluator's. Each level gets ``--budget``
-seconds; the MIP levels start from the best combinatorial bound and from the plan.
+seconds; the MIP levels start from the best bound of the levels before them (as in ``certify``).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def run(out: Path, sizes: list[int], models: list[str], seeds: list[int], ks: li
                         levels = list(COMBINATORIAL) + (mip_levels if n <= mip_max_nodes else [])
                         for level in levels:
                             t, c = time.perf_counter(), time.process_time()
-                            extra = {} if level in COMBINATORIAL else {"known_bound": known, "start": blocks}
+                            extra = {} if level in COMBINATORIAL else {"known_bound": known}
                             limit = comb_budget if level in COMBINATORIAL else budget
                             r = mtpp_bound(p, level=level, time_limit=limit, threads=1, **extra)
                             if r.bound is not None and r.bound != math.inf:

@@ -439,7 +439,9 @@ def mtpp_bound(
         from it (``T >= known_bound``). A wrong value makes a wrong bound.
     start : list of blocks, optional
         A partition (node ids, in pipeline order) the ``exact`` MIP starts from (a MIP start;
-        its cost also caps the tensor costs, see :func:`mtpp_data`).
+        its cost also caps the tensor costs, see :func:`mtpp_data`). With CBC and budgets of
+        seconds this was measured to hurt (the solver spent its time on the start and proved
+        less), so :func:`~stagecut.mtpp.certify.certify` does not pass one.
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory`` (and ``level`` given positionally).
 

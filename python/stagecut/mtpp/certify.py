@@ -169,7 +169,6 @@ class _Ladder:
     best: float = -math.inf
     better: tuple[tuple[NodeId, ...], ...] | None = None
     source: str | None = None
-    start: list[list[NodeId]] | None = None
 
     def proven(self) -> bool:
         return math.isfinite(self.best) and self.best >= self.objective * (1 - 1e-9)
@@ -219,7 +218,7 @@ def certify(
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of {"simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
         Run in this order (default: all of them, weakest first). The MIP levels start from the
-        best bound of the levels before them and the ``exact`` MIP from the plan (a MIP start).
+        best bound of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each level gets what is left; a level with no
         time left is ``"skipped"``.
@@ -269,7 +268,7 @@ def certify(
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
-    ladder = _Ladder(ev.objective, start=blocks if ev.feasible else None)
+    ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
     table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
     return _certificate(problem, ev.stages, ladder, table, seed, t0)
@@ -288,8 +287,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:
-            extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known(),
-                                                                      "start": ladder.start}
+            # (no MIP start from the plan: with CBC it cost the exact MIP its bound at short budgets)
+            extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)
