@@ -246,6 +246,21 @@ def test_polish_moves_units_while_that_helps_and_never_worsens():
     assert Q._polish(p, units, {}, start, stats, max_evaluations=0)[2] == 8.0
 
 
+def test_the_ip_starts_from_the_polished_start(monkeypatch):
+    # the only start puts both jobs on one GPU (8); polished, they run side by side (4), and a
+    # solver that finds nothing leaves the IP with that plan
+    from stagecut._mip import MipOutcome
+
+    g = sc.Graph([sc.Node(v, {"gpu": 4.0}) for v in "ab"], [])
+    p = LatencyProblem(g, Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    monkeypatch.setattr(Q, "_heuristic", lambda *a: None)
+    monkeypatch.setattr(Q, "solve", lambda model, **kw: MipOutcome(
+        status="time_limit", objective=None, bound=-math.inf, seconds=0.0, solver="cbc", rows=model.num_rows,
+        cols=model.num_cols))
+    r = Q.solve_ip(p, starts=[[0, 0]])
+    assert r.makespan == 4.0 and r.stats["start_makespan"] == 8.0 and r.stats["polished_makespan"] == 4.0
+
+
 def test_list_order_keeps_chains_and_prefers_early_inputs():
     # x and y are independent on one device: y's input arrives first, so y runs first;
     # a chain (x before y) overrides that
