@@ -133,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
               f"groups (`quickp-p1`) and in {facts['p2_ip_wins']} of {facts['runs']} with them (`quickp`).",
               f"- Longest run past the time limit: {max(facts['over'], 0.0):.1f} s (the promise: at most "
               f"max(2 s, 5%) = {grace:g} s).",
-              "- Why the co-location groups cost here: in a training graph nearly every forward operator also "
+              "- What the co-location groups do: in a training graph nearly every forward operator also "
               "feeds the backward pass, so each node with several consumers is paired with the one on the longest "
               "path and the pairs chain segments of the forward and backward critical path into groups that must "
-              f"share a device. On {fi['name']}: HEFT on the fused graph ({fi['fused']} nodes) gives "
+              "share a device; on some graphs that costs more than the search it saves. "
+              f"On {fi['name']}: HEFT on the fused graph ({fi['fused']} nodes) gives "
               f"{ms_(fi['heft_fused'])} once mapped back, HEFT on the same graph with the {fi['groups']} groups as "
               f"co-location classes {ms_(fi['heft_groups'])} (one GPU: {ms_(fi['one'])}). The IP's start (the best "
               f"warm start mapped onto the units) is {ms_(fi['p2'].get('start_makespan'))} with the groups and "
