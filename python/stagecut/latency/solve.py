@@ -35,8 +35,9 @@ method           semantics  what it does
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
 ``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
                             PCIe star, the authors' greedy re-scored under asap included),
-                            local search, LNS, local search again from the best,
-                            then the MILP when the model is small (default limit 60 s);
+                            local search, LNS, local search again from the best, then the
+                            MILP when the model is small, else EA, LNS and SA in turn until
+                            the limit (default 60 s);
                             never worse than any of them; its notes say which method found
                             the answer, the bound's source and each phase's time
 ===============  =========  ==============================================================
@@ -286,6 +287,17 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
             best = min([best, s], key=_key)
             phases.append(f"{m} {time.perf_counter() - t:.3g} s")
             timed_out = timed_out or s.status == "time_limit"
+        # the rest of the time (models too large for the MILP): EA, LNS and SA in turn from the best
+        k = 0
+        while not small and best is not None and left() > 1.0:
+            m = ("ea", "lns", "sa")[k % 3]
+            t = time.perf_counter()
+            s = solvers[m](problem, start=best, time_limit=left() * (0.5 if left() > 4.0 else 0.9), seed=seed + k + 1)
+            found.append(s)
+            best = min([best, s], key=_key)
+            phases.append(f"{m} {time.perf_counter() - t:.3g} s")
+            timed_out = True
+            k += 1
         # 3. the whole MILP when the model is small enough to help
         if len(problem) * problem.num_devices <= AUTO_MILP_SIZE and left() > 0.2:
             t = time.perf_counter()
