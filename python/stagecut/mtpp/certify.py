@@ -220,8 +220,9 @@ def certify(
         Run in this order (default: all of them, weakest first). The MIP levels start from the
         best bound of the levels before them.
     time_limit : float, optional
-        Budget in seconds for the whole ladder; each level gets what is left; a level with no
-        time left is ``"skipped"``.
+        Budget in seconds for the whole ladder; each MIP level gets what is left, each
+        combinatorial level a fifth of it (at least 5 s; stopped there it gives its best bound
+        so far, status ``"time_limit"``); a level with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
         MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool
@@ -289,6 +290,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         else:
             # (no MIP start from the plan: with CBC it cost the exact MIP its bound at short budgets)
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
+            if lv in COMBINATORIAL and left is not None:
+                left = min(left, max(5.0, 0.2 * left))  # (they stop with their best so far: leave the MIPs time)
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)

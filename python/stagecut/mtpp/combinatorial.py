@@ -55,7 +55,7 @@ import networkx as nx
 
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.graph import Graph
-from stagecut.mtpp.model import MtppProblem, block_cost, forced_groups
+from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -139,6 +139,19 @@ def _own(problem: MtppProblem, members: Sequence[int]) -> float:
     return math.fsum(problem.work(i) for i in members) + problem.overflow(math.fsum(g.nodes[i].memory for i in members))
 
 
+def _cost(problem: MtppProblem, members: Sequence[int]) -> float:
+    """The block cost of ``members`` (positions), looking only at them and their neighbours (the
+    evaluator's :func:`~stagecut.mtpp.model.block_cost` scans the whole graph)."""
+    g = problem.graph
+    inside = set(members)
+    producers = set()
+    for i in inside:
+        if any(v not in inside for v in g.succ[i]):
+            producers.add(i)
+        producers.update(u for u in g.pred[i] if u not in inside)
+    return _own(problem, members) + math.fsum(g.nodes[u].comm for u in producers)
+
+
 class _Cutter:
     """The node cut of any set of forced groups (both networks), counting the solves."""
 
@@ -181,7 +194,7 @@ def node_cut_bound(problem: MtppProblem, *, deadline: float | None = None) -> Co
     witness: tuple[object, ...] = ()
     if best == math.inf:
         return CombinatorialBound(bound=math.inf, per_group=per)
-    upper = {rep: block_cost(problem, [ids[i] for i in members]) for rep, members in groups.items()}
+    upper = {rep: _cost(problem, members) for rep, members in groups.items()}
     cutter = _Cutter(problem, groups)
     complete = True
     for rep in sorted(groups, key=lambda r: -upper[r]):
@@ -268,7 +281,6 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
     groups = _groups(problem)
     grp = forced_groups(problem)
     g = problem.graph
-    ids = g.ids
     if cut is None:
         cut = node_cut_bound(problem, deadline=deadline)
     floor = max(cut.bound, simple_bound(problem))
@@ -286,7 +298,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
         forced[u] = max(max(cut.per_group[r] for r in others | {grp[u]}), _own(problem, seeds[u]))
         spread[u] = math.fsum(problem.work(i) for i in seeds[u])
     solves, complete = cut.solves, cut.complete
-    upper = {u: block_cost(problem, [ids[i] for i in seed]) for u, seed in seeds.items()}
+    upper = {u: _cost(problem, seed) for u, seed in seeds.items()}
     ranked = [u for u in sorted(seeds, key=lambda x: -upper[x]) if upper[u] > floor and upper[u] > forced[u]]
     if tensor_cuts is not None:
         ranked = ranked[:max(0, tensor_cuts)]
