@@ -115,3 +115,15 @@ def test_two_rank_gloo_pipeline_runs_the_plans(tmp_path):
         assert all(stages)
         cases += [(f"hf:{name}", stages, False), (f"hf:{name}", stages, True)]
     check_gloo(cases, tmp_path)
+
+
+def test_pipeline_of_a_model_not_traced_here_sets_use_cache():
+    """Every rank builds its pipe; the rank that loads a saved plan has not traced its model."""
+    from stagecut.frontends import runtime
+
+    _, x, t = traced("gpt2")
+    torch.manual_seed(0)
+    fresh = gpt2().eval()
+    assert fresh.config.use_cache is True
+    pipe = runtime.pipeline(fresh, (x,), split_policy=t.split_policy(t.partition(2)))
+    assert pipe.num_stages == 2 and fresh.config.use_cache is False

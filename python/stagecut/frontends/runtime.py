@@ -248,6 +248,7 @@ def pipeline(model: Any, mb_args: tuple[Any, ...], mb_kwargs: Mapping[str, Any] 
              split_policy: Callable[[Any], Any] | None = None) -> Any:
     """``torch.distributed.pipelining.pipeline`` with the stages made runnable
     (:func:`make_runnable`): same arguments, exactly one of ``split_spec`` and ``split_policy``.
+    A Hugging Face model gets ``config.use_cache=False`` first, as the trace does.
 
     Returns
     -------
@@ -265,6 +266,9 @@ def pipeline(model: Any, mb_args: tuple[Any, ...], mb_kwargs: Mapping[str, Any] 
 
     if (split_spec is None) == (split_policy is None):
         raise InvalidArgumentError("pass exactly one of split_spec and split_policy")
+    from stagecut.frontends.model_prep import prepare
+
+    prepare(model)  # Hugging Face models: use_cache=False, as the trace does (a model loaded here may not be traced)
     if split_spec is not None:
         _IR.annotate_split_points(model, dict(split_spec))
         policy: Callable[[Any], Any] = make_runnable
