@@ -109,7 +109,8 @@ def _case(rank, model_name, stages, backward, traces):
             summed[c] = summed[c] + v if c in summed else v
         total = summed
         missing = sorted(set(ref_grads) - set(total))
-        errs = [float((total[n] - ref_grads[n]).abs().max()) for n in ref_grads if n in total]
+        errs = [float((total[n] - ref_grads[n]).abs().max() / max(float(ref_grads[n].abs().max()), 1e-12))
+                for n in ref_grads if n in total]  # relative to the parameter's largest gradient
         result = {"missing_grads": missing, "grad_err": max(errs, default=0.0),
                   "grads": len(errs)}
     return result
