@@ -30,6 +30,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stagecut._sigint import (
+    INTERRUPTS,
+    SIGINT_LOCK,
+    SIGINT_STATE,
+    Fd1Silenced,
+    sigint_enter,
+    sigint_exit,
+)
+from stagecut._sigint import handler_address as _handler_address
+from stagecut._sigint import sigaction as _sigaction
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, SolverError
 from stagecut.progress import Ticker
 from stagecut.validate import check_number
@@ -281,19 +291,19 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
 
     out: dict[str, Any] = {}
     interrupt = _Interrupt(model, watch.seen if watch.watching else None)
-    generation = _INTERRUPTS[0]
+    generation = INTERRUPTS[0]
 
     def work() -> None:
-        _sigint_enter()
+        sigint_enter()
         try:
             # CBC's LP path (relax=True) prints Clp's log whatever the log level: the only output
             # silenced by redirecting file descriptor 1 (shared by all threads, restored by the last)
-            with _Fd1Silenced(relax and interrupt.cbc and model.verbose == 0):
+            with Fd1Silenced(relax and interrupt.cbc and model.verbose == 0):
                 out["status"] = model.optimize(max_seconds=limit, relax=relax)
         except BaseException as exc:  # re-raised on the calling thread
             out["error"] = exc
         finally:
-            _sigint_exit()
+            sigint_exit()
 
     watch.start(limit)
     t0 = time.perf_counter()
@@ -306,7 +316,7 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
             worker.join(0.05)
             if main:
                 interrupt.reclaim()
-            if _INTERRUPTS[0] != generation:  # a solve on another thread was interrupted
+            if INTERRUPTS[0] != generation:  # a solve on another thread was interrupted
                 raise KeyboardInterrupt
             watch(time.perf_counter() - t0)
             if time.perf_counter() - t0 > give_up:
@@ -319,78 +329,9 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
         raise out["error"]
     status = out["status"]
     if not relax and interrupt.stopped_by_signal(status):
-        _INTERRUPTS[0] += 1
+        INTERRUPTS[0] += 1
         raise KeyboardInterrupt
     return status
-
-
-# ------------------------------------------------------------------------------ Ctrl-C
-#: How many solves have stopped on Ctrl-C (a solve waiting on another thread raises too).
-_INTERRUPTS = [0]
-_SIGINT_LOCK = __import__("threading").Lock()
-#: (number of solves running, the SIGINT disposition from before the first of them started)
-_SIGINT_STATE: list[Any] = [0, None]
-_LIBC: list[Any] = []
-
-
-def _libc() -> Any:
-    """The C library through ctypes (``None`` where ``sigaction`` is not available)."""
-    if not _LIBC:
-        try:
-            import ctypes
-
-            lib = ctypes.CDLL(None, use_errno=True)
-            lib.sigaction  # noqa: B018 - raises AttributeError where there is none
-            _LIBC.append(lib)
-        except (OSError, AttributeError, TypeError):  # pragma: no cover - not a POSIX system
-            _LIBC.append(None)
-    return _LIBC[0]
-
-
-def _sigaction(new: bytes | None = None) -> bytes | None:
-    """The raw ``struct sigaction`` of SIGINT (set to ``new`` first when given); ``None`` when
-    it cannot be read."""
-    import ctypes
-    import signal
-
-    lib = _libc()
-    if lib is None:
-        return None
-    old = ctypes.create_string_buffer(512)  # larger than struct sigaction on every libc
-    act = None if new is None else ctypes.create_string_buffer(new, 512)
-    if lib.sigaction(int(signal.SIGINT), act, old) != 0:
-        return None
-    return old.raw
-
-
-def _handler_address(raw: bytes | None) -> int | None:
-    """The handler's address in a raw ``struct sigaction`` (its first member on Linux and macOS)."""
-    import ctypes
-
-    if raw is None:
-        return None
-    size = ctypes.sizeof(ctypes.c_void_p)
-    return int.from_bytes(raw[:size], "little" if __import__("sys").byteorder == "little" else "big")
-
-
-def _sigint_enter() -> None:
-    """A solve starts: remember SIGINT's disposition if it is the first one running."""
-    with _SIGINT_LOCK:
-        if _SIGINT_STATE[0] == 0:
-            _SIGINT_STATE[1] = _sigaction()
-        _SIGINT_STATE[0] += 1
-
-
-def _sigint_exit() -> None:
-    """A solve ended: when it was the last one running, SIGINT's disposition is put back (CBC
-    saves and restores its handler per solve, which concurrent solves can leave installed)."""
-    with _SIGINT_LOCK:
-        _SIGINT_STATE[0] -= 1
-        if _SIGINT_STATE[0] == 0 and _SIGINT_STATE[1] is not None:
-            saved = _SIGINT_STATE[1]
-            _SIGINT_STATE[1] = None
-            if _handler_address(_sigaction()) != _handler_address(saved):
-                _sigaction(saved)
 
 
 class _Interrupt:
@@ -407,8 +348,8 @@ class _Interrupt:
             _highs_callback(model, self.flags, seen)
 
     def reclaim(self) -> None:
-        with _SIGINT_LOCK:
-            saved = _SIGINT_STATE[1]
+        with SIGINT_LOCK:
+            saved = SIGINT_STATE[1]
             if saved is None:
                 return
             now = _sigaction()
@@ -595,47 +536,3 @@ def _solution_value(model: Any) -> float:
     if value is None or not math.isfinite(float(value)):
         return float(model.objective_value)
     return float(value)
-
-
-class _Fd1Silenced:
-    """Point file descriptor 1 at the null device while any block of this kind runs (process-wide,
-    so counted under a lock: the first block in redirects, the last one out restores)."""
-
-    _lock = __import__("threading").Lock()
-    _state: list[Any] = [0, None]  # blocks inside, the saved descriptor
-
-    def __init__(self, active: bool) -> None:
-        self.active = active
-
-    def __enter__(self) -> _Fd1Silenced:
-        if not self.active:
-            return self
-        import os
-        import sys
-
-        with self._lock:
-            if self._state[0] == 0:
-                try:
-                    sys.stdout.flush()
-                    saved = os.dup(1)
-                    null = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(null, 1)
-                    os.close(null)
-                    self._state[1] = saved
-                except (OSError, ValueError):
-                    self.active = False
-                    return self
-            self._state[0] += 1
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self.active:
-            return
-        import os
-
-        with self._lock:
-            self._state[0] -= 1
-            if self._state[0] == 0 and self._state[1] is not None:
-                os.dup2(self._state[1], 1)
-                os.close(self._state[1])
-                self._state[1] = None
