@@ -117,3 +117,25 @@ def test_highs_selectable():
         assert free_hi.objective == pytest.approx(free_cbc.objective)
 
 
+
+
+@pytest.mark.parametrize("warm, says", [
+    ({"nowhere": ("accelerator", 0)}, "node 'nowhere' is not in the graph"),
+    ({0: "accelerator"}, "node 0: expected a (device kind, index) pair"),
+    ({0: ("accelerator", True)}, "node 0: expected a (device kind, index) pair"),
+    ({0: (1, 0)}, "node 0: expected a (device kind, index) pair"),
+])
+def test_a_warm_start_naming_an_unknown_node_or_a_bad_device_is_refused(warm, says):
+    g = sc.Graph.chain([1.0, 2.0, 3.0])
+    with pytest.raises(sc.InvalidArgumentError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        partition_ip(g, devices=2, warm_start=warm)
+
+
+def test_a_warm_start_is_refused_by_the_methods_that_do_not_use_it():
+    g = sc.Graph.chain([1.0, 2.0, 3.0])
+    with pytest.raises(sc.InvalidArgumentError, match="only for method='ip'"):
+        sc.partition(g, devices=2, method="dp", warm_start={0: ("accelerator", 0)})
+    # the same split is taken by the IP, whose answer is then at most its value
+    plan = sc.partition(g, devices=2, method="ip", warm_start={0: ("accelerator", 0), 1: ("accelerator", 0),
+                                                              2: ("accelerator", 1)})
+    assert plan.objective == 3.0

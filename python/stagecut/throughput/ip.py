@@ -52,23 +52,35 @@ from stagecut.throughput.dp import simple_lower_bound, solve_dpl
 from stagecut.throughput.evaluate import evaluate
 from stagecut.throughput.problem import ThroughputProblem, resolve_problem
 from stagecut.throughput.rescore import no_plan, plan_from_split
-from stagecut.validate import check_number
+from stagecut.validate import check_number, shown
 
 __all__ = ["partition_ip", "build_throughput_ip"]
 
 K = TypeVar("K", bound=Hashable)
 
 
-def _warm_assignment(warm_start: Plan | Mapping[K, tuple[str, int]] | None
+def _warm_assignment(warm_start: Plan | Mapping[K, tuple[str, int]] | None, graph: Graph
                      ) -> Mapping[NodeId, tuple[str, int]] | None:
+    """The node -> (kind, index) split of ``warm_start``, checked: every key a node of ``graph``,
+    every value a (device kind, index) pair."""
     if warm_start is None:
         return None
     if isinstance(warm_start, Plan):
         return warm_start.device_of() if warm_start.objective is not None else None
-    if isinstance(warm_start, Mapping):
-        return {k: tuple(v) for k, v in warm_start.items()}  # type: ignore[misc]
-    raise InvalidArgumentError(
-        f"warm_start must be a Plan or a node -> (kind, index) mapping, got {type(warm_start).__name__}")
+    if not isinstance(warm_start, Mapping):
+        raise InvalidArgumentError(
+            f"warm_start must be a Plan or a node -> (kind, index) mapping, got {type(warm_start).__name__}")
+    out: dict[NodeId, tuple[str, int]] = {}
+    for node, where in warm_start.items():
+        if node not in graph.index:
+            raise InvalidArgumentError(f"warm_start: node {shown(node)} is not in the graph")
+        if (not isinstance(where, (tuple, list)) or len(where) != 2 or not isinstance(where[0], str)
+                or isinstance(where[1], bool) or not isinstance(where[1], int)):
+            raise InvalidArgumentError(
+                f"warm_start: node {shown(node)}: expected a (device kind, index) pair such as "
+                f"('accelerator', 0), got {where!r}")
+        out[node] = (where[0], where[1])
+    return out
 
 
 def _pipeline_order(graph: Graph, split: Mapping[NodeId, tuple[str, int]]) -> list[tuple[str, int]]:
@@ -183,7 +195,7 @@ def partition_ip(
             check_number(value, name, allow_inf=True, positive=positive, error=InvalidArgumentError)
     check_options(time_limit, gap, threads, seed, solver)
     t0 = time.perf_counter()
-    known = _known_split(problem, _warm_assignment(warm_start))
+    known = _known_split(problem, _warm_assignment(warm_start, problem.graph))
     options: dict[str, Any] = {"contiguous": contiguous, "solver": solver, "gap": gap, "threads": threads,
                                "seed": seed, "verbose": verbose}
     for rounds in range(1, _MAX_ROUNDS + 1):

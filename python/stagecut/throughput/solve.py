@@ -234,6 +234,8 @@ def partition(
         plan = run_baseline(problem, method, seed=seed)
         return dataclasses.replace(plan, runtime_s=time.perf_counter() - t0)
     if method != "ip":
+        if warm_start is not None:
+            raise InvalidArgumentError(f"warm_start is only for method='ip' (method={method!r} does not use it)")
         if limit is None or limit == float("inf"):
             plan = _combinatorial(problem, method, max_ideals, prune)
         else:
