@@ -89,6 +89,9 @@ def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
     InvalidArgumentError
         Devices of the wrong type; no accelerator count given or in the file.
     """
+    if not isinstance(graph, (Graph, LatencyProblem)):
+        raise InvalidArgumentError(f"graph: expected a stagecut Graph or LatencyProblem, got {type(graph).__name__} "
+                                   "(read a file with stagecut.read_workload, or build a Graph)")
     if isinstance(graph, LatencyProblem):
         if devices is not None:
             raise InvalidArgumentError("devices: the problem already has its devices (pass None)")
@@ -215,6 +218,7 @@ def place(graph: Graph | LatencyProblem, devices: Devices | int | None = None, *
     solvers = _solvers()
     if method != "auto":
         kw = _kwargs(method, limit, seed, solver, threads, options)
+        _check_names(method, solvers[method], options)
         return solvers[method](problem, **kw)
     return _auto(problem, solvers, AUTO_TIME_LIMIT if limit is None else limit, seed, solver, threads, t0)
 
@@ -243,11 +247,30 @@ def _kwargs(method: str, limit: float | None, seed: int, solver: str, threads: i
     return kw
 
 
+def _check_names(method: str, solve: Callable[..., Schedule], options: Mapping[str, Any]) -> None:
+    """Refuse an option ``solve`` has no parameter for (one clear error, never a bare TypeError)."""
+    import inspect
+
+    params = inspect.signature(solve).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    takes = [name for name, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+             and name not in ("time_limit", "seed", "solver", "threads")]
+    for name in sorted(options):
+        if name not in params:
+            raise InvalidArgumentError(f"{name}: not an option of {method} (it takes "
+                                       f"{', '.join(takes) or 'no options'})")
+
+
 def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]], limit: float, seed: int,
           solver: str, threads: int | None, t0: float) -> Schedule:
     """Constructive methods, then LNS and local search from the best, then the MILP when the
     model is small; the best schedule, never worse than any of them (see the module docs)."""
     from stagecut._deadline import deadline
+    from stagecut.latency.bounds import SMALL as BOUND_SMALL
+    from stagecut.latency.bounds import best_bound, memory_binds, path_placement
+    from stagecut.latency.brute import colocated
+    from stagecut.latency.evaluate import schedule_from
     from stagecut.latency.memaware import pcie_asap
 
     end = t0 + limit
@@ -272,14 +295,29 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         s2 = pcie_asap(problem)
         if s2 is not None:
             found.append(s2)
-        ok = [s for s in found if s.objective is not None]
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
+        # the bounds that see memory and communication, and the placement behind the memory-path one
+        t = time.perf_counter()
+        lb = best_bound(problem)
+        if lb.value > bound:
+            bound, bound_from = lb.value, f"the {lb.source} bound"
+        witness = path_placement(problem) if len(problem) <= BOUND_SMALL and memory_binds(problem) else None
+        if witness is not None:
+            s3 = schedule_from(problem, witness, None, method="path-runs")
+            if not s3.violations and not any(len({witness[v] for v in c}) > 1 for c in colocated(problem)):
+                found.append(s3)
+        phases.append(f"bounds {time.perf_counter() - t:.3g} s")
+        ok = [s for s in found if s.objective is not None]
         best = min(ok, key=_key, default=None)
+
+        def proven() -> bool:  # the best meets the bound: nothing left to search
+            return best is not None and _key(best) <= bound + TOL * max(1.0, bound)
+
         # 2. local descent, LNS from its answer, then local descent again (each from the best so far)
         small = len(problem) * problem.num_devices <= AUTO_MILP_SIZE
         for m, share in (("local", 0.2 if small else 0.4), ("lns", 0.6 if small else 0.85),
                          ("local", 0.3 if small else 0.9)):
-            if best is None or left() <= 0.05:
+            if best is None or left() <= 0.05 or proven():
                 break
             t = time.perf_counter()
             s = solvers[m](problem, start=best, time_limit=max(1e-3, left() * share), seed=seed)
@@ -289,7 +327,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
             timed_out = timed_out or s.status == "time_limit"
         # the rest of the time (models too large for the MILP): EA, LNS and SA in turn from the best
         k = 0
-        while not small and best is not None and left() > 1.0:
+        while not small and best is not None and left() > 1.0 and not proven():
             m = ("ea", "lns", "sa")[k % 3]
             t = time.perf_counter()
             s = solvers[m](problem, start=best, time_limit=left() * (0.5 if left() > 4.0 else 0.9), seed=seed + k + 1)
@@ -299,7 +337,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
             timed_out = True
             k += 1
         # 3. the whole MILP when the model is small enough to help
-        if len(problem) * problem.num_devices <= AUTO_MILP_SIZE and left() > 0.2:
+        if len(problem) * problem.num_devices <= AUTO_MILP_SIZE and left() > 0.2 and not proven():
             t = time.perf_counter()
             exact = solvers["milp"](problem, time_limit=max(0.1, left() - 0.05), solver=solver, threads=threads,
                                     start=best)
@@ -321,6 +359,8 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         return Schedule.infeasible("auto", "no heuristic found a placement that fits", status="unknown",
                                    devices=problem.devices.names, runtime_s=time.perf_counter() - t0)
     status = best.status
+    if status != "optimal" and _key(best) <= bound + TOL * max(1.0, bound):
+        status, bound_from = "optimal", f"{bound_from} (met: proven optimal)"
     if status != "optimal":
         status = "time_limit" if timed_out else "feasible"
     summary = ", ".join(f"{s.method}: {s.objective:.6g}" for s in found if s.objective is not None)
