@@ -169,7 +169,9 @@ def make_runnable(gm: Any) -> Any:
     # stage before it, and a stage after the first cannot take a model input
     root = next(({k: v} for n in graph.nodes for k, v in (n.meta.get("nn_module_stack") or {}).items()), {})
     for x in list(graph.nodes):
-        if x.op == "placeholder" and hasattr(x.meta.get("val"), "shape"):
+        if not hasattr(x.meta.get("val"), "shape"):  # a tuple result: its getitem picks are passed instead
+            continue
+        if x.op == "placeholder":
             start = 0
         elif x in where:
             start = where[x] + 1
@@ -207,7 +209,9 @@ def make_runnable(gm: Any) -> Any:
             split_node = boundary[where[n] - 1]
             with graph.inserting_after(split_node):
                 copy = graph.call_function(torch.ops.aten.clone.default, (x,))
-            copy.meta = {**n.meta, "val": x.meta.get("val")}  # n's module stack: the runtime outlines by it
+            # the stage's top level (the runtime outlines submodules by module stack: inside n's module, a
+            # clone placed at the stage start would be a call of its own, and n's call would get a leaf)
+            copy.meta = {"nn_module_stack": dict(root), "val": x.meta.get("val")}
             stage_now = stages()
             for user in list(x.users):
                 if user is not copy and user in stage_now and stage_now[user] >= where[n]:
