@@ -10,7 +10,7 @@ import pytest
 from frontends.extras import require_extra
 
 torch = require_extra("torch", "torch")
-transformers = pytest.importorskip("transformers")
+transformers = require_extra("transformers", "test")
 pytest.importorskip("torch.distributed.pipelining")
 
 from frontends.stage_runner import check_stages
