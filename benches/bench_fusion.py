@@ -1,4 +1,4 @@
-"""QuickP's operator fusion on synthetic operator graphs (issue 14: a 10,000-node graph in under 1 s).
+"""QuickP's operator fusion on synthetic operator graphs (a 10,000-node graph in under 1 s).
 
 Run: ``pytest benches/bench_fusion.py --benchmark-only`` (add ``--benchmark-json=out.json``).
 Each case fuses a CNN- or transformer-shaped operator graph

@@ -1,4 +1,4 @@
-"""Synthetic graph generators: O(n + m) (issue 10, item 10).
+"""Synthetic graph generators: O(n + m).
 
 Run: ``pytest benches/bench_generators.py --benchmark-only`` (add ``--benchmark-json=out.json``).
 Target: 100,000 nodes in under 2 s for every model. Before the rewrite (networkx's generators
@@ -34,7 +34,7 @@ def test_random_dag_exact_stream_5000(benchmark):
 
 @pytest.mark.parametrize("model", RWNN_MODELS)
 def test_rwnn_1000_modules_of_32(benchmark, model):
-    # issue 13: DiviML's randomly wired networks at scale, 4 weakly dependent channels
+    # DiviML's randomly wired networks at scale, 4 weakly dependent channels
     # (34,000 + 6,000 nodes); target a second or two
     g = benchmark.pedantic(rwnn, args=(1000, 4), kwargs={"model": model, "size": 32, "dep": "wdep", "seed": 1},
                            rounds=3, iterations=1)

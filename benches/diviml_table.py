@@ -1,4 +1,4 @@
-"""The README's DiviML tables (issue 13): stacked Erdos-Renyi RWNN modules of 10 body nodes on a
+"""The DiviML tables: stacked Erdos-Renyi RWNN modules of 10 body nodes on a
 CPU, a T4 and an A100 (:func:`stagecut.rwnn.rwnn_devices`), in the shape of DiviML's Table I/III.
 
     python benches/diviml_table.py [--milp-limit 20] [--split-per-module 2] [--solver highs]
