@@ -18,6 +18,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+# the scripts that regenerate test data (they write into their folders when run) are not test
+# modules: --doctest-modules must not import them
+collect_ignore_glob = ["data/*"]
+
 from helpers import SHARED, require_shared
 
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
