@@ -352,7 +352,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
                     best = _with(best, status="optimal")  # the MILP proves the start optimal
                     bound, bound_from = _key(best), "milp (proven optimal)"
             timed_out = timed_out or exact.status == "time_limit"
-        elif len(problem) * problem.num_devices > AUTO_MILP_SIZE:
+        elif len(problem) * problem.num_devices > AUTO_MILP_SIZE and not proven():
             phases.append(f"milp skipped ({len(problem)} nodes x {problem.num_devices} devices > "
                           f"{AUTO_MILP_SIZE})")
     if best is None:
