@@ -54,9 +54,8 @@ from stagecut.colocation import Units
 from stagecut.errors import TooManyIdealsError
 from stagecut.graph import ACCELERATOR, Graph
 from stagecut.results import Plan, Stat
-from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, _exact_raw, _split_of
+from stagecut.throughput.dp import DEFAULT_MAX_IDEALS, _exact_raw, dp_plan
 from stagecut.throughput.problem import ThroughputProblem, set_aside_free_nodes
-from stagecut.throughput.rescore import no_plan, plan_from_split
 
 __all__ = ["ContractedUnits", "contract_units", "try_contracted_dp"]
 
@@ -321,11 +320,4 @@ def try_contracted_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_M
                               "contracted_from": units.before, "merged": merged, "set_aside": len(aside)}
     notes = [f"contracted {units.before} units to {units.n_units} before the exact DP ({merged}; each merge "
              "provably keeps an optimum)"]
-    if not math.isfinite(raw["objective"]):
-        return no_plan(problem, status="infeasible", method="dp", stats=stats,
-                       notes=[*notes, "no contiguous split fits"], runtime_s=time.perf_counter() - t0)
-    assignment, order = _split_of(core.graph, units, raw["blocks"])
-    assignment.update(dict.fromkeys(aside, order[0]))
-    return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
-                           status="optimal", lower_bound=None, method="dp", stats=stats, notes=notes,
-                           runtime_s=time.perf_counter() - t0)
+    return dp_plan(problem, core, units, raw, aside, stats, notes, t0)

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import networkx as nx
 import numpy as np
@@ -286,14 +286,7 @@ def try_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_MAX_IDEALS, 
                               "set_aside": len(aside)}
     notes = [f"{_nodes(len(aside))} without edges, cost or memory set aside for the DP and placed on the "
              "first stage"] if aside else []
-    if not math.isfinite(raw["objective"]):
-        return no_plan(problem, status="infeasible", method="dp", stats=stats,
-                       notes=[*notes, "no contiguous split fits"], runtime_s=time.perf_counter() - t0)
-    assignment, order = _split_of(core.graph, units, raw["blocks"])
-    assignment.update(dict.fromkeys(aside, order[0]))
-    return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
-                           status="optimal", lower_bound=None, method="dp", stats=stats, notes=notes,
-                           runtime_s=time.perf_counter() - t0)
+    return dp_plan(problem, core, units, raw, aside, stats, notes, t0)
 
 
 def solve_dp(problem: ThroughputProblem, *, max_ideals: int = DEFAULT_MAX_IDEALS, prune: bool = True) -> Plan:
@@ -350,4 +343,18 @@ def solve_dpl(problem: ThroughputProblem, *, prune: bool = True) -> Plan:
     assignment, order = _split_of(problem.graph, units, raw["blocks"])
     return plan_from_split(problem, assignment, order, solver="DPL", claimed=raw["objective"], exact=True,
                            status="feasible", lower_bound=lb, method="dpl", stats=stats,
+                           runtime_s=time.perf_counter() - t0)
+
+
+def dp_plan(problem: Any, core: Any, units: Any, raw: Mapping[str, Any], aside: Sequence[Any],
+            stats: dict[str, Stat], notes: list[str], t0: float) -> Plan:
+    """The plan of the exact DP's answer ``raw`` over ``units`` of ``core`` (the nodes ``aside``
+    on the first stage), re-scored; ``infeasible`` when no contiguous split fits."""
+    if not math.isfinite(raw["objective"]):
+        return no_plan(problem, status="infeasible", method="dp", stats=stats,
+                       notes=[*notes, "no contiguous split fits"], runtime_s=time.perf_counter() - t0)
+    assignment, order = _split_of(core.graph, units, raw["blocks"])
+    assignment.update(dict.fromkeys(aside, order[0]))
+    return plan_from_split(problem, assignment, order, solver="DP", claimed=raw["objective"], exact=True,
+                           status="optimal", lower_bound=None, method="dp", stats=stats, notes=notes,
                            runtime_s=time.perf_counter() - t0)
