@@ -2,7 +2,7 @@
 
 Run: ``pytest benches/bench_fusion.py --benchmark-only`` (add ``--benchmark-json=out.json``).
 Each case fuses a CNN- or transformer-shaped operator graph
-(:func:`stagecut.latency.opgraph.synthetic_operator_graph`) given as a
+(:func:`stagecut.latency.quickp.opgraph.synthetic_operator_graph`) given as a
 :class:`~stagecut.latency.LatencyProblem` on 4 GPUs (two servers of two) and records the
 operator counts before and after, the threshold alpha and the sweeps in ``extra_info``.
 The co-location groups of the fused problem are timed too (QuickP runs them on the fused graph).
@@ -11,9 +11,9 @@ The co-location groups of the fused problem are timed too (QuickP runs them on t
 import pytest
 
 from stagecut.latency import LatencyProblem
-from stagecut.latency.colocate import colocation_groups
-from stagecut.latency.fusion import fuse
-from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
+from stagecut.latency.quickp.colocate import colocation_groups
+from stagecut.latency.quickp.fusion import fuse
+from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
 
 def _problem(n, shape):

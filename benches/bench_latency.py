@@ -1,4 +1,4 @@
-"""The latency evaluator (stagecut.latency._fast.Evaluator, the fitness of every heuristic) on a
+"""The latency evaluator (stagecut.latency.model._fast.Evaluator, the fitness of every heuristic) on a
 1,000-node, 3,000-edge random DAG on 4 heterogeneous devices.
 
     RAYON_NUM_THREADS=1 pytest benches/bench_latency.py --benchmark-only
@@ -24,7 +24,7 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import Device, Devices, LatencyProblem
-from stagecut.latency._fast import Evaluator
+from stagecut.latency.model._fast import Evaluator
 
 # tests/helpers.py: pytest puts tests/ on the path (pyproject's pythonpath); a direct run needs it too
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))

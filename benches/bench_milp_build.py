@@ -24,8 +24,8 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import Devices, LatencyProblem
-from stagecut.latency.heuristics import best_constructive
-from stagecut.latency.milp import _build
+from stagecut.latency.exact.milp import _build
+from stagecut.latency.heuristics.constructive import best_constructive
 
 
 def _cases(shared_dir):

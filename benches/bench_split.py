@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from stagecut.latency import LatencyProblem
-from stagecut.latency.split import solve_split
+from stagecut.latency.diviml.split import solve_split
 from stagecut.rwnn import rwnn, rwnn_devices
 
 

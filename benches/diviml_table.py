@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stagecut.latency import LatencyProblem, heuristics, search
-from stagecut.latency.batched import batch_spec, evaluate_batched, solve_batched
-from stagecut.latency.milp import solve_milp
-from stagecut.latency.split import solve_split
-from stagecut.latency.split_multi import single_batch, solve_split_batched, solve_split_multi
+from stagecut.latency import LatencyProblem
+from stagecut.latency.diviml.batched import batch_spec, evaluate_batched, solve_batched
+from stagecut.latency.diviml.split import solve_split
+from stagecut.latency.diviml.split_multi import single_batch, solve_split_batched, solve_split_multi
+from stagecut.latency.exact.milp import solve_milp
+from stagecut.latency.heuristics import constructive as heuristics
+from stagecut.latency.heuristics import search
 from stagecut.progress import ProgressEvent, reporting
 from stagecut.rwnn import rwnn, rwnn_devices
 

@@ -3,7 +3,7 @@
     python benches/latency_bounds_table.py                      # the bounds alone (well under a second)
     python benches/latency_bounds_table.py --method auto --time-limit 60
 
-Prints one Markdown row per graph: nodes, devices, each bound of ``stagecut.latency.bounds`` (with
+Prints one Markdown row per graph: nodes, devices, each bound of ``stagecut.latency.exact.bounds`` (with
 its CPU time), and with ``--method`` the method's makespan, its wall and CPU seconds and the
 proven gap ``(makespan - bound) / makespan`` against the best bound.
 """
@@ -16,7 +16,7 @@ import time
 
 import stagecut as sc
 from stagecut.latency import LatencyProblem
-from stagecut.latency.bounds import latency_bound
+from stagecut.latency.exact.bounds import latency_bound
 
 SHARED = pathlib.Path(__file__).resolve().parent.parent.parent / "shared" / "workloads"
 LAYER = SHARED / "latency-inputs" / "LayerGraphs"

@@ -7,7 +7,7 @@
 Graphs: the four shared LayerGraphs latency inputs (the PCIe star of each file: a CPU pool and
 ``maxFPGAs`` accelerators of ``maxSizePerFPGA`` bytes; read from ``../shared/workloads``), the
 traced operator graphs of ``tests/data/opgraphs`` (PCIe star of each file) and synthetic
-operator graphs (``stagecut.latency.opgraph.synthetic_operator_graph``) on 4 GPUs in servers of
+operator graphs (``stagecut.latency.quickp.opgraph.synthetic_operator_graph``) on 4 GPUs in servers of
 2 whose memory holds 40% of the graph each. Methods run with their default budgets; those
 without one (``local``, ``mcmc``, ``milp``, ``quickp``, ``metis`` has none) get ``--limit``
 seconds, ``auto`` gets ``--auto-limit``. The MILP runs only on models of at most 2,000
@@ -26,8 +26,8 @@ from typing import Any
 
 import stagecut as sc
 from stagecut.latency import LatencyProblem
-from stagecut.latency.memaware import pcie_asap
-from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
+from stagecut.latency.heuristics.memaware import pcie_asap
+from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "workloads" / "latency-inputs" / "LayerGraphs"

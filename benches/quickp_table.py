@@ -4,10 +4,10 @@ Run: ``nice python benches/quickp_table.py`` (the page on stdout, progress on st
 docs/results/quickp.md`` writes it), ``--graphs alexnet:1600 --gpus 2 --time-limit 30`` for a
 shorter run, ``--help`` for the rest.
 
-For each synthetic training graph (:func:`stagecut.latency.opgraph.synthetic_operator_graph`,
+For each synthetic training graph (:func:`stagecut.latency.quickp.opgraph.synthetic_operator_graph`,
 shapes ``alexnet`` and ``vgg``: thousands of operators, most free or of a few microseconds,
 seeded) and each GPU count (servers of two GPUs, 50 GB/s inside, 20 GB/s across:
-:func:`stagecut.latency.opgraph.operator_devices`): ``quickp`` (P2, CBC on one thread, 5% gap,
+:func:`stagecut.latency.quickp.opgraph.operator_devices`): ``quickp`` (P2, CBC on one thread, 5% gap,
 the time limit over the whole call), ``heft``, ``metis`` and the single GPU on the original graph,
 each makespan re-scored by the ASAP evaluator; the lower bound is the problem's
 (:meth:`LatencyProblem.lower_bound`); times are wall seconds with CPU seconds in brackets (the
@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from stagecut.latency import LatencyProblem, best_device, heft, metis, operator_devices, quickp
-from stagecut.latency.colocate import colocation_groups
-from stagecut.latency.fusion import fuse
-from stagecut.latency.opgraph import operator_graph_from_data, synthetic_operator_graph
+from stagecut.latency.quickp.colocate import colocation_groups
+from stagecut.latency.quickp.fusion import fuse
+from stagecut.latency.quickp.opgraph import operator_graph_from_data, synthetic_operator_graph
 
 
 def _log(msg: str) -> None:

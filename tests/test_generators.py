@@ -14,14 +14,13 @@ import pytest
 
 from stagecut.examples import (
     REGAL_MODELS,
-    _barabasi_albert,
     _bernoulli_pairs,
     _random_geometric,
-    _watts_strogatz,
     random_dag,
     regal_graph,
 )
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.nx_random import barabasi_albert, watts_strogatz
 
 
 def edge_set(edges):
@@ -39,10 +38,10 @@ def test_models_draw_what_networkx_draws(n, seed):
         ours = np.stack(_bernoulli_pairs(n, n - 1, p, random.Random(seed)), axis=1)
         assert edge_set(ours) == edge_set(nx.gnp_random_graph(n, p, seed=seed).edges())
     m = min(n - 1, 2)
-    assert edge_set(_barabasi_albert(n, m, random.Random(seed))) == \
+    assert edge_set(barabasi_albert(n, m, random.Random(seed))) == \
         edge_set(nx.barabasi_albert_graph(n, m, seed=seed).edges())
     k = min(3, n - 1)
-    assert edge_set(_watts_strogatz(n, k, 0.3, random.Random(seed))) == \
+    assert edge_set(watts_strogatz(n, k, 0.3, random.Random(seed))) == \
         edge_set(nx.watts_strogatz_graph(n, k, 0.3, seed=seed).edges())
     r = math.sqrt(3.0 / (math.pi * (n - 1)))
     assert edge_set(_random_geometric(n, r, random.Random(seed))) == \

@@ -15,9 +15,9 @@ import pytest
 import stagecut as sc
 from stagecut import progress as pg
 from stagecut.latency import Devices, LatencyProblem
-from stagecut.latency.heuristics import best_device
-from stagecut.latency.partition_baselines import mcmc
-from stagecut.latency.search import evolutionary, local_search, simulated_annealing
+from stagecut.latency.heuristics.constructive import best_device
+from stagecut.latency.heuristics.partition_baselines import mcmc
+from stagecut.latency.heuristics.search import evolutionary, local_search, simulated_annealing
 from stagecut.progress import reporting
 from stagecut.throughput import baselines
 from stagecut.throughput.problem import ThroughputProblem

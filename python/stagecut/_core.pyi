@@ -125,7 +125,7 @@ def piper_plan(
     server_size: int | None = None, intra_bandwidth: float | None = None, time_limit: float | None = None,
 ) -> _PiperPlanResult: ...
 
-# -- latency evaluator (stagecut.latency._fast)
+# -- latency evaluator (stagecut.latency.model._fast)
 @final
 class LatencyEvaluator:
     """A latency problem prepared once (times (n, D), sizes, bandwidths (D, D), parallel flags,

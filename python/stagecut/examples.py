@@ -42,6 +42,7 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+from stagecut.nx_random import barabasi_albert, edge_array, watts_strogatz
 from stagecut.rwnn import RWNN_DEPS, RWNN_MODELS, rwnn, rwnn_devices
 from stagecut.validate import check_int, check_number, check_size
 
@@ -239,75 +240,13 @@ def _undirected_edges(model: str, n: int, rng: np.random.Generator, avg_degree: 
             return np.stack([a, b], axis=1)
         return np.stack(_bernoulli_pairs(n, n - 1, p, py), axis=1)
     if model == "barabasi_albert":
-        return _barabasi_albert(n, max(1, min(n - 1, int(round(avg_degree / 2)))), py)
+        return barabasi_albert(n, max(1, min(n - 1, int(round(avg_degree / 2)))), py)
     if model == "watts_strogatz":
         k = max(2, int(round(avg_degree)))
-        return _watts_strogatz(n, min(k, n - 1), 0.3, py)
+        return watts_strogatz(n, min(k, n - 1), 0.3, py)
     if model == "random_geometric":
         return _random_geometric(n, math.sqrt(avg_degree / (math.pi * max(n - 1, 1))), py)
     raise InvalidArgumentError(f"model: {model!r} is not one of {', '.join(REGAL_MODELS)}")
-
-
-def _edges(pairs: list[tuple[int, int]]) -> np.ndarray:
-    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
-
-
-def _barabasi_albert(n: int, m: int, py: random.Random) -> np.ndarray:
-    """networkx's ``barabasi_albert_graph(n, m)``: a star on m + 1 nodes, then each new node
-    attaches to m distinct nodes drawn in proportion to their degree."""
-    if m >= n:
-        return _edges([])
-    pairs = [(0, i) for i in range(1, m + 1)]
-    repeated = [0] * m + list(range(1, m + 1))  # each node once per edge end
-    bits = py.getrandbits
-    for source in range(m + 1, n):
-        targets: set[int] = set()
-        size = len(repeated)
-        k = size.bit_length()
-        while len(targets) < m:
-            r = bits(k)  # py.choice(repeated), inlined: the same draws
-            while r >= size:
-                r = bits(k)
-            targets.add(repeated[r])
-        pairs.extend((source, t) for t in targets)
-        repeated.extend(targets)  # the set's own order, as networkx
-        repeated.extend([source] * m)
-    return _edges(pairs)
-
-
-def _watts_strogatz(n: int, k: int, p: float, py: random.Random) -> np.ndarray:
-    """networkx's ``watts_strogatz_graph(n, k, p)``: a ring lattice of k nearest neighbours,
-    each edge ``(u, u + j)`` rewired to a random free node with probability p."""
-    adj: list[set[int]] = [set() for _ in range(n)]
-    half = k // 2
-    for j in range(1, half + 1):
-        for u in range(n):
-            v = (u + j) % n
-            adj[u].add(v)
-            adj[v].add(u)
-    rand, bits, k = py.random, py.getrandbits, n.bit_length()
-
-    def choice() -> int:  # py.choice(range(n)), inlined: the same draws
-        r = bits(k)
-        while r >= n:
-            r = bits(k)
-        return r
-
-    for j in range(1, half + 1):
-        for u in range(n):
-            if rand() < p:
-                w = choice()
-                while w == u or w in adj[u]:
-                    w = choice()
-                    if len(adj[u]) >= n - 1:
-                        break  # no free node: skip this rewiring
-                else:
-                    v = (u + j) % n
-                    adj[u].discard(v)
-                    adj[v].discard(u)
-                    adj[u].add(w)
-                    adj[w].add(u)
-    return _edges([(u, v) for u in range(n) for v in adj[u] if u < v])
 
 
 def _random_geometric(n: int, radius: float, py: random.Random) -> np.ndarray:
@@ -316,7 +255,7 @@ def _random_geometric(n: int, radius: float, py: random.Random) -> np.ndarray:
     ``radius ** 2``; neighbours are found through a grid of cells of side ``radius``."""
     xy = _numpy_twin(py).random_sample(2 * n).reshape(n, 2)  # py.random() for x, then y, node by node
     if not radius > 0:
-        return _edges([])
+        return edge_array([])
     r2 = radius**2
     width = max(radius, 2.0**-30)  # cells at least radius wide: neighbours are in adjacent cells
     side = int(1.0 / width) + 1
@@ -340,7 +279,7 @@ def _random_geometric(n: int, radius: float, py: random.Random) -> np.ndarray:
         d = np.abs(xy[src] - xy[dst])
         near = d[:, 0] * d[:, 0] + d[:, 1] * d[:, 1] <= r2
         found.append(np.stack([np.minimum(src[near], dst[near]), np.maximum(src[near], dst[near])], axis=1))
-    return np.concatenate(found) if found else _edges([])
+    return np.concatenate(found) if found else edge_array([])
 
 
 def regal_graph(

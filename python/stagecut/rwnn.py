@@ -77,10 +77,11 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
+from stagecut.nx_random import barabasi_albert, watts_strogatz
 from stagecut.validate import check_int, check_number, check_size
 
 if TYPE_CHECKING:
-    from stagecut.latency.devices import Devices
+    from stagecut.latency.model.devices import Devices
 
 __all__ = [
     "rwnn", "rwnn_devices", "RWNN_MODELS", "RWNN_DEPS", "KINDS", "TIME_RATIO", "PCIE_BANDWIDTH",
@@ -130,10 +131,8 @@ def _bodies(model: str, m: int, n: int, width: int, c: int, rng: np.random.Gener
             base = (t + first) * width + c
             parts.append(np.stack([base + lo[pair], base + hi[pair]], axis=1))
         return np.concatenate(parts)
-    from stagecut.examples import _barabasi_albert, _watts_strogatz  # here: examples re-exports this module
-
     py = random.Random(int(rng.integers(0, 2**63 - 1)))  # networkx's draws, module after module
-    parts = [_watts_strogatz(n, WS_K, WS_P, py) if model == "ws" else _barabasi_albert(n, BA_M, py) for _ in range(m)]
+    parts = [watts_strogatz(n, WS_K, WS_P, py) if model == "ws" else barabasi_albert(n, BA_M, py) for _ in range(m)]
     return np.concatenate([np.sort(e, axis=1) + (t * width + c) for t, e in enumerate(parts)])
 
 
@@ -302,7 +301,7 @@ def rwnn_devices(
     >>> d.names, d.transfer_time(8e6, 0, 2)  # 8 MB from the CPU to the A100: 0.5 ms
     (('cpu', 't4', 'a100'), 0.5)
     """
-    from stagecut.latency.devices import Device, Devices
+    from stagecut.latency.model.devices import Device, Devices
 
     bw = check_number(bandwidth, "bandwidth", positive=True, allow_inf=True, error=InvalidArgumentError)
     caps = (cpu_memory, t4_memory, a100_memory)

@@ -28,7 +28,7 @@ from typing import Any
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, MemoryLimitError, StagecutError
 
 __all__ = ["check_size", "MAX_GENERATED_NODES",
-           "check_number", "check_int", "check_flag", "check_id", "check_field", "check_list", "check_graph", "shown",
+           "check_number", "check_int", "check_flag", "check_id", "check_field", "check_list", "shown",
            "MAX_INT"]
 
 #: the largest integer any argument may take (the core's widest integer is a u64)
@@ -229,32 +229,6 @@ def _tuples(value: Any, depth: int) -> Any:
     if isinstance(value, list) and depth < 100:
         return tuple(_tuples(x, depth + 1) for x in value)
     return value
-
-
-def check_graph(obj: Any, where: str = "graph", *, accept: tuple[type, ...] = ()) -> None:
-    """Refuse anything but a :class:`~stagecut.graph.Graph` (or one of ``accept``, e.g. a problem
-    object) with an :class:`~stagecut.errors.InvalidArgumentError` that says how to get one.
-
-    >>> check_graph("model.json")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    stagecut.errors.InvalidArgumentError: graph: expected a stagecut.Graph, got str 'model.json' (read ...(path))
-    """
-    from stagecut.graph import Graph  # graph.py imports this module
-
-    if isinstance(obj, (Graph, *accept)):
-        return
-    expected = " or ".join(["a stagecut.Graph", *(f"a {t.__name__}" for t in accept)])
-    got = type(obj).__name__
-    if isinstance(obj, str) or hasattr(obj, "__fspath__"):
-        hint = f"{got} {shown(str(obj))} (read a workload file with stagecut.read_workload(path))"
-    elif hasattr(obj, "is_directed") and hasattr(obj, "nodes"):
-        hint = f"networkx {got} (convert it with stagecut.Graph.from_networkx(G))"
-    elif isinstance(obj, (list, tuple)) and all(isinstance(x, numbers.Real) for x in obj[:10]):
-        hint = f"{got} (a chain of layer costs: stagecut.Graph.chain(costs))"
-    else:
-        hint = got
-    raise InvalidArgumentError(f"{where}: expected {expected}, got {hint}")
 
 
 #: The most nodes a generated graph (``rwnn``, ``regal_graph``) may have: about a kilobyte of

@@ -1,5 +1,5 @@
 //! Bindings for the latency evaluator: the `_core.LatencyEvaluator` class. See
-//! `stagecut.latency._fast` (the Python wrapper) and [`crate::latency`].
+//! `stagecut.latency.model._fast` (the Python wrapper) and [`crate::latency`].
 //!
 //! A `LatencyEvaluator` is built once from the arrays of a `LatencyProblem` and validated then;
 //! it keeps one [`Workspace`] for the single evaluations (which hold the GIL: they take

@@ -1,5 +1,5 @@
 //! The latency planner's hot evaluator: the ASAP schedule of one request of a DAG placed on
-//! heterogeneous devices (see `stagecut.latency.evaluate`, the Python reference it must equal).
+//! heterogeneous devices (see `stagecut.latency.model.evaluate`, the Python reference it must equal).
 //!
 //! A [`Problem`] is the graph on its devices, validated and laid out once: predecessors and
 //! successors in CSR form, `times` as a flat `n * D` array (row `i`: node `i`'s time on each

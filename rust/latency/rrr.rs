@@ -1,4 +1,4 @@
-//! The rank round-robin order (`stagecut.latency.evaluate.rank_round_robin`, exactly) and its
+//! The rank round-robin order (`stagecut.latency.model.evaluate.rank_round_robin`, exactly) and its
 //! ASAP schedule, on a [`Workspace`]: rank = own time + the largest successor rank; each device
 //! serves its ready nodes by largest rank (ties: lower position first); a pointer visits the
 //! devices round-robin, skipping those with nothing ready, and moves on after every pick. The

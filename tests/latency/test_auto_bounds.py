@@ -7,8 +7,8 @@ import stagecut as sc
 from helpers import SHARED, require_shared
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import place
-from stagecut.latency.bounds import latency_bound
-from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.exact.bounds import latency_bound
+from stagecut.latency.model.problem import LatencyProblem
 
 LAYER_GRAPHS = SHARED / "latency-inputs" / "LayerGraphs"
 

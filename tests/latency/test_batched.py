@@ -11,9 +11,9 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Devices, LatencyProblem
-from stagecut.latency.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
-from stagecut.latency.milp import solve_milp
-from stagecut.latency.split_multi import single_batch
+from stagecut.latency.diviml.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
+from stagecut.latency.diviml.split_multi import single_batch
+from stagecut.latency.exact.milp import solve_milp
 from stagecut.rwnn import rwnn_devices
 
 TOL = 1e-6
@@ -238,7 +238,7 @@ def test_activations_count_per_input_in_the_milp():
 
 
 def test_simple_bound_is_the_longest_path_not_the_last_node():
-    from stagecut.latency.batched import simple_bound
+    from stagecut.latency.diviml.batched import simple_bound
 
     g = sc.Graph([sc.Node("long", {"accelerator": 5.0}), sc.Node("short", {"accelerator": 1.0})], [])
     p = LatencyProblem(g, Devices.pcie_star(2, cpu=False))

@@ -10,8 +10,8 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem
-from stagecut.latency.bounds import device_path_bound, latency_bound, long_paths, memory_path_bound
-from stagecut.latency.brute import solve_brute
+from stagecut.latency.exact.bounds import device_path_bound, latency_bound, long_paths, memory_path_bound
+from stagecut.latency.exact.brute import solve_brute
 
 from .test_milp import draw
 
@@ -126,7 +126,7 @@ def test_paths_and_errors():
 
 def test_the_bound_s_runs_give_a_placement_that_can_meet_it():
     from stagecut.latency import evaluate_schedule
-    from stagecut.latency.bounds import path_placement
+    from stagecut.latency.exact.bounds import path_placement
 
     g = sc.Graph.chain([1.0, 1.0, 1.0, 1.0], comm=2.0, memory=[3.0] * 4, cpu_costs=[10.0] * 4)
     p = LatencyProblem(g, Devices.pcie_star(2, memory=6.0))
@@ -146,7 +146,7 @@ def test_the_bound_s_runs_give_a_placement_that_can_meet_it():
 def test_gnmt_is_proven_optimal_by_the_milp_from_the_bound_s_runs():
     import pathlib
 
-    from stagecut.latency.milp import solve_milp
+    from stagecut.latency.exact.milp import solve_milp
 
     path = (pathlib.Path(__file__).resolve().parents[3] / "shared" / "workloads" / "latency-inputs" / "LayerGraphs"
             / "gnmt_inference.json")

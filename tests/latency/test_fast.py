@@ -1,5 +1,5 @@
-"""The Rust evaluator (stagecut.latency._fast.Evaluator) equals the Python reference
-(stagecut.latency.evaluate): the same start/finish arrays bit for bit, the same rank round-robin
+"""The Rust evaluator (stagecut.latency.model._fast.Evaluator) equals the Python reference
+(stagecut.latency.model.evaluate): the same start/finish arrays bit for bit, the same rank round-robin
 orders, the same errors, on hundreds of random DAGs; and the known small values."""
 
 import itertools
@@ -13,7 +13,7 @@ import stagecut as sc
 from helpers import random_linear_extension
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem, asap, rank_round_robin
-from stagecut.latency._fast import Evaluator
+from stagecut.latency.model._fast import Evaluator
 
 
 def random_problem(rng, n, nd, p_edge=0.3):

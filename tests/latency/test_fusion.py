@@ -12,10 +12,10 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
 from stagecut.latency import Devices, LatencyProblem, asap, rank_round_robin
-from stagecut.latency.colocate import colocation_groups, critical_path_ranks, with_colocation
-from stagecut.latency.evaluate import schedule_from
-from stagecut.latency.fusion import _State, fuse, node_times, threshold
-from stagecut.latency.opgraph import (
+from stagecut.latency.model.evaluate import schedule_from
+from stagecut.latency.quickp.colocate import colocation_groups, critical_path_ranks, with_colocation
+from stagecut.latency.quickp.fusion import _State, fuse, node_times, threshold
+from stagecut.latency.quickp.opgraph import (
     operator_devices,
     operator_graph_from_data,
     read_operator_graph,
@@ -485,7 +485,7 @@ def test_synthetic_operator_graphs(shape):
 
 
 def test_heuristics_keep_colocation_groups_on_one_device():
-    from stagecut.latency.heuristics import greedy, heft
+    from stagecut.latency.heuristics.constructive import greedy, heft
 
     g, out, _ = operator_graph_from_data(synthetic_operator_graph(400, "transformer", seed=3, devices=2))
     p = LatencyProblem(g, operator_devices(2), output_bytes=out)
@@ -525,7 +525,7 @@ def test_fusion_of_a_training_graph_keeps_the_parallelism_heft_uses(shape, n, gp
     # graph, mapped back, is within 2% of HEFT on the original: the rules merge the free operators
     # into their neighbours without merging the parallel branches (weight gradients beside the
     # backward chain) that HEFT spreads over the GPUs
-    from stagecut.latency.heuristics import heft
+    from stagecut.latency.heuristics.constructive import heft
 
     g, out, _ = operator_graph_from_data(synthetic_operator_graph(n, shape, seed=2, devices=gpus))
     p = LatencyProblem(g, operator_devices(gpus), output_bytes=out)

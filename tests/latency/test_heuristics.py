@@ -17,9 +17,9 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem, Schedule, asap
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.heuristics import Units, best_constructive, best_device, bfs_order, greedy, heft, met
-from stagecut.latency.search import evolutionary, local_search, simulated_annealing
+from stagecut.latency.heuristics.constructive import Units, best_constructive, best_device, bfs_order, greedy, heft, met
+from stagecut.latency.heuristics.search import evolutionary, local_search, simulated_annealing
+from stagecut.latency.model._fast import Evaluator
 
 INF = math.inf
 CONSTRUCTIVE = [best_device, met, greedy, heft]

@@ -11,7 +11,7 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import Device, Devices, LatencyProblem
-from stagecut.latency.heuristics import best_device, greedy, heft
+from stagecut.latency.heuristics.constructive import best_device, greedy, heft
 
 INF = math.inf
 

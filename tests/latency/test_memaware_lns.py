@@ -12,11 +12,20 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import Device, Devices, LatencyProblem, asap
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.heuristics import greedy, heft, list_heft
-from stagecut.latency.lns import lns
-from stagecut.latency.memaware import Reserve, chain_packing, m_chain, m_greedy, m_heft, m_topo, memory_aware, pcie_asap
-from stagecut.latency.search import evolutionary, local_search, simulated_annealing
+from stagecut.latency.heuristics.constructive import greedy, heft, list_heft
+from stagecut.latency.heuristics.lns import lns
+from stagecut.latency.heuristics.memaware import (
+    Reserve,
+    chain_packing,
+    m_chain,
+    m_greedy,
+    m_heft,
+    m_topo,
+    memory_aware,
+    pcie_asap,
+)
+from stagecut.latency.heuristics.search import evolutionary, local_search, simulated_annealing
+from stagecut.latency.model._fast import Evaluator
 
 from .test_heuristics import brute_force, check_schedule, random_problem
 
@@ -107,7 +116,7 @@ def test_the_reservation_keeps_the_scarce_memory_for_the_node_that_gains_most():
     assert s.objective == 7.0
     assert s.placement[2] == "accelerator:0"
     assert m_greedy(p).objective == 7.0
-    r = Reserve(__import__("stagecut.latency.heuristics", fromlist=["Units"]).Units(p), 1.0)
+    r = Reserve(__import__("stagecut.latency.heuristics.constructive", fromlist=["Units"]).Units(p), 1.0)
     assert r.reserved.tolist() == [False, False, True, False]
     assert r.candidates(0) == [0]          # node 0 may not take node 2's memory
     assert r.candidates(2) == [0, 1]
@@ -152,7 +161,7 @@ def test_the_cut_dp_cuts_where_the_crossing_output_is_small():
     assert s.objective == 7.0     # 2 + 1 + 4
     assert s.placement[0] == s.placement[1] != s.placement[2]
     assert m_topo(p).objective == 16.0   # 3 + 10 + 3
-    from stagecut.latency.pcie import blocks
+    from stagecut.latency.pcie.greedy import blocks
     dev = chain_packing(p, blocks(p, order="position"))
     assert dev is not None and dev[0] == dev[1] != dev[2]
 
@@ -327,7 +336,7 @@ def test_searches_share_the_start_pool_and_never_lose_it():
 def test_the_reservation_goes_by_gain_per_byte():
     """A gains 10 with 2 bytes, B and C gain 6 each with 1 byte; the accelerator holds 2 bytes:
     B and C together (12) beat A (10), and the reservation picks them."""
-    from stagecut.latency.heuristics import Units
+    from stagecut.latency.heuristics.constructive import Units
 
     nodes = [sc.Node("A", {"accelerator": 1.0, "cpu": 11.0}, memory=2.0),
              sc.Node("B", {"accelerator": 1.0, "cpu": 7.0}, memory=1.0),

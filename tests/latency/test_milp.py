@@ -12,9 +12,9 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem, asap, evaluate_schedule
-from stagecut.latency.bounds import best_bound
-from stagecut.latency.brute import BRUTE_MAX_NODES, interchangeable, solve_brute, symmetry_groups
-from stagecut.latency.milp import greedy_schedule, solve_milp
+from stagecut.latency.exact.bounds import best_bound
+from stagecut.latency.exact.brute import BRUTE_MAX_NODES, interchangeable, solve_brute, symmetry_groups
+from stagecut.latency.exact.milp import greedy_schedule, solve_milp
 
 KINDS = ("cpu", "gpu", "fpga")
 

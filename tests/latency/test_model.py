@@ -9,7 +9,7 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.latency import Device, Devices, LatencyProblem, Schedule, asap, evaluate_schedule, rank_round_robin
-from stagecut.latency.evaluate import schedule_from
+from stagecut.latency.model.evaluate import schedule_from
 
 
 def gpus(n, bw=1.0):

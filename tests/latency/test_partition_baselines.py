@@ -15,10 +15,8 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Device, Devices, LatencyProblem, operator_devices, place
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.heuristics import Units
-from stagecut.latency.opgraph import operator_graph_from_data, synthetic_operator_graph
-from stagecut.latency.partition_baselines import (
+from stagecut.latency.heuristics.constructive import Units
+from stagecut.latency.heuristics.partition_baselines import (
     _Bisection,
     balanced_parts,
     devices_by_speed,
@@ -28,6 +26,8 @@ from stagecut.latency.partition_baselines import (
     repair,
     unit_graph,
 )
+from stagecut.latency.model._fast import Evaluator
+from stagecut.latency.quickp.opgraph import operator_graph_from_data, synthetic_operator_graph
 
 from .test_heuristics import brute_force, check_schedule, matrix, positions, random_problem
 
@@ -306,7 +306,7 @@ def test_first_fit_places_the_largest_units_first():
     # gpu:0 is faster and holds 6, gpu:1 holds 10; units of 5, 5 and 6 bytes. Largest first:
     # 6 -> gpu:0, 5 and 5 -> gpu:1. Smallest first would put a 5 on gpu:0, then 5 on gpu:1 and
     # find no room for the 6.
-    from stagecut.latency.partition_baselines import _first_fit
+    from stagecut.latency.heuristics.partition_baselines import _first_fit
 
     nodes = [sc.Node(v, {"gpu": 1.0}, memory=m) for v, m in (("a", 5.0), ("b", 5.0), ("c", 6.0))]
     p = two_speeds(True, nodes, memory=(6.0, 10.0))

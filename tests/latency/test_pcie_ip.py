@@ -15,9 +15,9 @@ from stagecut.errors import BackendUnavailableError, InvalidArgumentError
 from stagecut.formats import read_split, read_workload
 from stagecut.graph import Node
 from stagecut.latency import Devices, LatencyProblem
-from stagecut.latency.pcie import blocks, pcie_greedy
-from stagecut.latency.pcie_ip import solve_pcie_ip
-from stagecut.latency.pieces import evaluate_pieces
+from stagecut.latency.pcie.greedy import blocks, pcie_greedy
+from stagecut.latency.pcie.ip import solve_pcie_ip
+from stagecut.latency.pcie.pieces import evaluate_pieces
 
 LAYER = SHARED / "latency-inputs" / "LayerGraphs"
 EXPERTS = SHARED / "human-experts"

@@ -12,7 +12,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.formats import read_split, read_workload
 from stagecut.graph import Node
 from stagecut.latency import Devices, LatencyProblem, Schedule
-from stagecut.latency.pieces import evaluate_pieces, pieces_timing
+from stagecut.latency.pcie.pieces import evaluate_pieces, pieces_timing
 
 LAYER = SHARED / "latency-inputs" / "LayerGraphs"
 EXPERTS = SHARED / "human-experts"

@@ -10,10 +10,10 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Devices, LatencyProblem, evaluate_schedule
-from stagecut.latency.colocate import colocation_groups
-from stagecut.latency.fusion import fuse
-from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
-from stagecut.latency.quickp import edge_asap, fused_edge_sizes, list_order, quickp, solve_ip
+from stagecut.latency.quickp.colocate import colocation_groups
+from stagecut.latency.quickp.fusion import fuse
+from stagecut.latency.quickp.ip import edge_asap, fused_edge_sizes, list_order, quickp, solve_ip
+from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
 SEVEN_EDGES = {(0, 3): 4, (0, 4): 5, (1, 3): 0, (2, 3): 5, (3, 4): 3, (3, 5): 4, (3, 6): 1, (4, 5): 3, (5, 6): 3}
 SEVEN_TIMES = [9, 4, 6, 1, 7, 2, 4]
@@ -215,7 +215,7 @@ def test_ip_bound_is_capped_at_its_makespan(monkeypatch):
     # a solver whose bound comes back above the plan (round-off) never gives a bound above it
     from stagecut._mip import MipOutcome
 
-    q = importlib.import_module("stagecut.latency.quickp")
+    q = importlib.import_module("stagecut.latency.quickp.ip")
 
     def solve(model, **kw):
         return MipOutcome(status="time_limit", objective=None, bound=1e9, seconds=0.0, solver="cbc",

@@ -10,11 +10,11 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Devices, LatencyProblem, best_device, evaluate_schedule, heft, metis
-from stagecut.latency.fusion import fuse
-from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
-from stagecut.latency.quickp import edge_asap, list_order, quickp
+from stagecut.latency.quickp.fusion import fuse
+from stagecut.latency.quickp.ip import edge_asap, list_order, quickp
+from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
-Q = importlib.import_module("stagecut.latency.quickp")
+Q = importlib.import_module("stagecut.latency.quickp.ip")
 
 
 def training_problem(shape="alexnet", n=400, gpus=2, seed=1):
@@ -96,7 +96,7 @@ def test_a_start_that_outlives_the_limit_is_abandoned(monkeypatch):
     # the best single device instead of waiting for it
     import threading
 
-    import stagecut.latency.heuristics as heuristics
+    import stagecut.latency.heuristics.constructive as heuristics
 
     release = threading.Event()
 

@@ -11,10 +11,11 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import LatencyProblem
-from stagecut.latency.brute import solve_brute
-from stagecut.latency.heuristics import best_constructive
-from stagecut.latency.milp import solve_milp
-from stagecut.latency.split import cut_vertices, modules_of, solve_split
+from stagecut.latency.diviml.modules import cut_vertices, modules_of
+from stagecut.latency.diviml.split import solve_split
+from stagecut.latency.exact.brute import solve_brute
+from stagecut.latency.exact.milp import solve_milp
+from stagecut.latency.heuristics.constructive import best_constructive
 from stagecut.rwnn import rwnn, rwnn_devices
 
 TOL = 1e-6

@@ -11,11 +11,12 @@ import pytest
 import stagecut as sc
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError
 from stagecut.latency import LatencyProblem
-from stagecut.latency.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
-from stagecut.latency.brute import solve_brute
-from stagecut.latency.milp import solve_milp
-from stagecut.latency.split import cut_vertices, solve_split
-from stagecut.latency.split_multi import channel_modules, solve_split_batched, solve_split_multi
+from stagecut.latency.diviml.batched import BatchedSchedule, batch_spec, evaluate_batched, solve_batched
+from stagecut.latency.diviml.modules import channel_modules, cut_vertices
+from stagecut.latency.diviml.split import solve_split
+from stagecut.latency.diviml.split_multi import solve_split_batched, solve_split_multi
+from stagecut.latency.exact.brute import solve_brute
+from stagecut.latency.exact.milp import solve_milp
 from stagecut.rwnn import rwnn, rwnn_devices
 
 from .test_batched import brute_batched
@@ -225,7 +226,7 @@ def test_chain_bound_takes_the_least_dependent_path_of_the_frontier():
     # module 1: a (10) and b (1), in parallel; module 2: a -> c (1) and b -> d -> e -> f (1 each).
     # The last node of module 1 to finish is a, whose successors need 1 more: the optimum is 11.
     # A bound over the frontier's *longest* dependent path (b's, 3) would claim 13.
-    from stagecut.latency.split_multi import _chain_bound
+    from stagecut.latency.diviml.split_multi import _chain_bound
 
     both = {"k0": 1.0, "k1": 1.0}
     nodes = [sc.Node("a", {"k0": 10.0, "k1": 10.0}), sc.Node("b", both)] + [sc.Node(x, both) for x in "cdef"]

@@ -11,12 +11,12 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import Devices, LatencyProblem, evaluate_schedule
-from stagecut.latency import batched as batched_mod
-from stagecut.latency import milp as milp_mod
-from stagecut.latency import pcie_ip as pcie_mod
-from stagecut.latency import split as split_mod
-from stagecut.latency.bounds import best_bound
-from stagecut.latency.heuristics import best_constructive
+from stagecut.latency.diviml import batched as batched_mod
+from stagecut.latency.diviml import split as split_mod
+from stagecut.latency.exact import milp as milp_mod
+from stagecut.latency.exact.bounds import best_bound
+from stagecut.latency.heuristics.constructive import best_constructive
+from stagecut.latency.pcie import ip as pcie_mod
 from stagecut.rwnn import rwnn, rwnn_devices
 
 TOL = 1e-9

@@ -324,7 +324,7 @@ def test_limits_on_a_published_graph():
 def test_cli(tmp_path):
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(_tiny()))
-    run = [sys.executable, "-c", "import sys; from stagecut.cli.plan import main; sys.exit(main(sys.argv[1:]))"]
+    run = [sys.executable, "-m", "stagecut", "plan"]
     out = subprocess.run(run + [str(path), "--json", "--devices", "1"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)

@@ -260,7 +260,7 @@ EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
 def load_graph(spec: str) -> Graph:
     """The :class:`~stagecut.graph.Graph` a ``GRAPH`` argument names.
 
-    A path ending in ``.onnx`` is an ONNX model (:func:`stagecut.cli.trace.onnx_graph`: FLOP
+    A path ending in ``.onnx`` is an ONNX model (:func:`stagecut.cli._onnx.onnx_graph`: FLOP
     times at 1e12 FLOP/s and a 10 GB/s link, converted to ms; ``stagecut trace`` sets them).
 
     Raises
@@ -296,7 +296,7 @@ def load_graph(spec: str) -> Graph:
     if spec.startswith("rwnn:"):
         return _rwnn(spec)
     if spec.lower().endswith(".onnx"):  # an ONNX model: FLOP times at 1e12 FLOP/s, a 10 GB/s link, in ms
-        from stagecut.cli.trace import onnx_graph
+        from stagecut.cli._onnx import onnx_graph
 
         return onnx_graph(spec)
     from stagecut.formats import read_workload

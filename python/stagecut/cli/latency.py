@@ -19,7 +19,7 @@ one).
 
 A networkx node-link JSON *operator graph* (QuickP's format: ``directed``, ``nodes`` with
 ``comp_cost`` in microseconds and ``mem``, ``links`` with ``tensor_size_in_bit``; see
-``stagecut.latency.opgraph``) is recognised by its ``directed`` and ``links`` keys: it runs on K
+``stagecut.latency.quickp.opgraph``) is recognised by its ``directed`` and ``links`` keys: it runs on K
 GPUs (default: every device of the file) with the times of the file's first K devices, in
 servers of --gpus-per-server GPUs (default 2), NVLink (--intra-bandwidth) inside and Ethernet
 (--inter-bandwidth) across; only its largest weakly connected component is kept (a note says
@@ -127,7 +127,7 @@ def _operator_problem(args: argparse.Namespace, data: Mapping[str, Any]) -> tupl
     notes."""
     from stagecut.errors import StagecutWarning
     from stagecut.latency import Devices, LatencyProblem, operator_devices
-    from stagecut.latency.opgraph import operator_graph_from_data
+    from stagecut.latency.quickp.opgraph import operator_graph_from_data
     from stagecut.units import parse_bandwidth
 
     if args.topology == "pcie":
@@ -189,8 +189,8 @@ def run(args: argparse.Namespace) -> int:
         return _common.report(_plot.write(args, _evaluate(args, graph, problem)), args, extra_notes=notes)
     _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
     if args.batch is not None:  # the batched throughput MILP, or batched SPLIT
-        from stagecut.latency.batched import solve_batched
-        from stagecut.latency.split_multi import solve_split_batched
+        from stagecut.latency.diviml.batched import solve_batched
+        from stagecut.latency.diviml.split_multi import solve_split_batched
 
         solve = solve_batched if args.method == "milp" else solve_split_batched
         batched = solve(problem, args.batch, time_limit=args.time_limit, solver=args.solver or "cbc")
@@ -222,7 +222,7 @@ def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
     if (args.semantics or default) == "pieces":
         if problem.devices.topology != "pcie":
             raise _common.bad_argument("--semantics", "pieces is the PCIe-star semantics: use --topology pcie")
-        from stagecut.latency.pieces import evaluate_pieces
+        from stagecut.latency.pcie.pieces import evaluate_pieces
 
         return evaluate_pieces(problem, placement)
     return evaluate_schedule(problem, None, placement)

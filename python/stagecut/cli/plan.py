@@ -14,14 +14,13 @@ file's. Example:
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from stagecut.cli import _common
 from stagecut.errors import InvalidGraphError
 
-__all__ = ["add_parser", "run", "load_problem", "PIPER_EXAMPLES", "main"]
+__all__ = ["add_parser", "run", "load_problem", "PIPER_EXAMPLES"]
 
 GIB = float(1 << 30)
 
@@ -124,14 +123,3 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="with --json: include the best TPS for every device count k and stage count s")
     p.set_defaults(func=run)
     return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``stagecut plan`` on its own (``python -m stagecut.cli.plan INPUT ...``)."""
-    from stagecut.cli.main import main as cli_main
-
-    return cli_main(["plan", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

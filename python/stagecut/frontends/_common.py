@@ -11,6 +11,8 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, StagecutWarning
+from stagecut.frontends._unionfind import UnionFind
+from stagecut.frontends.shared import charge_tied
 from stagecut.units import parse_bandwidth
 from stagecut.validate import check_number
 
@@ -64,27 +66,6 @@ def check_sizes(output_bytes: Iterable[float], comm: float, compute: float, note
         warnings.warn(msg, StagecutWarning, stacklevel=3)
 
 
-class UnionFind:
-    """Colocation classes: ``union(a, b)`` merges; ``find(a)`` is the class's first-added key."""
-
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, a: str) -> str:
-        self.parent.setdefault(a, a)
-        root = a
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[a] != root:
-            self.parent[a], a = root, self.parent[a]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
-
-
 def trace_with_backward(trace: _T, factor: float) -> _T:
     """A trace (a dataclass with ``graph`` and ``notes``) with :func:`with_backward`'s backward
     nodes added to its graph and a note saying so.
@@ -101,8 +82,6 @@ def trace_with_backward(trace: _T, factor: float) -> _T:
     graph = with_backward(src.graph, factor)
     tied = getattr(src, "tied", None)
     if tied:  # replicated tied parameters: their users' backward nodes pay the gradient all-reduce
-        from stagecut.frontends.shared import charge_tied
-
         graph = charge_tied(graph, tied, src.bandwidth)
         notes = (*notes, f"training: the gradient all-reduce of {len(tied)} tied parameter(s) charged to their "
                  "users' backward nodes")

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stagecut.frontends._common import UnionFind
+from stagecut.frontends._unionfind import UnionFind
 
 __all__ = ["TiedWeight", "place_weights", "allreduce_seconds", "charge_tied", "colocate_tied", "partition_shared"]
 

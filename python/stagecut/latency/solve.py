@@ -42,7 +42,7 @@ method           semantics  what it does
                             the answer, the bound's source and each phase's time
 ===============  =========  ==============================================================
 
-``asap`` and ``pieces`` are the two evaluators (see :mod:`stagecut.latency.schedule`): the
+``asap`` and ``pieces`` are the two evaluators (see :mod:`stagecut.latency.model.schedule`): the
 first is the general model (transfers are delays on links), the second the PCIe-star model of
 the workload files' authors (communication inside the accelerator's busy time); their makespans
 are not comparable with each other.
@@ -58,10 +58,10 @@ from typing import Any
 from stagecut._deadline import check_time_limit
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.devices import Devices
-from stagecut.latency.evaluate import TOL
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model.devices import Devices
+from stagecut.latency.model.evaluate import TOL
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.progress import Progress, reports
 from stagecut.validate import check_int, shown
 
@@ -105,19 +105,13 @@ def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
 
 
 def _solvers() -> dict[str, Callable[..., Schedule]]:
-    from stagecut.latency import (
-        brute,
-        heuristics,
-        lns,
-        memaware,
-        milp,
-        partition_baselines,
-        pcie,
-        pcie_ip,
-        search,
-        split,
-    )
-    from stagecut.latency.quickp import quickp
+    from stagecut.latency.diviml import split
+    from stagecut.latency.exact import brute, milp
+    from stagecut.latency.heuristics import constructive as heuristics
+    from stagecut.latency.heuristics import lns, memaware, partition_baselines, search
+    from stagecut.latency.pcie import greedy as pcie
+    from stagecut.latency.pcie import ip as pcie_ip
+    from stagecut.latency.quickp.ip import quickp
 
     def quickp_p2(problem: LatencyProblem, **kw: Any) -> Schedule:
         return quickp(problem, colocate=True, **kw)
@@ -267,11 +261,11 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
     """Constructive methods, then LNS and local search from the best, then the MILP when the
     model is small; the best schedule, never worse than any of them (see the module docs)."""
     from stagecut._deadline import deadline
-    from stagecut.latency.bounds import SMALL as BOUND_SMALL
-    from stagecut.latency.bounds import best_bound, memory_binds, path_placement
-    from stagecut.latency.brute import colocated
-    from stagecut.latency.evaluate import schedule_from
-    from stagecut.latency.memaware import pcie_asap
+    from stagecut.latency.exact.bounds import SMALL as BOUND_SMALL
+    from stagecut.latency.exact.bounds import best_bound, memory_binds, path_placement
+    from stagecut.latency.exact.brute import colocated
+    from stagecut.latency.heuristics.memaware import pcie_asap
+    from stagecut.latency.model.evaluate import schedule_from
 
     end = t0 + limit
     phases: list[str] = []

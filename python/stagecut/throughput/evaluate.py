@@ -38,8 +38,9 @@ import numpy.typing as npt
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, user_stacklevel
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
+from stagecut.graph_check import check_graph
 from stagecut.results import DeviceLoad, Evaluation
-from stagecut.validate import check_graph, check_int, check_number
+from stagecut.validate import check_int, check_number
 
 __all__ = ["evaluate", "is_contiguous", "is_convex"]
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError, user_stacklevel
 from stagecut.graph import ACCELERATOR, CPU, Graph, NodeId
-from stagecut.validate import check_graph, check_int, check_number
+from stagecut.graph_check import check_graph
+from stagecut.validate import check_int, check_number
 
 __all__ = ["ThroughputProblem", "resolve_problem", "set_aside_free_nodes"]
 

@@ -56,10 +56,11 @@ from collections.abc import Mapping, Sequence
 from stagecut.colocation import ColocationClasses, _class_edges
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, internal_error
 from stagecut.graph import ACCELERATOR, Graph, NodeId
+from stagecut.graph_check import check_graph
 from stagecut.results import DeviceLoad, Evaluation, Plan, Stat
 from stagecut.throughput._replication_dp import ALONG, Choices, Rows, _Model
 from stagecut.throughput.evaluate import is_contiguous, is_convex
-from stagecut.validate import check_graph, check_int, check_number
+from stagecut.validate import check_int, check_number
 
 __all__ = ["ALONG", "evaluate_hierarchical", "evaluate_replicated", "partition_hierarchical",
            "partition_replicated"]

@@ -27,12 +27,12 @@ y[v, d, b]`` says whether the batch exists and ``P(v, d) = sum_b t(v, d, b) y[v,
 time. One start ``S[v, d]`` per batch. For an edge ``u -> v`` and devices ``a, b``:
 ``S[v, b] >= S[u, a] + P(u, a) + transfer(u, a, b) n(u, a) - M (1 - z(v, b))``; binary order
 variables per device for the pairs the DAG leaves unordered (as in
-:mod:`stagecut.latency.milp`); ``C >= S[v, d] + P(v, d) + tail(v) - fastest(v)`` and ``C >=``
+:mod:`stagecut.latency.exact.milp`); ``C >= S[v, d] + P(v, d) + tail(v) - fastest(v)`` and ``C >=``
 each device's busy time. The big-M's come from an upper bound ``U`` (a greedy batched schedule):
 ``S[v, d] <= U - tail(v)`` holds in every schedule of makespan ``U`` or less. With ``L = 1`` the
 model is the latency MILP's (one batch of size 1 per node), and the tests hold it equal to
-:func:`~stagecut.latency.milp.solve_milp` on random DAGs. Optional release times
-``S[v, d] >= r(v, d) z(v, d)`` serve the module solves of :mod:`stagecut.latency.split_multi`.
+:func:`~stagecut.latency.exact.milp.solve_milp` on random DAGs. Optional release times
+``S[v, d] >= r(v, d) z(v, d)`` serve the module solves of :mod:`stagecut.latency.diviml.split_multi`.
 
 **Re-scoring.** The MILP's batch sizes and per-device orders are timed by
 :func:`evaluate_batched` (each batch as soon as its device is free and its inputs have
@@ -65,8 +65,8 @@ import numpy as np
 from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import MODEL_TOL, add, check_options, import_mip, new_model, reference_scale, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.milp import transitive_closure
-from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.exact.milp import transitive_closure
+from stagecut.latency.model.problem import LatencyProblem
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.validate import check_int, check_number, shown
 

@@ -1,14 +1,15 @@
 """MILP-SPLIT (DiviML): the latency MILP solved module by module along the graph's narrow points.
 
-**Cut vertices.** A node ``c`` is a *cut vertex* when every path from a source to a sink
-passes through it: every other node is an ancestor or a descendant of ``c`` and no edge joins an
-ancestor to a descendant (such an edge would carry data around ``c``). (With a single
-source and sink these are the articulation points of the undirected graph that every path
-crosses, the narrow points of a single-channel chain; with several sources or sinks no virtual
-node is needed: the nodes before the first cut vertex simply form a module without an entry.)
-In a topological order the cut vertices are the positions ``p`` that no edge jumps over and
-such that every node before ``p`` has a successor and every node after ``p`` a predecessor
-(found in O(n + m)). They are totally ordered: ``c_1 < ... < c_k``.
+**Cut vertices** (:func:`~stagecut.latency.diviml.modules.cut_vertices`). A node ``c`` is a *cut
+vertex* when every path from a source to a sink passes through it: every other node is an
+ancestor or a descendant of ``c`` and no edge joins an ancestor to a descendant (such an edge
+would carry data around ``c``). (With a single source and sink these are the articulation points
+of the undirected graph that every path crosses, the narrow points of a single-channel chain;
+with several sources or sinks no virtual node is needed: the nodes before the first cut vertex
+simply form a module without an entry.) In a topological order the cut vertices are the
+positions ``p`` that no edge jumps over and such that every node before ``p`` has a successor
+and every node after ``p`` a predecessor (found in O(n + m)). They are totally
+ordered: ``c_1 < ... < c_k``.
 
 **Modules.** ``M_0`` is the ancestors of ``c_1`` with ``c_1`` as its exit; ``M_i`` the nodes
 strictly between ``c_i`` and ``c_{i+1}`` with ``c_i`` as entry and ``c_{i+1}`` as exit;
@@ -28,14 +29,14 @@ and the makespan is ``min_u f_k(u) + OPT(M_k | entry on u)``. This is DiviML's c
 ``dp(t, u, v) = OPT(M_t | u, v) + min_{u', v'} dp(t-1, u', v') + transfer(v' -> u)`` with the
 bridge between two modules' exit and entry folded into a module of its own (two cut vertices
 joined by an edge: its cost is the transfer plus the exit's time, computed without a MILP).
-Each module is solved by :func:`~stagecut.latency.milp.solve_milp` on a sub-problem whose entry
+Each module is solved by :func:`~stagecut.latency.exact.milp.solve_milp` on a sub-problem whose entry
 and exit are pinned by giving them a time on one device only, once per (entry, exit) device
 pair. The result is **exact** (status ``"optimal"``) when every module solve is optimal.
 Memory capacities and colocation classes couple modules; each module is solved with the full
 capacities (a relaxation, so the bound stays sound) and when the combined placement breaks a
 limit or splits a class, the whole MILP is solved instead (a note says so). A graph without cut
 vertices is solved module by module when its modules are joined by several channels
-(:mod:`stagecut.latency.split_multi`, a heuristic with a sound lower bound), else by the whole
+(:mod:`stagecut.latency.diviml.split_multi`, a heuristic with a sound lower bound), else by the whole
 MILP (with a note).
 
 **Lower bound.** The same DP with each module's optimum replaced by its MILP's proven bound
@@ -72,90 +73,19 @@ from stagecut._mip import check_options, stated_tolerance
 from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
-from stagecut.latency.bounds import SMALL, best_bound, memory_binds, path_placement
-from stagecut.latency.brute import colocated
-from stagecut.latency.devices import Devices
-from stagecut.latency.evaluate import schedule_from
-from stagecut.latency.milp import solve_milp
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.diviml.modules import channel_modules, cut_vertices, modules_of
+from stagecut.latency.diviml.split_multi import solve_split_multi
+from stagecut.latency.exact.bounds import SMALL, best_bound, memory_binds, path_placement
+from stagecut.latency.exact.brute import colocated
+from stagecut.latency.exact.milp import solve_milp
+from stagecut.latency.model.devices import Devices
+from stagecut.latency.model.evaluate import schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Stat, Status
 from stagecut.validate import check_int, shown
 
-__all__ = ["solve_split", "cut_vertices", "modules_of"]
-
-
-def cut_vertices(problem: LatencyProblem) -> list[int]:
-    """The positions of the nodes every source-to-sink path passes through, in topological
-    order (see the module docs).
-
-    Parameters
-    ----------
-    problem : LatencyProblem
-
-    Returns
-    -------
-    list of int
-        Node positions, each before the next in the DAG.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``problem`` is not a LatencyProblem.
-    """
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    order = problem.order
-    n = len(order)
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    jumps = np.zeros(n + 1, dtype=np.int64)  # edges a -> b jump over the positions pos[a] < p < pos[b]
-    for a in range(n):
-        for b in problem.succ[a]:
-            if pos[b] > pos[a] + 1:
-                jumps[pos[a] + 1] += 1
-                jumps[pos[b]] -= 1
-    over = np.cumsum(jumps)[:n]
-    no_succ = np.array([not problem.succ[v] for v in order], dtype=np.int64)
-    no_pred = np.array([not problem.pred[v] for v in order], dtype=np.int64)
-    sinks_before = np.concatenate([[0], np.cumsum(no_succ)[:-1]])
-    sources_after = np.concatenate([np.cumsum(no_pred[::-1])[::-1][1:], [0]]) if n else no_pred
-    return [order[p] for p in range(n) if over[p] == 0 and sinks_before[p] == 0 and sources_after[p] == 0]
-
-
-def modules_of(problem: LatencyProblem, cuts: Sequence[int]) -> list[tuple[int | None, list[int], int | None]]:
-    """The chain of modules between the cut vertices: ``(entry, interior, exit)`` per module, in
-    order (positions; ``entry`` ``None`` for the first, ``exit`` ``None`` for the last; a first
-    or last module with no interior is left out).
-
-    Parameters
-    ----------
-    problem : LatencyProblem
-    cuts : sequence of int
-        :func:`cut_vertices` of the problem (at least one).
-
-    Returns
-    -------
-    list of tuple
-
-    Raises
-    ------
-    InvalidArgumentError
-        No cut vertex given.
-    """
-    if not cuts:
-        raise InvalidArgumentError("cuts: at least one cut vertex is needed")
-    rank = {v: r for r, v in enumerate(problem.order)}
-    at = [rank[c] for c in cuts]
-    order = problem.order
-    out: list[tuple[int | None, list[int], int | None]] = []
-    if at[0] > 0:
-        out.append((None, order[:at[0]], cuts[0]))
-    for i in range(len(cuts) - 1):
-        out.append((cuts[i], order[at[i] + 1:at[i + 1]], cuts[i + 1]))
-    if at[-1] < len(order) - 1:
-        out.append((cuts[-1], order[at[-1] + 1:], None))
-    return out
+__all__ = ["solve_split"]
 
 
 @dataclass(frozen=True)
@@ -250,7 +180,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         spawned processes; default: the active Dask client's workers, else in this process.
     start : Schedule, optional
         A schedule of the whole problem (e.g. the best heuristic's; default: the shortest of
-        :func:`~stagecut.latency.heuristics.best_constructive`). Each module solve whose
+        :func:`~stagecut.latency.heuristics.constructive.best_constructive`). Each module solve whose
         (entry, exit) devices are the start's starts from the start's schedule of that module, so
         the chain DP can always rebuild the start: SPLIT's makespan is at most the start's, even
         when the module solves stop at their limits. A start with a different device list or
@@ -259,14 +189,14 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     Returns
     -------
     Schedule
-        ``method="split"``, re-scored by :func:`~stagecut.latency.evaluate.schedule_from`;
+        ``method="split"``, re-scored by :func:`~stagecut.latency.model.evaluate.schedule_from`;
         ``status`` ``"optimal"`` when every module solve is optimal (or the bound meets the
         answer), else ``"feasible"`` or ``"time_limit"``; ``lower_bound`` the DP over the
         modules' bounds (see the module docs); ``stats``: ``modules``, ``cut_vertices``, ``solves`` (module MILPs),
         ``module_s`` (their summed solve time), ``dp_value`` and ``dp_bound``. Without cut
         vertices but with modules joined by several channels
-        (:func:`~stagecut.latency.split_multi.channel_modules`), the sequential module solve of
-        :func:`~stagecut.latency.split_multi.solve_split_multi` (a heuristic, status
+        (:func:`~stagecut.latency.diviml.modules.channel_modules`), the sequential module solve of
+        :func:`~stagecut.latency.diviml.split_multi.solve_split_multi` (a heuristic, status
         ``"feasible"``, with its chain lower bound). Without either, or when the modules'
         placement breaks a memory limit or a colocation class, the whole MILP's answer (its
         method renamed, a note saying why).
@@ -295,7 +225,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
     with deadline(time_limit):  # the start, the module solves and the fallback: one time limit
         if start is None:
-            from stagecut.latency.heuristics import best_constructive
+            from stagecut.latency.heuristics.constructive import best_constructive
 
             start = best_constructive(problem)
             runs = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
@@ -312,8 +242,6 @@ def _split(problem: LatencyProblem, time_limit: float | None, solver: str, threa
     """:func:`solve_split` once its arguments are checked and its start is known."""
     cuts = cut_vertices(problem)
     if not cuts:
-        from stagecut.latency.split_multi import channel_modules, solve_split_multi
-
         found = channel_modules(problem)
         if len(found[1]) >= 2:  # modules joined by several channels: the heuristic
             left = None if time_limit is None else max(0.05, time_limit - (time.perf_counter() - t0))

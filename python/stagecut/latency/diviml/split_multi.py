@@ -4,20 +4,22 @@ lower bound), and the batched form of SPLIT.
 **Modules.** With ``c`` parallel channels there is no cut vertex; the modules are the
 ``(c + 1)``-edge-connected components of the undirected graph
 (:func:`networkx.k_edge_components`): two stacked modules joined by ``c`` edges fall apart, a
-module's body (more densely wired) stays whole. Components of fewer than :data:`MIN_MODULE`
-nodes (lightly wired nodes) join the component of a neighbour (a predecessor when there is one),
-and components that depend on each other both ways are merged (the strongly connected
-components of the quotient), which leaves a DAG of modules; they are taken in a topological
-order. ``c`` is given, or the one of 2, 3, 4 that gives the most modules. When that leaves
-one module (sparse modules, as weakly dependent ones with 4 channels, are not
-``(c + 1)``-edge-connected inside), the fallback cuts a topological order wherever at most ``c``
-edges cross, into modules of at least :data:`MIN_TOPOLOGICAL` nodes. Graphs of more than
-:data:`MAX_COMPONENT_NODES` nodes use that topological cut alone (``k_edge_components`` grows
-too fast: 16-30 s on stacked RWNNs of 280-360 nodes); on stacked modules joined by ``c``
-channels both give the stack's modules.
+module's body (more densely wired) stays whole. Components of fewer than
+:data:`~stagecut.latency.diviml.modules.MIN_MODULE` nodes (lightly wired nodes) join the
+component of a neighbour (a predecessor when there is one), and components that depend on each
+other both ways are merged (the strongly connected components of the quotient), which leaves a
+DAG of modules; they are taken in a topological order. ``c`` is given, or the one of 2, 3, 4
+that gives the most modules. When that leaves one module (sparse modules, as weakly dependent
+ones with 4 channels, are not ``(c + 1)``-edge-connected inside), the fallback cuts a
+topological order wherever at most ``c`` edges cross, into modules of at least
+:data:`~stagecut.latency.diviml.modules.MIN_TOPOLOGICAL` nodes. Graphs of more than
+:data:`~stagecut.latency.diviml.modules.MAX_COMPONENT_NODES` nodes use that topological cut
+alone (``k_edge_components`` grows too fast: 16-30 s on stacked RWNNs of 280-360 nodes); on
+stacked modules joined by ``c`` channels both give the stack's modules. These modules are
+computed by :func:`~stagecut.latency.diviml.modules.channel_modules`.
 
 **Sequential solve (a heuristic).** The modules are solved one after the other, each by the
-MILP of :mod:`stagecut.latency.batched` (with ``L = 1`` the latency MILP) on its own nodes, with
+MILP of :mod:`stagecut.latency.diviml.batched` (with ``L = 1`` the latency MILP) on its own nodes, with
 the devices and inputs of the modules before it fixed: a batch of ``v`` on ``d`` may start only
 when ``d`` has finished the earlier modules' batches and every input from an earlier module has
 arrived on ``d`` (release times). Each module minimises its own finish. The joined placement is
@@ -44,7 +46,7 @@ time. The tests hold it below the MILP's optimum (and brute force) on small mult
 (the baselines of the batched table).
 
 **Batched SPLIT** (:func:`solve_split_batched`): for graphs with cut vertices, the chain DP of
-:mod:`stagecut.latency.split` with every cut vertex running all ``L`` inputs as one batch on one
+:mod:`stagecut.latency.diviml.split` with every cut vertex running all ``L`` inputs as one batch on one
 device (a restriction: a heuristic), each module solved by the batched MILP for each (entry,
 exit) device pair; its lower bound is the sum over modules of the dual bound of each module
 alone, its entry a free zero-time copy (modules cannot overlap in time: every batch after a cut
@@ -67,131 +69,30 @@ import math
 import time
 from collections.abc import Sequence
 
-import networkx as nx
 import numpy as np
 
 from stagecut._deadline import deadline, expired
 from stagecut._mip import check_options, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
-from stagecut.latency.batched import (
+from stagecut.latency.diviml.batched import (
     BatchedSchedule,
     BatchSpec,
+    _result,
     batch_spec,
     evaluate_batched,
     simple_bound,
     solve_batched,
 )
-from stagecut.latency.bounds import best_bound
-from stagecut.latency.evaluate import schedule_from
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.diviml.modules import channel_modules, cut_vertices, modules_of
+from stagecut.latency.exact.bounds import best_bound
+from stagecut.latency.model.evaluate import schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Stat, Status
-from stagecut.validate import check_int, shown
+from stagecut.validate import shown
 
-__all__ = ["channel_modules", "solve_split_multi", "solve_split_batched", "single_batch", "MIN_MODULE"]
-
-MIN_MODULE = 3  #: components with fewer nodes join a neighbour's module
-MIN_TOPOLOGICAL = 6  #: the least module of the topological fallback
-#: above this many nodes the modules come from the topological cut alone (networkx's
-#: k_edge_components took 16-30 s on 280-360-node RWNNs, the topological cut is O(n + m))
-MAX_COMPONENT_NODES = 120
-
-
-def _modules_for(problem: LatencyProblem, c: int) -> list[list[int]]:
-    g = nx.Graph()
-    g.add_nodes_from(range(len(problem)))
-    g.add_edges_from((u, v) for u in range(len(problem)) for v in problem.succ[u])
-    label = [0] * len(problem)
-    comps = sorted((sorted(s) for s in nx.k_edge_components(g, c + 1)), key=min)
-    for k, comp in enumerate(comps):
-        for v in comp:
-            label[v] = k
-    big = [k for k, comp in enumerate(comps) if len(comp) >= MIN_MODULE]
-    if not big:
-        return [list(problem.order)]
-    rank = {v: r for r, v in enumerate(problem.order)}
-    span = {k: (min(rank[v] for v in comps[k]), max(rank[v] for v in comps[k])) for k in big}
-    for comp in comps:  # a small component joins the big one nearest in topological rank
-        if len(comp) < MIN_MODULE:
-            for v in comp:
-                r = rank[v]
-                label[v] = min(big, key=lambda b: (max(span[b][0] - r, r - span[b][1], 0), span[b][0]))
-    q = nx.DiGraph()
-    q.add_nodes_from(set(label))
-    q.add_edges_from((label[u], label[v]) for u in range(len(problem)) for v in problem.succ[u]
-                     if label[u] != label[v])
-    cond = nx.condensation(q)
-    groups: list[list[int]] = []
-    for s in nx.topological_sort(cond):
-        members = set(cond.nodes[s]["members"])
-        groups.append(sorted((v for v in range(len(problem)) if label[v] in members), key=rank.__getitem__))
-    return groups
-
-
-def _topological_modules(problem: LatencyProblem, c: int) -> list[list[int]]:
-    """The fallback: cut a topological order where at most ``c`` edges cross, modules of at
-    least :data:`MIN_TOPOLOGICAL` nodes."""
-    order = problem.order
-    n = len(order)
-    pos = {v: p for p, v in enumerate(order)}
-    delta = np.zeros(n + 1, dtype=np.int64)
-    for u in range(n):
-        for v in problem.succ[u]:
-            delta[pos[u] + 1] += 1
-            delta[pos[v] + 1] -= 1
-    crossing = np.cumsum(delta)  # crossing[p]: edges from order[:p] to order[p:]
-    mods: list[list[int]] = []
-    last = 0
-    for p in range(MIN_TOPOLOGICAL, n - MIN_TOPOLOGICAL + 1):
-        if crossing[p] <= c and p - last >= MIN_TOPOLOGICAL:
-            mods.append(order[last:p])
-            last = p
-    mods.append(order[last:])
-    return mods
-
-
-def channel_modules(problem: LatencyProblem, channels: int | None = None) -> tuple[int, list[list[int]]]:
-    """The modules of a multi-channel graph (see the module docs), in a topological order.
-
-    Parameters
-    ----------
-    problem : LatencyProblem
-    channels : int, optional
-        ``c`` (>= 1); default: the one of 2, 3 and 4 giving the most modules.
-
-    Returns
-    -------
-    tuple of (int, list of list of int)
-        ``c`` and the modules (node positions, each in topological order).
-
-    Raises
-    ------
-    InvalidArgumentError
-        Not a LatencyProblem, or a bad ``channels``.
-
-    Examples
-    --------
-    >>> from stagecut.latency import LatencyProblem
-    >>> from stagecut.rwnn import rwnn, rwnn_devices
-    >>> p = LatencyProblem(rwnn(3, channels=2, size=8, seed=0), rwnn_devices(), output_bytes="comm")
-    >>> c, mods = channel_modules(p, 2)
-    >>> c, len(mods), sum(map(len, mods)) == len(p)
-    (2, 3, True)
-    """
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    cs = (check_int(channels, "channels", minimum=1),) if channels is not None else (2, 3, 4)
-    cut = max(((c, _topological_modules(problem, c)) for c in cs), key=lambda cm: (len(cm[1]), -cm[0]))
-    if len(problem) > MAX_COMPONENT_NODES:
-        return cut
-    found: list[tuple[int, list[list[int]]]] = []
-    for c in cs:  # (networkx's components take seconds: stop at the deadline with what is known)
-        if expired():
-            break
-        found.append((c, _modules_for(problem, c)))
-    best = max(found, key=lambda cm: (len(cm[1]), -cm[0]), default=(cut[0], [list(problem.order)]))
-    return best if len(best[1]) >= 2 else cut
+__all__ = ["solve_split_multi", "solve_split_batched", "single_batch"]
 
 
 def single_batch(problem: LatencyProblem, spec: BatchSpec, placement: Sequence[int]) -> np.ndarray:
@@ -219,7 +120,7 @@ def single_batch(problem: LatencyProblem, spec: BatchSpec, placement: Sequence[i
     --------
     >>> import stagecut as sc
     >>> from stagecut.latency import Devices
-    >>> from stagecut.latency.batched import batch_spec
+    >>> from stagecut.latency.diviml.batched import batch_spec
     >>> p = LatencyProblem(sc.Graph.chain([1.0, 2.0]), Devices.pcie_star(2, cpu=False))
     >>> single_batch(p, batch_spec(p, 4), [0, 1]).tolist()
     [[4, 0], [0, 4]]
@@ -293,9 +194,9 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         ``L``: 1 gives a latency :class:`Schedule`, more a :class:`BatchedSchedule` (ignored
         when ``spec`` is given).
     spec : BatchSpec, optional
-        The batch model (default :func:`~stagecut.latency.batched.batch_spec` of ``inputs``).
+        The batch model (default :func:`~stagecut.latency.diviml.batched.batch_spec` of ``inputs``).
     channels : int, optional
-        See :func:`channel_modules`.
+        See :func:`~stagecut.latency.diviml.modules.channel_modules`.
     time_limit : float, optional
         Seconds in all, shared evenly by the module solves (and the bound solves).
     solver : {"cbc", "highs"}
@@ -305,19 +206,19 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         Solve each module alone for its dual bound (else its simple bound is used).
     start : Schedule, optional
         ``L = 1`` only: a schedule of the whole problem (default: the shortest of
-        :func:`~stagecut.latency.heuristics.best_constructive`); when the sequential solve ends
+        :func:`~stagecut.latency.heuristics.constructive.best_constructive`); when the sequential solve ends
         above it, the start's placement and order are returned instead (a note says so), so the
         answer is never above the start.
     modules : tuple of (int, list of list of int), optional
-        :func:`channel_modules` of the problem, when already computed (``channels`` is then
-        ignored).
+        :func:`~stagecut.latency.diviml.modules.channel_modules` of the problem, when already
+        computed (``channels`` is then ignored).
 
     Returns
     -------
     Schedule or BatchedSchedule
         ``method="split"`` (``"split-batched"`` for ``L > 1``), status ``"feasible"`` or
         ``"time_limit"`` (``"optimal"`` when ``L = 1`` and the bound meets the answer),
-        ``lower_bound`` the chain bound (or :func:`~stagecut.latency.bounds.best_bound`, when
+        ``lower_bound`` the chain bound (or :func:`~stagecut.latency.exact.bounds.best_bound`, when
         larger); ``stats``: ``modules``, ``channels``,
         ``solves``, ``module_s``.
 
@@ -416,7 +317,7 @@ def _no_worse_than(problem: LatencyProblem, best: Schedule, start: Schedule | No
                    note: str) -> Schedule:
     """``best``, or the start re-scored (method ``"split"``) when the start is shorter."""
     if start is None:
-        from stagecut.latency.heuristics import best_constructive
+        from stagecut.latency.heuristics.constructive import best_constructive
 
         start = best_constructive(problem)
     elif not isinstance(start, Schedule):
@@ -442,8 +343,6 @@ def _no_worse_than(problem: LatencyProblem, best: Schedule, start: Schedule | No
 def _batched_result(problem: LatencyProblem, spec: BatchSpec, counts: np.ndarray, orders: list[list[int]],
                     status: Status, bound: float, mk: float, stats: dict[str, Stat], note: str,
                     t0: float) -> BatchedSchedule:
-    from stagecut.latency.batched import _result
-
     r = _result(problem, spec, counts, orders, None, status=status, method="split-batched", stats=stats, notes=(note,))
     return dataclasses.replace(r, lower_bound=min(bound, mk), runtime_s=time.perf_counter() - t0)
 
@@ -481,8 +380,6 @@ def solve_split_batched(problem: LatencyProblem, inputs: int, *, spec: BatchSpec
     SolverError
         A solver failed.
     """
-    from stagecut.latency.split import cut_vertices, modules_of
-
     t0 = time.perf_counter()
     if not isinstance(problem, LatencyProblem):
         raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")

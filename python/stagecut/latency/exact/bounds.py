@@ -1,9 +1,9 @@
 """Lower bounds on the latency optimum that see memory and communication.
 
-Every bound here holds for every schedule the evaluator (:func:`~stagecut.latency.evaluate.asap`)
+Every bound here holds for every schedule the evaluator (:func:`~stagecut.latency.model.evaluate.asap`)
 accepts: each node on a device that can run it, no device over its memory, a node starting after
 its predecessors' outputs have arrived (a predecessor's finish plus the transfer when it ran
-elsewhere). The tests hold each one below brute force (:mod:`stagecut.latency.brute`) on thousands
+elsewhere). The tests hold each one below brute force (:mod:`stagecut.latency.exact.brute`) on thousands
 of small random problems, memory-tight ones included.
 
 * ``"simple"``: :meth:`LatencyProblem.lower_bound <stagecut.latency.LatencyProblem.lower_bound>`,
@@ -49,7 +49,7 @@ import numpy as np
 
 from stagecut._deadline import expired
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.model.problem import LatencyProblem
 from stagecut.validate import shown
 
 __all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "memory_binds", "device_path_bound",
@@ -199,7 +199,7 @@ def path_placement(problem: LatencyProblem) -> list[int] | None:
     (accelerator runs on the devices interchangeable with the run's, the least used first), every
     other node on a neighbour's device where it fits, else on a parallel device, else where it
     fits; ``None`` when that fails (a run or a node that fits nowhere left). Device positions by node position."""
-    from stagecut.latency.brute import symmetry_groups
+    from stagecut.latency.exact.brute import symmetry_groups
 
     tr, ok = _transfers(problem), _runnable(problem)
     best: tuple[float, list[int], list[tuple[int, int, int]]] | None = None

@@ -1,6 +1,6 @@
 """Brute force for the latency problem: the exact minimum makespan of a small DAG (``n <= 8``).
 
-The set searched is the one of :func:`~stagecut.latency.evaluate.asap`: every placement that
+The set searched is the one of :func:`~stagecut.latency.model.evaluate.asap`: every placement that
 respects memory (each node on a device that can run it, no device over its capacity) and
 colocation (the nodes of a colocation class on one device) times
 every per-device order that comes from a linear extension of the DAG, each timed by the ASAP
@@ -31,7 +31,7 @@ builds the same schedules node by node instead, and is exact for these reasons:
 The first branch followed is the greedy one (smallest finish first), so a good incumbent comes
 early. About 10 ms (at most 50 ms) on random 7-node DAGs and 3 devices; the worst case is
 8 independent nodes on 4 unrelated devices (up to about 5 s). The tests hold it to the literal
-enumeration with :func:`~stagecut.latency.evaluate.asap` on smaller cases.
+enumeration with :func:`~stagecut.latency.model.evaluate.asap` on smaller cases.
 
 Examples
 --------
@@ -53,9 +53,9 @@ import time
 import numpy as np
 
 from stagecut.errors import InvalidArgumentError, internal_error
-from stagecut.latency.evaluate import TOL, schedule_from
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model.evaluate import TOL, schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.validate import shown
 
 __all__ = ["solve_brute", "BRUTE_MAX_NODES", "interchangeable", "symmetry_groups", "colocated"]
@@ -329,7 +329,7 @@ def solve_brute(problem: LatencyProblem) -> Schedule:
     -------
     Schedule
         ``method="brute"``, ``status="optimal"`` and ``lower_bound`` equal to the makespan
-        (re-scored by :func:`~stagecut.latency.evaluate.schedule_from`); ``status="infeasible"``
+        (re-scored by :func:`~stagecut.latency.model.evaluate.schedule_from`); ``status="infeasible"``
         (``objective=None``) when no placement fits in memory. ``stats``: ``search_nodes``.
 
     Raises

@@ -28,7 +28,7 @@ finish); ``y[u, v]`` binary, ``u`` before ``v``, for the pairs below; ``C`` the 
 * Makespan: ``C >= F[v] + tail(v) - fastest(v)`` for every node (its finish plus the longest
   path after it: ``C >= F[v]`` for a sink); ``C >= `` the busy time of each device without
   parallelism; ``C >= `` :meth:`~stagecut.latency.LatencyProblem.lower_bound` (valid cuts).
-* Symmetry: devices that swap without changing the problem (:func:`~stagecut.latency.brute.symmetry_groups`:
+* Symmetry: devices that swap without changing the problem (:func:`~stagecut.latency.exact.brute.symmetry_groups`:
   same times, capacity, parallelism and bandwidths up to the swap) form groups ``g1 < g2 < ...``; node ``v``
   may use ``g_j`` only if a node before it in topological order is on ``g_{j-1}`` (``x[v, g_j] <= sum_{u
   before v} x[u, g_{j-1}]``): the group's devices are used in the order of their first nodes, which a
@@ -41,7 +41,7 @@ the time unit; a node time above ``U`` removes that device for the node and a tr
 bounds are exact). The default gap is :func:`stagecut._mip.data_gap`.
 
 **Re-scoring.** The MILP's placement and per-device orders (its ``y`` where it has one, its start times
-otherwise; any linear extension of the DAG) are timed by :func:`~stagecut.latency.evaluate.schedule_from`;
+otherwise; any linear extension of the DAG) are timed by :func:`~stagecut.latency.model.evaluate.schedule_from`;
 the better of that schedule and the warm start is returned. ``"optimal"`` only when the evaluator's makespan
 and the proven bound agree within :func:`stagecut._mip.stated_tolerance`; the lower bound is the larger of
 the MILP's dual bound (never its primal value) and the problem's simple bound. When the time limit passes
@@ -81,10 +81,9 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.bounds import SMALL, best_bound, memory_binds, path_placement
-from stagecut.latency.brute import colocated, symmetry_groups
-from stagecut.latency.evaluate import TOL, schedule_from
-from stagecut.latency.milp_parts import (
+from stagecut.latency.exact.bounds import SMALL, best_bound, memory_binds, path_placement
+from stagecut.latency.exact.brute import colocated, symmetry_groups
+from stagecut.latency.exact.milp_build import (
     RowSink,
     _BuildExpired,
     _canonical,
@@ -97,8 +96,9 @@ from stagecut.latency.milp_parts import (
     transfer_table,
     transitive_closure,
 )
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model.evaluate import TOL, schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Stat, Status
 from stagecut.validate import shown
 
@@ -346,7 +346,7 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
     Returns
     -------
     Schedule
-        ``method="milp"``, re-scored by :func:`~stagecut.latency.evaluate.schedule_from`;
+        ``method="milp"``, re-scored by :func:`~stagecut.latency.model.evaluate.schedule_from`;
         ``status`` ``"optimal"`` (bound and makespan within the stated tolerance),
         ``"feasible"``, ``"time_limit"``, or ``"infeasible"`` (nothing fits in memory);
         ``lower_bound`` the larger of the MILP's dual bound and the simple bound; ``stats``
@@ -402,7 +402,7 @@ def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
            ) -> tuple[Schedule, list[int], list[list[int]]] | None:
     """The schedule to start from (relabelled for the symmetry rows), re-scored: the shortest of
     ``start`` (when it fits), the greedy one and the placement of the memory-path bound's runs
-    (:func:`~stagecut.latency.bounds.path_placement`); ``None`` when none exists."""
+    (:func:`~stagecut.latency.exact.bounds.path_placement`); ``None`` when none exists."""
     groups = symmetry_groups(problem)
     cand: tuple[list[int], list[list[int]] | None] | None = None
     if start is not None and start.objective is not None:

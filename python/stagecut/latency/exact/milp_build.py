@@ -1,4 +1,4 @@
-"""Parts of the DiviML MILP (:mod:`stagecut.latency.milp`) that other models share: the greedy
+"""Parts of the DiviML MILP (:mod:`stagecut.latency.exact.milp`) that other models share: the greedy
 start, the transitive closure, the transfer table, the schedule-to-positions helpers, the model's
 handles and the bulk row sink that hands rows to CBC or HiGHS as arrays."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from stagecut.errors import InvalidArgumentError, SolverError
-from stagecut.latency.brute import colocated
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.exact.brute import colocated
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.validate import shown
 
 __all__ = ["RowSink", "greedy_schedule", "transfer_table", "transitive_closure"]

@@ -1,7 +1,7 @@
 """The constructive latency heuristics: best single device, MET, DiviML's greedy and HEFT.
 
 Every heuristic takes a :class:`~stagecut.latency.LatencyProblem` and returns a
-:class:`~stagecut.latency.Schedule` re-scored by :func:`~stagecut.latency.evaluate.schedule_from`
+:class:`~stagecut.latency.Schedule` re-scored by :func:`~stagecut.latency.model.evaluate.schedule_from`
 (status ``"feasible"``, lower bound :meth:`LatencyProblem.lower_bound`). They are deterministic
 (ties go to the lower device position) and respect the two placement rules:
 
@@ -52,10 +52,10 @@ from typing import Literal
 import numpy as np
 
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.evaluate import schedule_from
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model._fast import Evaluator
+from stagecut.latency.model.evaluate import schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Status
 from stagecut.validate import shown
 
@@ -202,7 +202,7 @@ class Units:
 
 class Memory:
     """First come, first served memory: a unit may go to any device that can run it and still
-    has room for it. Memory-aware heuristics (:mod:`stagecut.latency.memaware`) subclass it to
+    has room for it. Memory-aware heuristics (:mod:`stagecut.latency.heuristics.memaware`) subclass it to
     hold memory back for the units that need it most.
 
     Parameters

@@ -1,7 +1,7 @@
 """Large-neighbourhood search (LNS) over placements: keep most of the placement, re-optimise a
 window exactly, repeat.
 
-The search works on device strings as :mod:`stagecut.latency.search` does (one device per
+The search works on device strings as :mod:`stagecut.latency.heuristics.search` does (one device per
 placement unit, every string within the memory limits, fitness the ``asap`` makespan in rank
 round-robin order from the Rust evaluator). Each iteration:
 
@@ -43,10 +43,10 @@ import random
 
 import numpy as np
 
-from stagecut.latency.evaluate import TOL
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
-from stagecut.latency.search import Start, _Budget, _neighbours, _State
+from stagecut.latency.heuristics.search import Start, _Budget, _neighbours, _State
+from stagecut.latency.model.evaluate import TOL
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.progress import Progress, reports
 from stagecut.validate import check_int
 
@@ -232,7 +232,7 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
     problem : LatencyProblem
     start : Schedule, sequence of int or None
         The start placement (default: the best schedule of the start pool,
-        :func:`~stagecut.latency.memaware.best_start`).
+        :func:`~stagecut.latency.heuristics.memaware.best_start`).
     seed : int
         Seed of the windows and of the plateau coin.
     time_limit : float, optional

@@ -1,7 +1,7 @@
 """Memory-aware constructive heuristics: list schedulers that treat memory as a resource.
 
-The plain list schedulers (:func:`~stagecut.latency.heuristics.heft`,
-:func:`~stagecut.latency.heuristics.greedy`) take device memory first come, first served: once
+The plain list schedulers (:func:`~stagecut.latency.heuristics.constructive.heft`,
+:func:`~stagecut.latency.heuristics.constructive.greedy`) take device memory first come, first served: once
 the fast devices are full, every later node lands on whatever still has room (a slow CPU pool,
 say), however much it would have gained from a fast device. The heuristics here decide ahead of
 time who deserves the scarce memory (ideas of Baechi's m-TOPO / m-ETF / m-SCT, in our own form):
@@ -21,7 +21,7 @@ the plain one.
 :func:`m_topo`
     Block packing in topological order (Baechi's m-TOPO; the throughput workloads' authors'
     greedy generalised beyond the PCIe star): the blocks of
-    :func:`~stagecut.latency.pcie.blocks` fill the devices that are not parallel one after
+    :func:`~stagecut.latency.pcie.greedy.blocks` fill the devices that are not parallel one after
     another, fastest first, each while its memory holds them (optionally up to a share of the
     work); the rest go to the device where they run fastest among those with room. Under the
     ``asap`` evaluator (rank round-robin order).
@@ -30,14 +30,14 @@ the plain one.
     star.
 
 Every result is a :class:`~stagecut.latency.Schedule` re-scored by
-:func:`~stagecut.latency.evaluate.schedule_from` (status ``"feasible"``), deterministic, and
+:func:`~stagecut.latency.model.evaluate.schedule_from` (status ``"feasible"``), deterministic, and
 never over a memory limit.
 
 >>> import stagecut as sc
 >>> from stagecut.latency import LatencyProblem
 >>> g = sc.Graph.chain([1.0, 1.0, 1.0, 1.0], cpu_costs=[2.0, 2.0, 50.0, 2.0], memory=[1.0] * 4)
 >>> p = LatencyProblem.from_workload(g, accelerators=1, memory=1.0)
->>> from stagecut.latency.heuristics import heft
+>>> from stagecut.latency.heuristics.constructive import heft
 >>> heft(p).objective, m_heft(p).objective   # plain HEFT gives the accelerator to node 0
 (55.0, 7.0)
 """
@@ -50,8 +50,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.heuristics import (
+from stagecut.latency.heuristics.constructive import (
     Memory,
     Units,
     _check_problem,
@@ -61,8 +60,9 @@ from stagecut.latency.heuristics import (
     list_heft,
     no_answer,
 )
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model._fast import Evaluator
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 
 __all__ = ["Reserve", "m_heft", "m_greedy", "m_topo", "m_chain", "chain_packing", "topo_packing", "pcie_asap",
            "memory_aware", "best_start", "FRACTIONS"]
@@ -243,12 +243,12 @@ def topo_packing(problem: LatencyProblem, blocks: list[list[int]], share: float 
 
 def _orders(problem: LatencyProblem) -> list[list[list[int]]]:
     """The block orders :func:`m_topo` and :func:`m_chain` try: the depth-first and the
-    by-position orders of :func:`~stagecut.latency.pcie.blocks`, and the placement units
+    by-position orders of :func:`~stagecut.latency.pcie.greedy.blocks`, and the placement units
     (colocation classes) by their first node in BFS order when the blocks are fewer (colocation
     classes that reach each other both ways, as a forward node and its backward node, fuse
     into blocks; the units keep them apart, at the price of an order that is not topological
     between units)."""
-    from stagecut.latency.pcie import blocks
+    from stagecut.latency.pcie.greedy import blocks
 
     out = [blocks(problem, order="depth"), blocks(problem, order="position")]
     units = Units(problem)
@@ -444,11 +444,11 @@ def m_chain(problem: LatencyProblem) -> Schedule:
 
 
 def pcie_asap(problem: LatencyProblem) -> Schedule | None:
-    """The PCIe greedy's placement (:func:`~stagecut.latency.pcie.pcie_greedy`) re-scored under
+    """The PCIe greedy's placement (:func:`~stagecut.latency.pcie.greedy.pcie_greedy`) re-scored under
     ``asap`` (rank round-robin order), method ``"pcie-greedy (asap)"``; ``None`` when the devices
     are not a PCIe star or the greedy finds no packing."""
     from stagecut.errors import InvalidArgumentError
-    from stagecut.latency.pcie import pcie_greedy
+    from stagecut.latency.pcie.greedy import pcie_greedy
 
     t0 = time.perf_counter()
     try:
@@ -474,7 +474,7 @@ def memory_aware(problem: LatencyProblem) -> list[Schedule]:
 
 def best_start(problem: LatencyProblem) -> Schedule:
     """The shortest schedule of the whole start pool: the plain constructive heuristics
-    (:func:`~stagecut.latency.heuristics.best_constructive`) and every memory-aware one
+    (:func:`~stagecut.latency.heuristics.constructive.best_constructive`) and every memory-aware one
     (:func:`memory_aware`), each keeping its method name (ties: the plain ones first); when none
     finds one, the plain heuristics' answer (status ``"infeasible"`` or ``"unknown"``).
 

@@ -1,9 +1,9 @@
 """The baselines of QuickP's setting: a Metis-style balanced cut and MCMC over placements.
 
 Both place *units* (a node, or a whole colocation class: see
-:class:`~stagecut.latency.heuristics.Units`) and score a placement by its makespan in the rank
-round-robin order (:class:`~stagecut.latency._fast.Evaluator`, as QuickP evaluates its
-baselines); the answer is re-scored by :func:`~stagecut.latency.evaluate.schedule_from`, with
+:class:`~stagecut.latency.heuristics.constructive.Units`) and score a placement by its makespan in the rank
+round-robin order (:class:`~stagecut.latency.model._fast.Evaluator`, as QuickP evaluates its
+baselines); the answer is re-scored by :func:`~stagecut.latency.model.evaluate.schedule_from`, with
 the lower bound :meth:`LatencyProblem.lower_bound`.
 
 :func:`metis`
@@ -28,7 +28,7 @@ the lower bound :meth:`LatencyProblem.lower_bound`.
     strictly shorter (so the answer is never worse than the start); a move refused since the
     last acceptance is not evaluated again, and the chain stops at a local optimum (every
     move refused). Budgeted by evaluations
-    (``max_evaluations``, default :data:`~stagecut.latency.search.DEFAULT_EVALUATIONS` without
+    (``max_evaluations``, default :data:`~stagecut.latency.heuristics.search.DEFAULT_EVALUATIONS` without
     a time limit) and seconds (``time_limit``). It starts, by default, from everything on the
     best single device (else from the Metis cut, else from the best constructive heuristic).
 
@@ -55,10 +55,10 @@ from typing import Any, Literal
 import numpy as np
 
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.heuristics import Units, _check_problem, best_device, finished, no_answer
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
-from stagecut.latency.search import DEFAULT_EVALUATIONS, Start, _Budget, _random_move, _roomy, _State
+from stagecut.latency.heuristics.constructive import Units, _check_problem, best_device, finished, no_answer
+from stagecut.latency.heuristics.search import DEFAULT_EVALUATIONS, Start, _Budget, _random_move, _roomy, _State
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.validate import check_int, check_number, shown
 
 __all__ = ["metis", "mcmc", "balanced_parts", "devices_by_speed", "repair", "unit_graph", "have_pymetis",
@@ -487,7 +487,7 @@ def mcmc(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_li
     time_limit : float, optional
         Seconds (``None``: none).
     max_evaluations : int, optional
-        Makespan evaluations (default :data:`~stagecut.latency.search.DEFAULT_EVALUATIONS` when
+        Makespan evaluations (default :data:`~stagecut.latency.heuristics.search.DEFAULT_EVALUATIONS` when
         there is no time limit).
 
     Returns

@@ -1,15 +1,15 @@
 """Search over placements: simulated annealing, the biased (1+1) EA and local search.
 
 All three search *device strings*: one device per placement unit (a node, or a whole colocation
-class: see :class:`~stagecut.latency.heuristics.Units`), units in the BFS order of their first
+class: see :class:`~stagecut.latency.heuristics.constructive.Units`), units in the BFS order of their first
 node. A string's fitness is its makespan in the rank round-robin order, computed by
-:class:`~stagecut.latency._fast.Evaluator` (one *evaluation*). Every string visited respects the
+:class:`~stagecut.latency.model._fast.Evaluator` (one *evaluation*). Every string visited respects the
 memory limits: a move or mutation that would put a device over its capacity is dropped without
 being evaluated.
 
 Each search starts from a placement (``start``: a :class:`Schedule`, a device position per
 node, or by default the best of the constructive heuristics,
-:func:`~stagecut.latency.memaware.best_start`: the plain and the memory-aware constructive
+:func:`~stagecut.latency.heuristics.memaware.best_start`: the plain and the memory-aware constructive
 heuristics) and never returns anything worse: when
 the start is a schedule with its own order (HEFT's, say) that beats the best string found in
 rank round-robin order, that schedule is returned (a note says so).
@@ -22,7 +22,7 @@ makes it depend on the machine's speed).
 
 Progress (:mod:`stagecut.progress`): inside a ``progress=`` call (:func:`stagecut.latency.place`)
 or with ``progress=`` given here, a search reports phase ``"sa"``, ``"ea"``, ``"local"`` (and
-``"mcmc"`` for :func:`~stagecut.latency.partition_baselines.mcmc`): the evaluations done out of
+``"mcmc"`` for :func:`~stagecut.latency.heuristics.partition_baselines.mcmc`): the evaluations done out of
 ``max_evaluations`` (``total`` ``None`` under a time limit alone) with the best makespan found
 so far (the start schedule's, in its own order, when that is shorter), at most every
 :data:`~stagecut.progress.REPORT_EVERY` seconds, and a final report whose ``best`` is the returned
@@ -56,12 +56,12 @@ import numpy as np
 
 from stagecut._deadline import check_time_limit, remaining
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency._fast import Evaluator
-from stagecut.latency.evaluate import TOL, check_placement
-from stagecut.latency.heuristics import Units, _check_problem, finished, no_answer
-from stagecut.latency.memaware import best_start
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.heuristics.constructive import Units, _check_problem, finished, no_answer
+from stagecut.latency.heuristics.memaware import best_start
+from stagecut.latency.model._fast import Evaluator
+from stagecut.latency.model.evaluate import TOL, check_placement
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
 from stagecut.progress import Progress, Ticker, reports
 from stagecut.results import Status
 from stagecut.validate import check_int, check_number, shown
@@ -252,7 +252,7 @@ def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: i
     problem : LatencyProblem
     start : Schedule, sequence of int or None
         The start placement (default: the best schedule of the start pool,
-        :func:`~stagecut.latency.memaware.best_start`).
+        :func:`~stagecut.latency.heuristics.memaware.best_start`).
     seed : int
         Seed of the random moves.
     time_limit : float, optional
@@ -345,7 +345,8 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
     ----------
     problem : LatencyProblem
     start : Schedule, sequence of int or None
-        The first parent (default: the best schedule of the start pool, :func:`~stagecut.latency.memaware.best_start`).
+        The first parent (default: the best schedule of the start pool,
+        :func:`~stagecut.latency.heuristics.memaware.best_start`).
     seed : int
         Seed of the mutations.
     time_limit : float, optional
@@ -416,7 +417,7 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
     problem : LatencyProblem
     start : Schedule, sequence of int or None
         The start placement (default: the best schedule of the start pool,
-        :func:`~stagecut.latency.memaware.best_start`).
+        :func:`~stagecut.latency.heuristics.memaware.best_start`).
     seed : int
         Seed of the choice among equally good best moves.
     time_limit : float, optional

@@ -1,7 +1,7 @@
 """The fast evaluator every latency heuristic uses as its fitness (:class:`Evaluator`).
 
-It computes exactly what :func:`stagecut.latency.evaluate.asap` and
-:func:`stagecut.latency.evaluate.rank_round_robin` compute (the tests hold the arrays equal bit
+It computes exactly what :func:`stagecut.latency.model.evaluate.asap` and
+:func:`stagecut.latency.model.evaluate.rank_round_robin` compute (the tests hold the arrays equal bit
 for bit, and the error messages word for word), in the Rust core (``_core.LatencyEvaluator``):
 the problem is laid out once, and re-evaluating a placement is one sweep of the graph that
 allocates nothing.
@@ -36,8 +36,8 @@ import numpy as np
 
 from stagecut import _core
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.evaluate import Placement
-from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.model.evaluate import Placement
+from stagecut.latency.model.problem import LatencyProblem
 from stagecut.validate import shown
 
 __all__ = ["Evaluator", "Order"]
@@ -133,7 +133,7 @@ class Evaluator:
     # -- evaluations
     def rank_round_robin(self, dev: Placement) -> list[list[int]]:
         """Per device, its nodes in the rank round-robin order (as
-        :func:`stagecut.latency.evaluate.rank_round_robin`).
+        :func:`stagecut.latency.model.evaluate.rank_round_robin`).
 
         Parameters
         ----------
@@ -154,7 +154,7 @@ class Evaluator:
 
     def times(self, dev: Placement, order: Order | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ASAP ``(start, finish)`` arrays (by node position), as
-        :func:`stagecut.latency.evaluate.asap`.
+        :func:`stagecut.latency.model.evaluate.asap`.
 
         Parameters
         ----------

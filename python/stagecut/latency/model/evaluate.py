@@ -1,6 +1,6 @@
 """The latency evaluators: the ASAP schedule of a placement and an order, and the orders.
 
-* :func:`asap` — the reference ASAP timetable (Python; :mod:`stagecut.latency._fast` is the fast
+* :func:`asap` — the reference ASAP timetable (Python; :mod:`stagecut.latency.model._fast` is the fast
   one used by the heuristics, and tests hold the two equal): each node starts at the latest of
   its device becoming free (the previous node in the device's order; never on a ``parallel``
   device) and every input arriving (the producer's finish, plus the transfer when it ran on
@@ -9,7 +9,7 @@
 * :func:`rank_round_robin` — the order QuickP evaluates a placement with: rank = own time + the
   largest successor rank; each device serves its ready nodes by largest rank, the devices take
   turns round-robin.
-* :func:`schedule_from` — a :class:`~stagecut.latency.schedule.Schedule` (transfers, critical
+* :func:`schedule_from` — a :class:`~stagecut.latency.model.schedule.Schedule` (transfers, critical
   path, busy time, memory, violations) from a placement and an order; every solver's answer goes
   through it, so every answer is re-scored.
 * :func:`evaluate_schedule` — the public entry point: a graph (or problem), devices, a placement
@@ -37,9 +37,9 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.devices import Devices
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule, Transfer, stages_of
+from stagecut.latency.model.devices import Devices
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule, Transfer, stages_of
 from stagecut.results import Status
 from stagecut.validate import shown
 

@@ -36,8 +36,9 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph, NodeId
-from stagecut.latency.devices import Devices
-from stagecut.validate import check_graph, check_number, shown
+from stagecut.graph_check import check_graph
+from stagecut.latency.model.devices import Devices
+from stagecut.validate import check_number, shown
 
 __all__ = ["LatencyProblem"]
 

@@ -6,7 +6,7 @@ the makespan (the finish of the last node, in the graph's time unit), re-scored 
 evaluator of the schedule's ``semantics``:
 
 ``"asap"``
-    the general model of :mod:`stagecut.latency.problem` (each node as soon as its device is
+    the general model of :mod:`stagecut.latency.model.problem` (each node as soon as its device is
     free and its inputs have arrived; a transfer is a delay on a link);
 ``"pieces"``
     the PCIe-star semantics of the throughput workloads' authors: an accelerator's nodes run

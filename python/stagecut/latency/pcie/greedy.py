@@ -9,7 +9,7 @@ of the next accelerator; a block too large for an empty accelerator (or with a n
 accelerator cannot run), and every block once the accelerators are used up, goes to the CPU
 pool, and the accelerator being filled is then closed. Each accelerator so holds a range of the
 order (a convex set: one piece). The result is re-scored by
-:func:`~stagecut.latency.pieces.evaluate_pieces`.
+:func:`~stagecut.latency.pcie.pieces.evaluate_pieces`.
 
 The topological order: Kahn's algorithm with a stack (depth first, as the authors' code: a
 chain is followed to its end before a branch), ties by node position. With ``tries > 1``, more
@@ -36,9 +36,9 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.pieces import check_pcie, pieces_schedule, pieces_timing
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
+from stagecut.latency.pcie.pieces import check_pcie, pieces_schedule, pieces_timing
 from stagecut.validate import check_int, check_number
 
 __all__ = ["pcie_greedy", "blocks", "greedy_placement"]
@@ -222,7 +222,7 @@ def pcie_greedy(problem: LatencyProblem | Graph, *, seed: int | None = None, tri
     -------
     Schedule
         ``method="pcie-greedy"``, ``semantics="pieces"``, re-scored by
-        :func:`~stagecut.latency.pieces.pieces_schedule`; ``status="feasible"``, or
+        :func:`~stagecut.latency.pcie.pieces.pieces_schedule`; ``status="feasible"``, or
         ``"infeasible"`` (a node fits on no device that can run it) or ``"unknown"`` (no
         packing found); ``lower_bound`` the problem's simple bound; ``seed`` the seed used
         (``None`` for one deterministic try); ``stats["tries"]``.

@@ -22,8 +22,8 @@ the slots of an accelerator run in order) and the CPU pool:
 * symmetry between the identical accelerators: the first node of accelerator ``a`` (in a
   topological order) comes after the first node of accelerator ``a - 1``.
 
-With ``q = 1`` a slot is one piece of :mod:`~stagecut.latency.pieces` and the model's value of
-a split is exactly :func:`~stagecut.latency.pieces.evaluate_pieces`'s: the IP is exact over the
+With ``q = 1`` a slot is one piece of :mod:`~stagecut.latency.pcie.pieces` and the model's value of
+a split is exactly :func:`~stagecut.latency.pcie.pieces.evaluate_pieces`'s: the IP is exact over the
 splits whose accelerators each hold one convex set (contiguous splits). With ``q > 1`` every
 split with at most ``q`` pieces per accelerator is a solution of the model of the same value
 (slots = pieces), so the dual bound bounds those splits; the evaluator may score the model's
@@ -62,17 +62,17 @@ from stagecut._mip import (
 )
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.bounds import best_bound
-from stagecut.latency.pcie import pcie_greedy
-from stagecut.latency.pieces import check_pcie, pieces_schedule, pieces_timing, placement_positions
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.exact.bounds import best_bound
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
+from stagecut.latency.pcie.greedy import pcie_greedy
+from stagecut.latency.pcie.pieces import check_pcie, pieces_schedule, pieces_timing, placement_positions
 from stagecut.results import Stat, Status
 from stagecut.validate import check_int
 
 __all__ = ["solve_pcie_ip", "PcieIp", "build_pcie_ip", "GREEDY_TRIES"]
 
-#: Orders the default warm start (:func:`~stagecut.latency.pcie.pcie_greedy`) tries: its
+#: Orders the default warm start (:func:`~stagecut.latency.pcie.greedy.pcie_greedy`) tries: its
 #: depth-first order and random ones from seed 0, within a tenth of the time limit.
 GREEDY_TRIES = 16
 
@@ -389,8 +389,8 @@ def solve_pcie_ip(problem: LatencyProblem | Graph, *, q: int = 1, time_limit: fl
         far come back with status ``"time_limit"`` (no exception).
     solver : {"cbc", "highs"}
     start : placement or Schedule, optional
-        A placement (any form :func:`~stagecut.latency.pieces.evaluate_pieces` takes) to start
-        from; default: :func:`~stagecut.latency.pcie.pcie_greedy`'s best of
+        A placement (any form :func:`~stagecut.latency.pcie.pieces.evaluate_pieces` takes) to start
+        from; default: :func:`~stagecut.latency.pcie.greedy.pcie_greedy`'s best of
         :data:`GREEDY_TRIES` orders. The MIP is warm-started
         with it when it has at most ``q`` pieces per accelerator, and it is returned when the
         MIP finds nothing better.

@@ -58,11 +58,12 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import ACCELERATOR, CPU, Graph, cycle_among
-from stagecut.latency.evaluate import check_placement, devices_in_node_order
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule, Transfer, stages_of
+from stagecut.graph_check import check_graph
+from stagecut.latency.model.evaluate import check_placement, devices_in_node_order
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule, Transfer, stages_of
 from stagecut.results import Status
-from stagecut.validate import check_graph, shown
+from stagecut.validate import shown
 
 __all__ = ["Piece", "PiecesTiming", "evaluate_pieces", "pieces_timing", "pieces_schedule", "check_pcie",
            "placement_positions"]

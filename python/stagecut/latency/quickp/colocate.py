@@ -5,7 +5,7 @@
     ``r_i = p_i + max over successors j of (r_j + t_ij / b)``   (``r_i = p_i`` for a sink)
 
 where ``p_i`` is the node's time (its mean over the devices that can run it, as in
-:mod:`~stagecut.latency.fusion`), ``t_ij`` the tensor ``i`` sends to ``j`` (the node's output
+:mod:`~stagecut.latency.quickp.fusion`), ``t_ij`` the tensor ``i`` sends to ``j`` (the node's output
 size: one output per node in this model) and ``b`` a bandwidth. Every node with several
 successors is then paired with the successor of largest ``r_j + t_ij / b_pair``; the groups are
 the weakly connected components of those pairs, and each group must stay on one device.
@@ -46,9 +46,10 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, NodeId
-from stagecut.latency.fusion import node_times
-from stagecut.latency.problem import LatencyProblem
-from stagecut.validate import check_graph, check_number, shown
+from stagecut.graph_check import check_graph
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.quickp.fusion import node_times
+from stagecut.validate import check_number, shown
 
 __all__ = ["Colocation", "colocation_groups", "critical_path_ranks", "slowest_link", "with_colocation"]
 
@@ -172,7 +173,7 @@ def colocation_groups(source: Graph | LatencyProblem, *, bandwidth: float | None
     Parameters
     ----------
     source : Graph or LatencyProblem
-        A fused problem (:attr:`Fusion.problem <stagecut.latency.fusion.Fusion.problem>`) in
+        A fused problem (:attr:`Fusion.problem <stagecut.latency.quickp.fusion.Fusion.problem>`) in
         QuickP; any graph or problem works.
     bandwidth : float, optional
         ``b`` of the ranks (default: the slowest link; 1 for a graph).

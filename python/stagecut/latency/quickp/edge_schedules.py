@@ -16,8 +16,8 @@ import numpy as np
 
 from stagecut._deadline import expired, remaining
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.fusion import Fusion
-from stagecut.latency.problem import LatencyProblem
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.quickp.fusion import Fusion
 from stagecut.results import Stat
 from stagecut.validate import shown
 
@@ -31,8 +31,8 @@ Order = Literal["free", "topological"]
 
 @dataclass(frozen=True)
 class IPResult:
-    """What :func:`~stagecut.latency.quickp.solve_ip` found: ``dev`` (device position per node position), ``order`` (per
-    device, its node positions), ``makespan`` (re-scored by :func:`edge_asap`; ``None`` when
+    """What :func:`~stagecut.latency.quickp.ip.solve_ip` found: ``dev`` (device position per node
+    position), ``order`` (per device, its node positions), ``makespan`` (re-scored by :func:`edge_asap`; ``None`` when
     nothing was found), ``bound`` (proven lower bound of this IP), ``status`` (``"optimal"``,
     ``"feasible"``, ``"time_limit"``, ``"infeasible"``) and ``stats``."""
 
@@ -69,7 +69,7 @@ def _edge_sizes(problem: LatencyProblem, edge_size: Mapping[tuple[Hashable, Hash
 def edge_asap(problem: LatencyProblem, w: Mapping[tuple[int, int], float], dev: Sequence[int],
               order: Sequence[Sequence[int]]) -> tuple[list[float], list[float]]:
     """ASAP start and finish times when the edge ``(u, v)`` carries ``w[u, v]`` (transfer
-    ``w / bandwidth`` across devices): the model of :mod:`~stagecut.latency.evaluate` with a size per
+    ``w / bandwidth`` across devices): the model of :mod:`~stagecut.latency.model.evaluate` with a size per
     edge instead of per producer. ``order``: per device its nodes (ignored on parallel devices).
 
     Raises

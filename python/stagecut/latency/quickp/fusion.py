@@ -64,10 +64,11 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError, internal_error
 from stagecut.graph import Graph, Node, NodeId
-from stagecut.latency.evaluate import TOL, schedule_from
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.schedule import Schedule
-from stagecut.validate import check_graph, check_number, shown
+from stagecut.graph_check import check_graph
+from stagecut.latency.model.evaluate import TOL, schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
+from stagecut.validate import check_number, shown
 
 __all__ = ["Fusion", "fuse", "node_times", "threshold"]
 

@@ -32,9 +32,9 @@ single device; a list schedule in topological order honouring the groups), given
 The answer is re-scored by an ASAP evaluator of the same per-edge model (:func:`edge_asap`).
 
 P1 is :func:`solve_ip` on the fused problem; P2 the same with the co-location groups of
-:func:`~stagecut.latency.colocate.colocation_groups`, so P2 >= P1 on one instance (tested).
+:func:`~stagecut.latency.quickp.colocate.colocation_groups`, so P2 >= P1 on one instance (tested).
 :func:`quickp` runs the pipeline and re-scores its plan on the *original* graph
-(:meth:`Fusion.expand_schedule <stagecut.latency.fusion.Fusion.expand_schedule>`): its makespan
+(:meth:`Fusion.expand_schedule <stagecut.latency.quickp.fusion.Fusion.expand_schedule>`): its makespan
 is at most the IP's, since a fused edge carries at least each tensor that crosses it. HEFT's and
 the Metis cut's plans (and the best single device) are its warm starts: each is mapped onto the
 fused units (a unit where most of its time runs), list-scheduled (:func:`list_order`) and given
@@ -77,13 +77,13 @@ from stagecut._mip import (
 )
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.colocate import colocation_groups
-from stagecut.latency.devices import Devices
-from stagecut.latency.evaluate import schedule_from
-from stagecut.latency.fusion import fuse
-from stagecut.latency.milp_parts import transitive_closure
-from stagecut.latency.problem import LatencyProblem
-from stagecut.latency.quickp_parts import (
+from stagecut.latency.exact.milp_build import transitive_closure
+from stagecut.latency.model.devices import Devices
+from stagecut.latency.model.evaluate import schedule_from
+from stagecut.latency.model.problem import LatencyProblem
+from stagecut.latency.model.schedule import Schedule
+from stagecut.latency.quickp.colocate import colocation_groups
+from stagecut.latency.quickp.edge_schedules import (
     POLISH_SHARE,
     IPResult,
     Order,
@@ -101,7 +101,7 @@ from stagecut.latency.quickp_parts import (
     fused_edge_sizes,
     list_order,
 )
-from stagecut.latency.schedule import Schedule
+from stagecut.latency.quickp.fusion import fuse
 from stagecut.results import Stat
 from stagecut.validate import shown
 
@@ -353,13 +353,13 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
            order: Order = "free", time_limit: float | None = None, solver: str = "cbc",
            threads: int | None = None, gap: float | None = DEFAULT_GAP, alpha: float | None = None,
            warm_starts: bool = True) -> Schedule:
-    """QuickP: fuse (:func:`~stagecut.latency.fusion.fuse`), co-locate (P2; ``colocate=False``:
+    """QuickP: fuse (:func:`~stagecut.latency.quickp.fusion.fuse`), co-locate (P2; ``colocate=False``:
     P1), solve :func:`solve_ip` on the fused problem with warm starts from HEFT and the Metis cut,
     and re-score the plan on the original graph.
 
     The answer is the best, on the original graph, of the IP's plan and its warm starts (the
-    best single device, :func:`~stagecut.latency.heuristics.heft`,
-    :func:`~stagecut.latency.partition_baselines.metis`): never above any of them;
+    best single device, :func:`~stagecut.latency.heuristics.constructive.heft`,
+    :func:`~stagecut.latency.heuristics.partition_baselines.metis`): never above any of them;
     ``stats["found_by"]`` names the part that found it (``"ip"``, ``"heft"``, ``"metis"`` or
     ``"best-device"``). The time limit covers everything: the starts, the fusion, the groups,
     the model's build, the solve and the re-scoring (the IP gets what is left, less a reserve
@@ -373,7 +373,7 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
     output_bytes : see :class:`~stagecut.latency.LatencyProblem`.
     edge_bytes : mapping of (source id, target id) to bytes, optional
         QuickP's per-edge transfers (``info["edge_bytes"]`` of
-        :func:`~stagecut.latency.opgraph.read_operator_graph`): every edge carries its own tensor
+        :func:`~stagecut.latency.quickp.opgraph.read_operator_graph`): every edge carries its own tensor
         across devices, instead of each node's output once per device. The makespan (the
         objective, ``start`` and ``finish``) is then of that model (:func:`edge_asap`), and
         ``stats["per_node_makespan"]`` holds the evaluator's value of the same plan.
@@ -427,8 +427,8 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
 def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, colocate: bool, order: Order,
             limit: float | None, solver: str, threads: int | None, gap: float | None, alpha: float | None,
             warm_starts: bool, t0: float) -> Schedule:
-    from stagecut.latency.heuristics import best_device, heft
-    from stagecut.latency.partition_baselines import metis
+    from stagecut.latency.heuristics.constructive import best_device, heft
+    from stagecut.latency.heuristics.partition_baselines import metis
 
     method = "quickp" if colocate else "quickp-p1"
     stats: dict[str, Stat] = {}

@@ -19,12 +19,12 @@ and :func:`operator_graph_from_data` give ``(graph, output_bytes, info)``:
   it has there), so a node's output is the *largest* tensor on its outgoing links
   (``info["unequal_outputs"]`` counts the nodes whose links disagree). QuickP's own model, a
   transfer per edge with that edge's tensor, is the option ``edge_bytes=info["edge_bytes"]``
-  (``(source id, target id) -> bytes``) of :func:`~stagecut.latency.quickp.quickp`;
+  (``(source id, target id) -> bytes``) of :func:`~stagecut.latency.quickp.ip.quickp`;
 * only the largest weakly connected component is kept (ties: the one holding the earliest node
   of the file); ``info["dropped_nodes"]`` says how many nodes were dropped, with a
   :class:`~stagecut.errors.StagecutWarning`.
 
-:func:`~stagecut.latency.opgraph_synthetic.synthetic_operator_graph` (re-exported here) writes
+:func:`~stagecut.latency.quickp.synthetic_opgraphs.synthetic_operator_graph` (re-exported here) writes
 such data for CNN, transformer, AlexNet and VGG-16 training graphs of exactly ``n`` operators,
 seeded.
 
@@ -46,8 +46,8 @@ import numpy as np
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutWarning
 from stagecut.formats import read_json
 from stagecut.graph import Graph, Node, NodeId
-from stagecut.latency.devices import Devices
-from stagecut.latency.opgraph_synthetic import SHAPES, synthetic_operator_graph
+from stagecut.latency.model.devices import Devices
+from stagecut.latency.quickp.synthetic_opgraphs import SHAPES, synthetic_operator_graph
 from stagecut.validate import check_id, check_int, check_number, shown
 
 __all__ = ["OperatorGraph", "read_operator_graph", "operator_graph_from_data", "operator_devices",

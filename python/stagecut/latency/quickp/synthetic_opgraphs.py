@@ -1,6 +1,6 @@
 """Synthetic operator graphs in QuickP's node-link format (read them with
-:func:`~stagecut.latency.opgraph.operator_graph_from_data`; the format is described in
-:mod:`stagecut.latency.opgraph`).
+:func:`~stagecut.latency.quickp.opgraph.operator_graph_from_data`; the format is described in
+:mod:`stagecut.latency.quickp.opgraph`).
 
 :func:`synthetic_operator_graph` writes such data for graphs shaped like the operator graphs of
 CNNs (ResNet-style blocks of convolutions followed by chains of batch-norm and activation
@@ -369,7 +369,7 @@ def _training(b: _Builder, net: str, batch: int) -> None:
 def synthetic_operator_graph(n: int, shape: str = "cnn", *, seed: int = 0, devices: int = 8,
                              batch: int | None = None) -> dict[str, Any]:
     """A synthetic operator graph of exactly ``n`` operators as node-link data (see the module
-    docs; read it with :func:`~stagecut.latency.opgraph.operator_graph_from_data`).
+    docs; read it with :func:`~stagecut.latency.quickp.opgraph.operator_graph_from_data`).
 
     Parameters
     ----------
