@@ -29,9 +29,10 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from stagecut import formats
+from stagecut.cli._parser import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGPIPE, EXIT_USAGE, Parser
 from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import Graph
@@ -46,8 +47,6 @@ __all__ = [
     "bad_argument", "doc", "check_outputs", "requires", "add_quiet", "quiet", "quieted",
     "print_parse_notes",
 ]
-
-EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
 
 #: the grammar of a randomly wired network (:func:`stagecut.rwnn.rwnn`) as a GRAPH
 RWNN_SPEC = "rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S]"
@@ -65,14 +64,6 @@ GRAPH_HELP = ("the input: a workload JSON FILE (the format of ../shared/workload
 
 
 # ------------------------------------------------------------------------------------ parser
-class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"stagecut: error: {message} (see '{self.prog} --help')", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def doc(text: str | None) -> str:
     """A module docstring as a subcommand's ``--help`` description (without reST ````quotes````)."""
     return (text or "").replace("``", "")
