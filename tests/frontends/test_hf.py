@@ -73,9 +73,7 @@ def test_plans_run_forward_and_backward(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["bert", "gpt2", pytest.param("llama", marks=pytest.mark.xfail(
-    strict=True, reason="a k=4 stage of the Llama plan fails inside its module (IndexError: index 1 out of bounds "
-    "for dimension 0 with size 1): not diagnosed yet"))])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_four_stage_plans_run(name):
     model, x, t = traced(name)
     check_stages(model, x, t, t.partition(4), atol=1e-4)

@@ -231,7 +231,10 @@ def make_runnable(gm: Any) -> Any:
         with graph.inserting_before(end):
             copy = graph.call_function(torch.ops.aten.clone.default, (x,),
                                        {"memory_format": torch.contiguous_format})
-        copy.meta = {k: v for k, v in x.meta.items() if k != "val"}
+        # the stage's top level, after the body, like the pass-through copies: with x's module stack
+        # it would open a second run of that module after them, and the runtime outlines one module
+        # per name (the second call's graph replaced the first's: Llama's k = 4 plan)
+        copy.meta = {"nn_module_stack": dict(root)}
         val = x.meta.get("val")
         if val is not None:
             try:
