@@ -79,16 +79,22 @@ def test_bounds_never_above_brute_force_2000():
 
 
 def residual_star(rng, n):
-    """A chain with skip edges over one or two nodes (residual blocks) on a PCIe star whose
-    accelerators hold only a part of it; skip sources with large outputs, so cutting a block pays."""
+    """A chain with skip edges over one or two nodes (residual blocks) and side branches (a node
+    off the chain between two chain nodes, as in an inception module) on a PCIe star whose
+    accelerators hold only a part of it; large outputs, so cutting a block pays."""
     k = rng.randint(1, 3)
     nodes = []
     for v in range(n):
         acc = float(rng.choice([0, 1, 1, 2]))
         comp = {"cpu": acc * rng.choice([3, 5, 10]) or float(rng.randint(0, 2)), "accelerator": acc}
         nodes.append(sc.Node(v, comp, memory=float(rng.randint(0, 3)), comm=float(rng.choice([0, 1, 2, 4, 8]))))
-    edges = [(v - 1, v) for v in range(1, n)]
-    edges += [(v, v + s) for v in range(n) for s in (2, 3) if v + s < n and rng.random() < 0.3]
+    side = rng.choice([0, 0, 1, 1, 2]) if n >= 4 else 0
+    chain = list(range(n - side))
+    edges = [(v - 1, v) for v in chain[1:]]
+    edges += [(v, v + s) for v in chain for s in (2, 3) if v + s < len(chain) and rng.random() < 0.3]
+    for x in range(len(chain), n):  # a side branch from one chain node to a later one
+        a = rng.randrange(len(chain) - 1)
+        edges += [(a, x), (x, rng.randrange(a + 1, len(chain)))]
     total = sum(x.memory for x in nodes)
     cap = max(3.0, math.ceil(total * rng.uniform(0.3, 0.8) / k))
     return LatencyProblem(sc.Graph(nodes, edges), Devices.pcie_star(k, memory=cap))
@@ -130,6 +136,19 @@ def test_a_cut_inside_a_residual_block_pays_the_block_s_input():
     assert skip_path_bound(p, paths=[[0, 1, 2]]) == pytest.approx(18.0)
     with pytest.raises(InvalidArgumentError, match="paths"):
         skip_path_bound(p, paths=[[0, 2, 1]])
+
+
+def test_a_cut_inside_a_module_pays_for_the_branch_off_the_path():
+    # a -> b -> c on the path, a -> x -> c beside it (x's input and output large): two nodes per
+    # accelerator, so the path is cut, and x's data crosses wherever x runs (1 + 1 + 8 / 0.5 + 1)
+    spec = {"a": (1, 1, 8), "b": (2, 1, 1), "x": (1, 0, 8), "c": (1, 1, 1)}
+    nodes = [sc.Node(v, {"accelerator": float(t), "cpu": 10.0 * t}, memory=float(m), comm=float(c))
+             for v, (t, m, c) in spec.items()]
+    p = LatencyProblem(sc.Graph(nodes, [("a", "b"), ("b", "c"), ("a", "x"), ("x", "c")]),
+                       Devices.pcie_star(2, memory=2.0))
+    assert long_paths(p) == [[0, 1, 3]]
+    assert memory_path_bound(p) == pytest.approx(6.0)
+    assert skip_path_bound(p) == pytest.approx(19.0) == solve_brute(p).objective
 
 
 def test_a_skip_into_a_run_s_first_node_delays_what_the_run_sends_on():

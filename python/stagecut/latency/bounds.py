@@ -31,7 +31,11 @@ of small random problems, memory-tight ones included.
   node and its device), with a lower bound on when the run's first node starts and one on when
   its last node finishes (``O(m^3 D^2)`` over a path of ``m`` nodes; devices that swap without
   changing the problem count twice at most). Skip edges that jump over a whole run are not
-  charged (the runs on either side could share a device).
+  charged (the runs on either side could share a device). *Detours* count as skip edges too: two
+  path nodes joined through nodes off the path (the other branches of an inception module, a
+  residual block's projection) delay the later one by at least the detour's own longest route
+  with its devices chosen freely and its transfers paid, and between runs on different devices
+  that route must cross somewhere.
 
 :func:`latency_bound` returns the largest with its source.
 
@@ -289,6 +293,57 @@ def _kept_devices(problem: LatencyProblem) -> list[int]:
     return [d for d in range(problem.num_devices) if d not in drop]
 
 
+def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], tr: np.ndarray, ok: np.ndarray,
+             keep: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """The detours of ``path``: for path positions ``a < b`` joined through nodes off the path,
+    ``delay[c, e]``, the least time from ``a``'s finish on device ``keep[c]`` to when the detour's
+    outputs can have reached ``b`` on ``keep[e]`` (the detour's nodes on any devices, each at its
+    time there, the transfers paid, memory and device sharing ignored: a lower bound). A detour
+    between two runs on different devices must cross somewhere."""
+    nd = problem.num_devices
+    t = np.where(ok, problem.times, math.inf)
+    out: list[tuple[int, int, np.ndarray]] = []
+    rank = {v: i for i, v in enumerate(problem.order)}
+    for a, v in enumerate(path):
+        off = [w for w in problem.succ[v] if w not in pos]
+        if not off:
+            continue
+        # the nodes off the path reached from v through nodes off the path, in topological order
+        seen, stack = set(off), list(off)
+        while stack:
+            x = stack.pop()
+            for w in problem.succ[x]:
+                if w not in pos and w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        region = sorted(seen, key=rank.__getitem__)
+        ends = {pos[w] for x in region for w in problem.succ[x] if pos.get(w, -1) > a}
+        if not ends:
+            continue
+        delays = {b: np.full((len(keep), len(keep)), -math.inf) for b in ends}
+        for c, dc in enumerate(keep):
+            fin: dict[int, np.ndarray] = {}
+            src = np.full(nd, math.inf)
+            src[dc] = 0.0
+            for x in region:
+                ready = np.full(nd, -math.inf)
+                for u in problem.pred[x]:
+                    f = src if u == v else fin.get(u)
+                    if f is not None:
+                        ready = np.maximum(ready, (f[:, None] + tr[u]).min(axis=0))
+                fin[x] = ready + t[x]
+            for x in region:
+                for w in problem.succ[x]:
+                    b = pos.get(w, -1)
+                    if b > a:
+                        arrive = (fin[x][:, None] + tr[x][:, keep]).min(axis=0)
+                        delays[b][c] = np.maximum(delays[b][c], arrive)
+        for b, delay in delays.items():
+            delay[np.arange(len(keep)), np.arange(len(keep))] = math.inf  # (never between consecutive runs)
+            out.append((a, b, delay))
+    return out
+
+
 def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
                devs: Sequence[int]) -> float:
     """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``."""
@@ -307,7 +362,8 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
     trc = tr[idx][:, keep][:, :, keep]  # trc[k, c, e]: path[k]'s output from c to e
     trc[:, np.arange(nd), np.arange(nd)] = math.inf  # consecutive runs sit on different devices
     pos = {v: k for k, v in enumerate(path)}
-    skips = [(a, pos[w]) for a, v in enumerate(path) for w in problem.succ[v] if pos.get(w, -1) > a + 1]
+    skips = [(a, pos[w], trc[a]) for a, v in enumerate(path) for w in problem.succ[v] if pos.get(w, -1) > a + 1]
+    skips += _detours(problem, path, pos, tr, ok, keep)
     # first[h, c]: a lower bound on when a run starting at path[h] on c starts;
     # last[h, j, c]: one on when the run path[h..j] on c finishes (inf: it does not fit)
     first = np.full((m, nd), math.inf)
@@ -326,11 +382,11 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
         arrive = last[g, h - 1][:, :, None] + trc[h - 1][None, :, :]  # (g, its device, this device)
         start = arrive
         end = arrive[:, :, :, None] + (P[J + 1] - P[h]).T[None, None, :, :]
-        for a, b in skips:
+        for a, b, delay in skips:
             if not a < h <= b:
                 continue
             # b cannot start before a (in the run before, started no earlier than first) has sent its output
-            sent = first[g][:, :, None] + (P[a + 1][None, :] - P[g])[:, :, None] + trc[a][None, :, :]
+            sent = first[g][:, :, None] + (P[a + 1][None, :] - P[g])[:, :, None] + delay[None, :, :]
             sent = np.where((g <= a)[:, None, None], sent, -math.inf)
             if b == h:
                 start = np.maximum(start, sent)
