@@ -154,3 +154,14 @@ def test_improves_brkga_on_a_regal_graph():
     assert plan.objective < start.objective
     assert evaluate(p, plan.stages).objective == plan.objective
     assert np.isfinite(plan.stats["start_objective"])
+
+
+def test_the_time_limit_stops_the_search_with_the_start():
+    p = MtppProblem(sc.regal_graph(80, model="barabasi_albert", seed=0), devices=8)
+    start = slice_graph(p, method="brkga", seed=0, decodes=500)
+    plan = improve_plan(p, start, time_limit=1e-9)
+    assert plan.stats["moves"] == 0 and plan.objective == start.objective
+    assert "stopped at the time limit" in plan.notes[0]
+    chain = MtppProblem(sc.Graph.chain([1.0, 1.0, 1.0, 1.0]), devices=2)
+    one = improve_plan(chain, [[0, 1, 2, 3]], time_limit=1e-9)  # (the split of a lone block waits for it too)
+    assert one.stats["moves"] == 0 and len(one.stages) == 1
