@@ -177,12 +177,18 @@ def format_bytes(value: float | None) -> str:
 
 
 def bytes_text(value: float) -> str:
-    """A byte count in a message: :func:`format_bytes` from 1 kB up, else ``"N bytes"``.
+    """A byte count in a message, in the binary unit that fits (so that two sizes compared in one
+    message share a kind of unit), four significant digits; ``"N bytes"`` below 1 KiB.
 
-    >>> bytes_text(7.5494e8), bytes_text(6 * 2**30), bytes_text(6.0)
-    ('754.9 MB', '6 GiB', '6 bytes')
+    >>> bytes_text(7.5494e8), bytes_text(6.29146e8), bytes_text(6 * 2**30), bytes_text(6.0)
+    ('720 MiB', '600 MiB', '6 GiB', '6 bytes')
     """
-    return format_bytes(value) if math.isinf(value) or abs(value) >= 1e3 else f"{value:g} bytes"
+    if math.isinf(value):
+        return format_bytes(value)
+    unit = pick_size_unit([value])
+    if unit == "B":
+        return f"{value:g} bytes"
+    return f"{value / BYTE_UNITS[unit.lower()]:.4g} {unit}"
 
 
 #: the spelling of each size unit as printed (keys of :data:`BYTE_UNITS`)
