@@ -81,7 +81,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.bounds import SMALL, best_bound, memory_binds, path_placement
+from stagecut.latency.bounds import SMALL, LatencyBound, best_bound, memory_binds, path_placement
 from stagecut.latency.brute import colocated, symmetry_groups
 from stagecut.latency.evaluate import TOL, schedule_from
 from stagecut.latency.milp_parts import (
@@ -106,7 +106,7 @@ __all__ = ["solve_milp", "greedy_schedule", "transfer_table", "transitive_closur
 
 
 def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | None, threads: int | None,
-           seed: int, verbose: bool) -> _Model:
+           seed: int, verbose: bool, bound: float) -> _Model:
     """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs), its rows
     gathered as arrays and added in bulk (:class:`RowSink`); the deadline is checked between steps."""
     mip = import_mip()
@@ -151,7 +151,7 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
     for v, var in enumerate(h.S):
         var.lb, var.ub = float(head[v]), float(late[v])
     Sx = np.array([var.idx for var in h.S], dtype=np.int64)
-    h.C = m.add_var("C", lb=min(U, best_bound(problem).value / scale * (1 - 1e-9)), ub=U)
+    h.C = m.add_var("C", lb=min(U, bound / scale * (1 - 1e-9)), ub=U)
     m.objective = mip.minimize(h.C)
     Cx = h.C.idx
     rows = RowSink()
@@ -202,7 +202,7 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
                     earlier.append(int(X[v, g[j - 1]]))
     if expired():
         raise _BuildExpired
-    rows.flush(m)
+    rows.flush(m, _raise_if_expired)
     return h
 
 
@@ -213,6 +213,11 @@ MAX_PAIR_ROWS = 2_000_000
 
 class _TooLarge(Exception):
     """The model would have more than :data:`MAX_PAIR_ROWS` disjunctive rows."""
+
+
+def _raise_if_expired() -> None:
+    if expired():
+        raise _BuildExpired
 
 
 def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray, X: np.ndarray, Sx: np.ndarray,
@@ -270,12 +275,11 @@ def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray
 
 
 def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float,
-             too_large: str | None = None) -> Schedule:
+             lb: float, too_large: str | None = None) -> Schedule:
     """Out of time before the model is built (or the model too large to build): the warm start
     (its own method) and the simple bound."""
     why = f"the time limit ({time_limit:g} s) passed while the MILP was being built" if too_large is None \
         else f"the MILP was not built (the model is too large: {too_large})"
-    lb = best_bound(problem).value
     status: Status = "time_limit" if too_large is None else "unknown" if start is None else "feasible"
     if start is None or start.objective is None:
         return Schedule.infeasible("milp", why, devices=problem.devices.names, status=status, lower_bound=lb,
@@ -399,17 +403,20 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         return Schedule.infeasible("milp", why, devices=names, runtime_s=time.perf_counter() - t0)
     with deadline(time_limit):
         notes: list[str] = []
+        lb = best_bound(problem)   # (computed once: the model's C, and the bound of every answer)
         known = _known(problem, start, notes)
         upper = known[0].objective if known is not None else _trivial_upper(problem)
         assert upper is not None
         if not math.isfinite(upper):
             raise InvalidArgumentError("the graph's times and transfers add up past the largest float")
         try:
-            h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+            h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose,
+                       bound=lb.value)
         except _BuildExpired:
-            return _unbuilt(problem, None if known is None else known[0], time_limit, t0)
+            return _unbuilt(problem, None if known is None else known[0], time_limit, t0, lb.value)
         except _TooLarge as exc:
-            return _unbuilt(problem, None if known is None else known[0], time_limit, t0, too_large=str(exc))
+            return _unbuilt(problem, None if known is None else known[0], time_limit, t0, lb.value,
+                            too_large=str(exc))
         build_s = time.perf_counter() - t0
         mip_start = _start_values(problem, h, *known) if known is not None else None
         left = remaining()
@@ -419,7 +426,7 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         "build_s": build_s, "solve_s": out.seconds, "solver": out.solver, "mip_status": out.status,
         "mip_objective": None if out.objective is None else out.objective * h.scale, "mip_scale": h.scale,
         "warm_start": int(known is not None)}
-    result = _verified(problem, h, out, None if known is None else known[0], notes, stats, time_limit)
+    result = _verified(problem, h, out, None if known is None else known[0], notes, stats, time_limit, lb)
     return dataclasses.replace(result, runtime_s=time.perf_counter() - t0, seed=seed)
 
 
@@ -461,10 +468,9 @@ def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
 
 
 def _verified(problem: LatencyProblem, h: _Model, out: MipOutcome, known: Schedule | None, notes: list[str],
-              stats: dict[str, Stat], time_limit: float | None) -> Schedule:
+              stats: dict[str, Stat], time_limit: float | None, known_bound: LatencyBound) -> Schedule:
     """The answer with a status and bound that the evaluator and the bound agree on."""
     names = problem.devices.names
-    known_bound = best_bound(problem)
     simple = known_bound.value
     stats["bound_source"] = known_bound.source
     if out.status == "infeasible" and known is None:
