@@ -10,6 +10,7 @@ then the table (Markdown) with the geometric means and the gap closed against th
            [--ks 2,4,8,16,32,64] [--budget 20] [--comb-budget S] [--mip-levels bottleneck] [--mip-max-nodes 100]
            [--decodes 10000] [--improve-budget 10]
     python benches/mtpp_testbed.py table OUT.jsonl            # the Markdown table on stdout
+    python benches/mtpp_testbed.py gap [--sizes 24] [--ks 4,8] # plan vs bound, where the exact DP runs
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
@@ -163,6 +164,57 @@ def table(path: Path) -> str:
     return "\n".join(lines)
 
 
+#: The levels ``gap`` runs: not ``subgraph``, which on graphs the DP solves is the DP itself.
+_GAP_LEVELS = ("simple", "node-cut", "crossing", "bottleneck")
+
+
+def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], decodes: int, budget: float,
+        improve_budget: float) -> str:
+    """Where the exact DP runs, split the certified ratio into the plan's part and the bound's:
+    per size and ``k``, geometric means of BRKGA / optimum, BRKGA improved / optimum and
+    each bound / optimum (every bound is also checked to be at most the optimum). The bounds are
+    those that do not solve the graph exactly (:data:`_GAP_LEVELS`), as on graphs too large for the DP."""
+    rows: dict[tuple[int, int], list[dict[str, float]]] = defaultdict(list)
+    for n in sizes:
+        for model in models:
+            for seed in seeds:
+                g = regal_graph(n, model=model, seed=seed)
+                for k in ks:
+                    p = MtppProblem(g, devices=k)
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", StagecutWarning)
+                            dp = slice_graph(p, method="dp", max_ideals=400_000, time_limit=budget)
+                    except TooManyIdealsError:
+                        continue
+                    if dp.status != "optimal" or dp.objective is None:
+                        continue
+                    opt = dp.objective
+                    plan = slice_graph(p, method="brkga", seed=0, decodes=decodes)
+                    imp = improve_plan(p, plan, time_limit=improve_budget)
+                    assert plan.objective is not None and imp.objective is not None
+                    row = {"brkga": plan.objective / opt, "improved": imp.objective / opt}
+                    known = None
+                    for level in _GAP_LEVELS:
+                        extra = {} if level in COMBINATORIAL else {"known_bound": known}
+                        r = mtpp_bound(p, level=level, time_limit=budget, threads=1, **extra)
+                        assert r.bound is not None and r.bound <= opt * (1 + 1e-9), (n, model, seed, k, level)
+                        known = r.bound if known is None else max(known, r.bound)
+                        row[level] = r.bound / opt
+                    row["certified"] = known / plan.objective if known is not None else math.nan
+                    row["certified improved"] = known / imp.objective if known is not None else math.nan
+                    rows[(n, k)].append(row)
+                    print(json.dumps({"n": n, "model": model, "seed": seed, "k": k, **row}), file=sys.stderr)
+    cols = ["brkga", "improved", *_GAP_LEVELS, "certified", "certified improved"]
+    head = ["nodes", "k", "graphs", "BRKGA / opt", "improved / opt", *(f"{c} / opt" for c in _GAP_LEVELS),
+            "certified (BRKGA)", "certified (improved)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (n, k), rs in sorted(rows.items()):
+        lines.append("| " + " | ".join([str(n), str(k), str(len(rs)),
+                                        *(f"{_geomean([r[c] for r in rs]):.4f}" for c in cols)]) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -179,6 +231,14 @@ def main(argv: list[str]) -> int:
     r.add_argument("--comb-budget", type=float, default=None, help="seconds per combinatorial level")
     r.add_argument("--improve-budget", type=float, default=10.0,
                    help="seconds for the pairwise re-splits of each plan (0: none)")
+    d = sub.add_parser("gap", help="the plan's and the bound's parts of the gap, where the exact DP runs")
+    d.add_argument("--sizes", default="24")
+    d.add_argument("--models", default=",".join(MODELS))
+    d.add_argument("--seeds", default="0,1,2")
+    d.add_argument("--ks", default="4,8")
+    d.add_argument("--decodes", type=int, default=10_000)
+    d.add_argument("--budget", type=float, default=60.0)
+    d.add_argument("--improve-budget", type=float, default=20.0)
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -186,6 +246,10 @@ def main(argv: list[str]) -> int:
         print(table(a.path))
         return 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    if a.what == "gap":
+        print(gap(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.decodes,
+                  a.budget, a.improve_budget))
+        return 0
     run(a.out, ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.budget,
         [m for m in a.mip_levels.split(",") if m], a.mip_max_nodes, a.decodes,
         a.budget if a.comb_budget is None else a.comb_budget, a.improve_budget)
