@@ -49,7 +49,7 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.validate import shown
 
 __all__ = ["UNLIMITED", "parse_bytes", "parse_bandwidth", "format_bytes", "format_number", "bytes_text", "size_unit",
-           "pick_size_unit", "Display", "BYTE_UNITS", "TIME_UNITS"]
+           "rate_unit", "pick_size_unit", "Display", "BYTE_UNITS", "TIME_UNITS"]
 
 #: "no limit" (``inf``, ``none``, ``unlimited`` on the command line)
 UNLIMITED = math.inf
@@ -229,6 +229,21 @@ def size_unit(text: str | None) -> str | None:
     return _SIZE_NAMES[m.group(2).lower()]
 
 
+def rate_unit(text: str | None) -> str | None:
+    """The unit a bandwidth was written with (``"25GiB/s"`` -> ``"GiB/s"``, ``"100 mb/ms"`` ->
+    ``"MB/ms"``); ``None`` for a plain number or anything unreadable.
+
+    >>> rate_unit("25GiB/s"), rate_unit("100 mb/ms"), rate_unit("1e8")
+    ('GiB/s', 'MB/ms', None)
+    """
+    if not isinstance(text, str):
+        return None
+    m = _RATE.fullmatch(text)
+    if m is None or m.group(2).lower() not in _SIZE_NAMES or m.group(3).lower() not in TIME_UNITS:
+        return None
+    return f"{_SIZE_NAMES[m.group(2).lower()]}/{m.group(3).lower()}"
+
+
 def pick_size_unit(values: Iterable[float]) -> str:
     """The binary unit (``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``) that shows the largest finite
     value of ``values`` between 1 and 1024.
@@ -263,6 +278,9 @@ class Display:
     names : Mapping, optional
         ``{node id: name}`` in the graph's topological order, for graphs whose nodes have
         names: the stage table then names each stage's first and last node.
+    bandwidth : str, optional
+        The unit to print bandwidths in (``"GiB/s"``: the one the user gave); ``None``: GB/s,
+        MB/s... whichever fits.
 
     Examples
     --------
@@ -271,12 +289,17 @@ class Display:
     ('load (ms)', 'memory (GiB)', '1.5')
     >>> Display(time="ms").size_label([5.2e8]), Display(time="ms").size(5.2e8, [5.2e8])
     ('memory (MiB)', '495.9')
+    >>> d.size_text(2.5 * 2**30), Display().size_text(3e8), d.size_text(math.inf)
+    ('2.5 GiB', '286.1 MiB', 'unlimited')
+    >>> Display(time="ms").rate_text(1e7), Display(time="ms", bandwidth="GiB/s").rate_text(25 * 2**30 / 1e3)
+    ('10 GB/s', '25 GiB/s')
     """
 
     time: str | None = None
     memory: str | None = None
     bytes: bool = True
     names: Mapping[Hashable, str] | None = None
+    bandwidth: str | None = None
 
     def with_unit(self, value: float | None, digits: int = 6) -> str:
         """A time with its unit (``"17.7899 ms"``)."""
@@ -306,3 +329,32 @@ class Display:
             return format_number(value)
         x = value / BYTE_UNITS[unit.lower()]
         return f"{x:.0f}" if abs(x) >= 1000 or x == 0 else format_number(x, 4)
+
+    def size_text(self, value: float | None) -> str:
+        """One size with its unit: in :attr:`memory` when given, else :func:`bytes_text`;
+        ``"unlimited"`` for ``inf``."""
+        if value is None or math.isinf(value):
+            return "unlimited"
+        if not self.bytes:
+            return f"{format_number(value)} units"
+        if self.memory is None:
+            return bytes_text(value)
+        return f"{format_number(value / BYTE_UNITS[self.memory.lower()], 4)} {self.memory}"
+
+    def rate_text(self, value: float | None) -> str:
+        """A bandwidth given in bytes per time unit of the input, with its unit: in
+        :attr:`bandwidth` when given, else the decimal unit per second that fits (GB/s...)."""
+        seconds = {"ms": 1e-3, "s": 1.0, "\u00b5s": 1e-6, "us": 1e-6}.get(self.time or "")
+        if value is None:
+            return "none"
+        if seconds is None or not self.bytes:
+            return f"{format_number(value)} per time unit"
+        per_s = value / seconds
+        if self.bandwidth is not None:
+            size, _, per = self.bandwidth.partition("/")
+            x = per_s * TIME_UNITS[per] / BYTE_UNITS[size.lower()]
+            return f"{format_number(x, 4)} {self.bandwidth}"
+        for name in ("TB", "GB", "MB", "kB"):
+            if per_s >= BYTE_UNITS[name.lower()]:
+                return f"{format_number(per_s / BYTE_UNITS[name.lower()], 4)} {name}/s"
+        return f"{format_number(per_s, 4)} B/s"

@@ -36,7 +36,7 @@ from stagecut.cli._parser import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGPI
 from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import Graph
-from stagecut.units import Display, parse_bandwidth, parse_bytes, size_unit
+from stagecut.units import Display, parse_bandwidth, parse_bytes, rate_unit, size_unit
 from stagecut.validate import MAX_INT, check_id, check_int
 
 __all__ = [
@@ -45,7 +45,7 @@ __all__ = [
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
     "positive_number", "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table",
     "bad_argument", "doc", "check_outputs", "requires", "add_quiet", "quiet", "quieted",
-    "print_parse_notes", "display_of", "saved_display", "node_names",
+    "print_parse_notes", "display_of", "saved_display", "node_names", "settings_of",
 ]
 
 #: the grammar of a randomly wired network (:func:`stagecut.rwnn.rwnn`) as a GRAPH
@@ -443,7 +443,32 @@ def display_of(args: argparse.Namespace, graph: Graph | None = None, *, time: st
         return Display(time="units", bytes=False)
     unit = getattr(args, "time_unit", None) or time
     return Display(time=TIME_LABELS.get(unit, unit) if unit else None,
-                   memory=size_unit(getattr(args, memory_dest, None)), names=node_names(graph))
+                   memory=size_unit(getattr(args, memory_dest, None)), names=node_names(graph),
+                   bandwidth=rate_unit(getattr(args, "bandwidth", None)))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def settings_of(result: Any, display: Display) -> str | None:
+    """The settings a result was solved for, in the units the user gave (``--memory 2.5GiB``
+    prints as 2.5 GiB): the devices, the memory per device, the bandwidth; ``None`` for a
+    result that prints its own (a training plan) or has none."""
+    kind = type(result).__name__
+    unlimited = result.memory == float("inf") if kind in ("Plan", "SlicePlan", "Certificate") else True
+    if kind == "Plan":
+        memory = "no memory limit" if unlimited else f"memory {display.size_text(result.memory)} per accelerator"
+        return f"{_plural(result.devices, 'accelerator')}, {_plural(result.cpus, 'CPU')}, {memory}"
+    if kind in ("SlicePlan", "Certificate"):
+        parts = [f"at most {_plural(result.devices, 'stage')}",
+                 "no fast-memory limit" if unlimited else f"fast memory {display.size_text(result.memory)} per stage"]
+        if result.reserved_memory:
+            parts.append(f"{display.size_text(result.reserved_memory)} of it reserved")
+        if result.bandwidth is not None and not unlimited:
+            parts.append(f"overflow read at {display.rate_text(result.bandwidth)}")
+        return ", ".join(parts)
+    return None
 
 
 def saved_display(data: Any) -> Display:
@@ -494,6 +519,9 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     spec = str(getattr(args, "graph", "") or "")
     summary = result.summary(display)
     lines = [summary] + [f"note       {n}" for n in extra_notes]
+    settings = settings_of(result, display)
+    if settings:
+        lines.append(f"settings   {settings}")
     print(_from_spec("\n".join(lines), spec))
     table = stage_table(result, display)
     if table:
