@@ -193,20 +193,34 @@ def depth_rows(depths: list[int], ks: list[int]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- the run
 def _row(m: Measurement) -> dict[str, Any]:
     pmax = max(s.predicted for s in m.stages)
-    return {
+    now = [s.predicted_now for s in m.stages]
+    out = {
         "ratios": [round(s.ratio, 3) for s in m.stages],
         "predicted_ms": [round(1e3 * s.predicted, 3) for s in m.stages],
         "measured_ms": [round(1e3 * s.measured, 3) for s in m.stages],
+        "backward_ms": [round(1e3 * s.backward, 3) for s in m.stages],
         "measured_max_ms": round(1e3 * m.measured_max, 3),
         "same_bottleneck": m.predicted_bottleneck == m.measured_bottleneck,
         # the stage measured slowest was predicted within 5% of the slowest: a near-tie
         "bottleneck_within_5pct": m.stages[m.measured_bottleneck].predicted >= 0.95 * pmax,
     }
+    if m.drift is not None:
+        nmax = max(x or 0.0 for x in now)
+        out.update({
+            "drift": round(m.drift, 3),
+            "ratios_now": [round(s.ratio_now or 0.0, 3) for s in m.stages],
+            "predicted_now_ms": [round(1e3 * (x or 0.0), 3) for x in now],
+            "same_bottleneck_now": m.predicted_now_bottleneck == m.measured_bottleneck,
+            "bottleneck_now_within_5pct": (now[m.measured_bottleneck] or 0.0) >= 0.95 * nmax,
+        })
+    return out
 
 
-def run(models: list[str], ks: list[int], repeat: int) -> list[dict[str, Any]]:
+def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True
+        ) -> list[dict[str, Any]]:
     import torch
 
+    from stagecut.frontends._common import trace_with_backward
     from stagecut.frontends.torch import trace_torch
 
     torch.set_num_threads(1)
@@ -218,43 +232,65 @@ def run(models: list[str], ks: list[int], repeat: int) -> list[dict[str, Any]]:
         c1 = time.process_time()
         tc = t.calibrated(warmup=2, repeat=repeat)
         c2 = time.process_time()
-        print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU, "
-              f"model misfit before scaling {100 * tc.calibration.fit_error:.0f}%", file=sys.stderr, flush=True)
+        tt = t.calibrated(warmup=2, repeat=repeat, training=True) if training else None
+        c3 = time.process_time()
+        print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU "
+              f"(with the backward {c3 - c2:.1f} s), model misfit before scaling {100 * tc.calibration.fit_error:.0f}%",
+              file=sys.stderr, flush=True)
         for k in ks:
+            r0 = time.process_time()
             row: dict[str, Any] = {"model": name, "k": k, "nodes": len(t.order)}
             plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
+            row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
+            row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
             for label, plan in plans.items():
-                source = t if label == "flops" else tc
-                row[label] = _row(measure(source, plan, repeat=repeat))
                 row[label]["family"] = plan.stats.get("family")
-            refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
-            row["refined"] = _row(m)
-            row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
-            # ours, refined and every peer split timed in the same passes (load drifts over minutes)
-            group = {"calibrated_again": plans["calibrated"], "refined_again": refined, **peer_plans(tc, model, k)}
-            for key, m in measure_many(tc, group, repeat=repeat).items():
-                row[key] = _row(m)
+            if peers:
+                refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
+                row["refined"] = _row(m)
+                row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
+                # ours, refined and every peer split timed in the same passes (load drifts over minutes)
+                group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
+                         **peer_plans(tc, model, k)}
+                for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
+                    row[key] = _row(m)
+            if tt is not None:
+                cal = tt.calibration
+                row["backward_factors"] = {kk: round(v, 2) for kk, v in (cal.backward_factors or {}).items()}
+                ours = partition_trace(tt, k)
+                fixed = partition_trace(trace_with_backward(tc, 2.0), k)  # the usual 2x-the-forward rule
+                group = {"training": ours}
+                if fixed.assignment() != ours.assignment():
+                    group["training_2x"] = fixed
+                for key, m in measure_many(tt, group, repeat=repeat).items():
+                    row[key] = _row(m)
+                row["training"]["family"] = ours.stats.get("family")
+                row["training_2x_same_plan"] = "training_2x" not in group
+            row["cpu_s"] = round(time.process_time() - r0, 1)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None) -> str:
+def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
+             second: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     import torch
 
     lines = [
         "# The PyTorch path against measurement",
         "",
-        "Regenerate: `python benches/bench_reality.py --markdown docs/results/pytorch.md` "
-        f"(this run: `--repeat {repeat}`).",
+        "Regenerate: `python benches/bench_reality.py --json run1.json` then "
+        "`python benches/bench_reality.py --no-peers --depths --second run1.json --markdown docs/results/pytorch.md` "
+        f"(the second run repeats the measurements to show their stability; this run: `--repeat {repeat}`).",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
-        "mode, forward pass only; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
+        "mode; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
         "torchvision ResNet-50 (batch 1, 224x224) and Inception-v3 (batch 1, 299x299). Stage times are the median "
-        "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program). "
-        "The machine is shared by other jobs (load average 10-18 on 2 cores while this ran): absolute times move "
-        "by up to ~20% between minutes, so compare the ratios within a row, not milliseconds across rows.",
+        "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program), "
+        "after warm-up, the cost of calling an empty piece subtracted. The machine is shared by other jobs (2 "
+        "cores, load average 8-16 while this ran): its speed moves by up to ~25% between minutes even in CPU "
+        "time (caches and memory bandwidth are shared), so compare ratios, not milliseconds across rows.",
         "",
         "How to get these plans and checks on your own model:",
         "",
@@ -270,51 +306,131 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "plan = partition_trace(tc, 4)                 # optimal over the family in plan.stats['family']",
         "print(tc.measure(plan).table())               # each stage built and timed: predicted vs measured",
         "plan, measurement, _ = tc.refine(plan, 4)     # re-plan on measured stage times",
+        "tt = t.calibrated(training=True)              # forward and backward calibrated: a training trace",
+        "print(tt.measure(partition_trace(tt, 4)).table())   # forward+backward of each stage",
         "```",
         "",
-        "## Predicted vs measured, per stage",
+        "## Predicted vs measured, per stage (forward)",
         "",
         "`flops`: plan and prediction from FLOPs at a nominal rate (the scale is arbitrary: only the spread "
         "of the ratios matters). `calibrated`: node times fitted on 32 measured segments "
-        "(`t.calibrated()`). Ratio = measured / predicted; *bottleneck*: the stage measured slowest is the one "
-        "predicted slowest (`yes`), or was predicted within 5% of it (`tie`).",
+        "(`t.calibrated()`), ratio = measured / predicted, the prediction as calibrated minutes earlier. "
+        "*drift*: the calibration's segments timed again in the same passes as the stages, over their time at "
+        "calibration (the machine's speed now against then). *same passes*: measured over the calibrated "
+        "prediction at the speed of each pass (`StageTiming.ratio_now`: each segment's node times rescaled to "
+        "that segment's time in the same pass; the median over the passes): the model's error with the "
+        "machine's drift taken out. *bottleneck*: the stage measured slowest is the one the same-pass "
+        "prediction calls slowest (`yes`), or was predicted within 5% of it (`tie`).",
         "",
-        "| model | k | flops ratios | calibrated ratios | calibrated bottleneck | refined ratios |",
-        "|---|---|---|---|---|---|",
     ]
 
-    def ratios(r: dict[str, Any]) -> str:
-        return " / ".join(f"{x:.2f}" for x in r["ratios"])
+    def ratios(r: dict[str, Any], key: str = "ratios") -> str:
+        return " / ".join(f"{x:.2f}" for x in r[key])
 
-    def bott(r: dict[str, Any]) -> str:
+    def bott(r: dict[str, Any], now: bool = True) -> str:
+        if now and "same_bottleneck_now" in r:
+            return "yes" if r["same_bottleneck_now"] else ("tie" if r["bottleneck_now_within_5pct"] else "**no**")
         return "yes" if r["same_bottleneck"] else ("tie" if r["bottleneck_within_5pct"] else "**no**")
 
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['k']} | {ratios(r['flops'])} | {ratios(r['calibrated'])} | "
-                     f"{bott(r['calibrated'])} | {ratios(r['refined'])} |")
-    lines += [
-        "",
-        "## Measured bottleneck stage: ours against the splits people use",
-        "",
-        "Milliseconds of the slowest stage as measured (lower is better); in each row every plan's stages are "
-        "timed in the same passes (each pass runs all the plans, in rotating order), so the load of the machine "
-        "hits them alike. `ours`: the calibrated plan; `refined`: after re-planning on measured stage times. "
-        "The peers split the model's layers: DeepSpeed `uniform`, `parameters` "
-        "(its default) and `partition_balanced` on the layers' calibrated times, torchgpipe `balance_by_time` "
-        "on the same times. In parentheses: the peer against ours.",
-        "",
-        "| model | k | ours | refined | uniform | DeepSpeed parameters | DeepSpeed balanced | torchgpipe by time |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        ours = r["calibrated_again"]["measured_max_ms"]
+    def spread(rs: list[dict[str, Any]], key: str) -> str:
+        xs = [x for r in rs for x in r[key]]
+        return f"{min(xs):.2f}-{max(xs):.2f}" if xs else "-"
 
-        def cell(key: str, ours: float = ours, r: dict[str, Any] = r) -> str:
-            v = r[key]["measured_max_ms"]
-            return f"{v:.1f} ({100 * (v / ours - 1):+.0f}%)"
+    has_refined = any("refined" in r for r in rows)
+    head = "| model | k | flops ratios | calibrated ratios | drift | same passes | bottleneck |"
+    lines += [head + (" refined ratios |" if has_refined else ""),
+              "|---|---|---|---|---|---|---|" + ("---|" if has_refined else "")]
+    for r in rows:
+        c = r["calibrated"]
+        lines.append(f"| {r['model']} | {r['k']} | {ratios(r['flops'])} | {ratios(c)} | {c.get('drift', 0):.2f} | "
+                     f"{ratios(c, 'ratios_now')} | {bott(c)} |" + (f" {ratios(r['refined'])} |" if has_refined
+                                                                   and 'refined' in r else ""))
+    cal_rows = [r["calibrated"] for r in rows]
+    lines += ["", f"Same-pass ratios over all rows: {spread(cal_rows, 'ratios_now')}; as calibrated: "
+              f"{spread(cal_rows, 'ratios')}."]
+    if second:
+        by = {(r["model"], r["k"]): r for r in second}
+        lines += [
+            "",
+            "## Run to run",
+            "",
+            "The same measurements made again (a second run of the command with a fresh calibration, some minutes "
+            "later):",
+            "",
+            "| model | k | first run: as calibrated | drift | same passes | bottleneck | second run: as calibrated | "
+            "drift | same passes | bottleneck |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            o = by.get((r["model"], r["k"]))
+            if o is None:
+                continue
+            c, d = r["calibrated"], o["calibrated"]
+            lines.append(f"| {r['model']} | {r['k']} | {ratios(c)} | {c.get('drift', 0):.2f} | "
+                         f"{ratios(c, 'ratios_now')} | {bott(c)} | {ratios(d)} | {d.get('drift', 0):.2f} | "
+                         f"{ratios(d, 'ratios_now')} | {bott(d)} |")
+        both = cal_rows + [o["calibrated"] for o in second]
+        lines += ["", f"Same-pass ratios over both runs: {spread(both, 'ratios_now')}; as calibrated: "
+                  f"{spread(both, 'ratios')}."]
+    train = [r for r in rows if "training" in r]
+    if train:
+        lines += [
+            "",
+            "## Forward and backward (training)",
+            "",
+            "`t.calibrated(training=True)`: each segment's forward (autograd on) and backward timed, a backward/"
+            "forward factor fitted per operator kind (non-negative least squares over the segments), each node's "
+            "backward time its kind's factor times its forward time, scaled to its segment's measured backward. "
+            "The stages of the plan made on that training trace are built and timed forward then backward "
+            "(inputs as leaves that require grad, a gradient of ones from every output). *2x plan*: the plan "
+            "made with the usual rule (backward = 2x forward) timed in the same passes (`same` when it is the "
+            "same plan).",
+            "",
+            "| model | k | backward/forward by kind | ratios, as calibrated | drift | same passes | bottleneck | "
+            "measured bottleneck ms | 2x plan |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in train:
+            c = r["training"]
+            f = r["backward_factors"]
+            fac = ", ".join(f"{kk} {v:.2f}" for kk, v in f.items() if kk != "view" and (kk != "conv" or v > 0))
+            ours = c["measured_max_ms"]
+            if r["training_2x_same_plan"]:
+                other = "same"
+            else:
+                v = r["training_2x"]["measured_max_ms"]
+                other = f"{v:.1f} ({100 * (v / ours - 1):+.0f}%)"
+            lines.append(f"| {r['model']} | {r['k']} | {fac} | {ratios(c)} | {c.get('drift', 0):.2f} | "
+                         f"{ratios(c, 'ratios_now')} | {bott(c)} | {ours:.1f} | {other} |")
+        tr = [r["training"] for r in train]
+        lines += ["", f"Same-pass ratios over the training rows: {spread(tr, 'ratios_now')}."]
+    if has_refined:
+        lines += [
+            "",
+            "## Measured bottleneck stage: ours against the splits people use",
+            "",
+            "Milliseconds of the slowest stage as measured, forward (lower is better); in each row every plan's "
+            "stages are timed in the same passes (each pass runs all the plans, in rotating order), so the load "
+            "of the machine hits them alike. `ours`: the calibrated plan; `refined`: after re-planning on "
+            "measured stage times. The peers split the model's layers: DeepSpeed `uniform`, `parameters` "
+            "(its default) and `partition_balanced` on the layers' calibrated times, torchgpipe `balance_by_time` "
+            "on the same times. In parentheses: the peer against ours.",
+            "",
+            "| model | k | ours | refined | uniform | DeepSpeed parameters | DeepSpeed balanced | torchgpipe by time |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            if "calibrated_again" not in r:
+                continue
+            ours = r["calibrated_again"]["measured_max_ms"]
 
-        lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
-                     f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | {cell('torchgpipe_by_time')} |")
+            def cell(key: str, ours: float = ours, r: dict[str, Any] = r) -> str:
+                v = r[key]["measured_max_ms"]
+                return f"{v:.1f} ({100 * (v / ours - 1):+.0f}%)"
+
+            lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
+                         f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | "
+                         f"{cell('torchgpipe_by_time')} |")
     if depth:
         lines += [
             "",
@@ -345,13 +461,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", type=pathlib.Path)
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--depths", nargs="*", type=int, default=[12, 48, 96],
-                    help="GPT depths for the exact-plan table (none: skip it)")
+                    help="GPT depths for the exact-plan table (none: skip it, or take it from --second)")
+    ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
+    ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
+    ap.add_argument("--second", type=pathlib.Path,
+                    help="the --json of an earlier run: its rows become the main tables, this run the second run")
     a = ap.parse_args(argv)
     depth = depth_rows(a.depths, a.k) if a.depths else []
-    rows = run(a.models, a.k, a.repeat) if a.models else []
+    rows = run(a.models, a.k, a.repeat, peers=not a.no_peers, training=not a.no_training) if a.models else []
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "depth": depth}, indent=1))
-    text = markdown(rows, a.repeat, depth)
+    second = None
+    if a.second:
+        first = json.loads(a.second.read_text())
+        rows, second, depth = first["rows"], rows, depth or first.get("depth", [])
+    text = markdown(rows, a.repeat, depth, second)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)

@@ -8,16 +8,20 @@ then the table (Markdown) with the geometric means and the gap closed against th
 
     python benches/mtpp_testbed.py run OUT.jsonl [--sizes 100,200] [--models erdos_renyi,...] [--seeds 0]
            [--ks 2,4,8,16,32,64] [--budget 20] [--comb-budget S] [--mip-levels bottleneck] [--mip-max-nodes 100]
-           [--decodes 10000]
+           [--decodes 10000] [--improve-budget 10]
     python benches/mtpp_testbed.py table OUT.jsonl            # the Markdown table on stdout
+    python benches/mtpp_testbed.py gap [--sizes 24] [--ks 4,8] # plan vs bound, where the exact DP runs
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
     python benches/mtpp_testbed.py run full.jsonl --sizes 100,200,500,1000,2000 --seeds 0,1 --budget 600 \\
         --mip-levels bottleneck,bottleneck-guess,exact --mip-max-nodes 2000 --decodes 100000
 
-``best`` is the cheapest of BRKGA (``--decodes``), the exact DP where it runs (few ideals) and the
-partition the exact MIP finds; every cost is the evaluator's. Each level gets ``--budget``
+Every bound is checked against the exact DP's optimum where the DP runs (few ideals): one above it
+stops the run. ``best`` is the cheapest of BRKGA (``--decodes``) improved by pairwise re-splits
+(``--improve-budget`` seconds), the exact DP where it runs (few ideals) and the partition the exact
+MIP finds (improved the same way); every cost is the evaluator's. The table also gives the
+certified ratio (best bound / plan) with BRKGA's own plan and with the best plan. Each level gets ``--budget``
 seconds; the MIP levels start from the best bound of the levels before them (as in ``certify``).
 """
 
@@ -35,32 +39,43 @@ from pathlib import Path
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.examples import regal_graph
 from stagecut.mtpp.bounds import COMBINATORIAL, mtpp_bound
+from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.slicegraph import slice_graph
 
 MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "random_geometric")
 
 
-def best_plan(problem: MtppProblem, decodes: int, budget: float) -> tuple[float, str, list[list[object]]]:
-    """The cheapest partition found: BRKGA, then the exact DP if the graph has few ideals."""
+def best_plan(problem: MtppProblem, decodes: int, budget: float,
+              improve_budget: float) -> tuple[float, float, str, float | None]:
+    """``(BRKGA's cost, the best cost, its source, the optimum)``: BRKGA, improved by pairwise
+    re-splits (:func:`~stagecut.mtpp.improve.improve_plan`), then the exact DP if the graph has
+    few ideals (the optimum: ``None`` when the DP did not prove one)."""
     plan = slice_graph(problem, method="brkga", seed=0, decodes=decodes, time_limit=budget)
-    best, source, blocks = plan.objective, "brkga", [list(s.nodes) for s in plan.stages]
+    assert plan.objective is not None
+    brkga = plan.objective
+    best, source, opt = plan.objective, "brkga", None
+    if improve_budget > 0:
+        imp = improve_plan(problem, plan, time_limit=improve_budget)
+        if imp.objective is not None and imp.objective < best:
+            best, source = imp.objective, "brkga + improve"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StagecutWarning)
             dp = slice_graph(problem, method="dp", max_ideals=200_000, time_limit=budget)
+        if dp.status == "optimal":
+            opt = dp.objective
         if dp.objective is not None and dp.objective < best:
-            best, source, blocks = dp.objective, f"dp ({dp.status})", [list(s.nodes) for s in dp.stages]
+            best, source = dp.objective, f"dp ({dp.status})"
         elif dp.status == "optimal":
             source += " (= dp optimum)"
     except TooManyIdealsError:
         pass
-    assert best is not None
-    return best, source, blocks
+    return brkga, best, source, opt
 
 
 def run(out: Path, sizes: list[int], models: list[str], seeds: list[int], ks: list[int], budget: float,
-        mip_levels: list[str], mip_max_nodes: int, decodes: int, comb_budget: float) -> None:
+        mip_levels: list[str], mip_max_nodes: int, decodes: int, comb_budget: float, improve_budget: float) -> None:
     with out.open("a") as fh:
         for n in sizes:
             for model in models:
@@ -69,8 +84,9 @@ def run(out: Path, sizes: list[int], models: list[str], seeds: list[int], ks: li
                     for k in ks:
                         p = MtppProblem(g, devices=k)
                         t, c = time.perf_counter(), time.process_time()
-                        best, source, blocks = best_plan(p, decodes, budget)
+                        brkga, best, source, opt = best_plan(p, decodes, budget, improve_budget)
                         base = {"n": n, "model": model, "seed": seed, "k": k}
+                        fh.write(json.dumps({**base, "level": "plan-brkga", "cost": brkga}) + "\n")
                         fh.write(json.dumps({**base, "level": "plan", "cost": best, "source": source,
                                              "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c})
                                  + "\n")
@@ -83,10 +99,15 @@ def run(out: Path, sizes: list[int], models: list[str], seeds: list[int], ks: li
                             r = mtpp_bound(p, level=level, time_limit=limit, threads=1, **extra)
                             if r.bound is not None and r.bound != math.inf:
                                 known = r.bound if known is None else max(known, r.bound)
-                            if level == "exact" and r.objective is not None and r.objective < best:
-                                best = r.objective
-                                fh.write(json.dumps({**base, "level": "plan", "cost": best, "source": "exact MIP"})
-                                         + "\n")
+                            if opt is not None and r.bound is not None and r.bound > opt * (1 + 1e-9):
+                                raise AssertionError(f"{base} {level}: bound {r.bound} above the DP optimum {opt}")
+                            if level == "exact" and r.blocks is not None and r.objective is not None and \
+                                    r.objective < best:
+                                imp = improve_plan(p, [list(b) for b in r.blocks], time_limit=improve_budget)
+                                best, how = r.objective, "exact MIP"
+                                if imp.objective is not None and imp.objective < best:
+                                    best, how = imp.objective, "exact MIP + improve"
+                                fh.write(json.dumps({**base, "level": "plan", "cost": best, "source": how}) + "\n")
                             row = {**base, "level": level, "bound": r.bound, "status": r.status,
                                    "wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c}
                             fh.write(json.dumps(row) + "\n")
@@ -101,8 +122,10 @@ def _geomean(xs: list[float]) -> float:
 def table(path: Path) -> str:
     """Markdown: per graph size and ``k``, the geometric mean of ``bound / best`` per level
     (over the graphs where it gave a bound: their count in brackets when not all), of the best
-    level, and the gap closed against the simple bound."""
+    level, the gap closed against the simple bound, and the certified ratio (best bound / plan)
+    with BRKGA's plan alone and with the best plan found."""
     best: dict[tuple[object, ...], float] = {}
+    brkga: dict[tuple[object, ...], float] = {}
     bounds: dict[tuple[object, ...], dict[str, float]] = defaultdict(dict)
     ran: set[tuple[object, ...]] = set()
     for line in path.read_text().splitlines():
@@ -110,6 +133,8 @@ def table(path: Path) -> str:
         key = (r["n"], r["model"], r["seed"], r["k"])
         if r["level"] == "plan":
             best[key] = min(best.get(key, math.inf), r["cost"])
+        elif r["level"] == "plan-brkga":
+            brkga[key] = r["cost"]
         else:
             ran.add((*key, r["level"]))
             if r["bound"] is not None:
@@ -117,7 +142,8 @@ def table(path: Path) -> str:
     levels = [lv for lv in ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
               if any(lv in b for b in bounds.values())]
     rows = sorted({(key[0], key[3]) for key in best})
-    head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal"]
+    head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal", "BRKGA / best",
+            "certified, BRKGA plan", "certified, best plan"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n, k in rows:
         keys = [key for key in best if key[0] == n and key[3] == k and key in bounds]
@@ -134,7 +160,64 @@ def table(path: Path) -> str:
         cells.append(f"{g:.4f}")
         cells.append("all closed" if g >= 1 - 1e-9 else f"{(1 - simple) / (1 - g):.1f}x")
         cells.append(f"{sum(t >= 1 - 1e-9 for t in top)}/{len(keys)}")
+        if all(key in brkga for key in keys):
+            cells.append(f"{_geomean([brkga[key] / best[key] for key in keys]):.4f}")
+            cells.append(f"{_geomean([min(max(bounds[key].values()), brkga[key]) / brkga[key] for key in keys]):.4f}")
+        else:
+            cells += ["-", "-"]
+        cells.append(f"{g:.4f}")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+#: The levels ``gap`` runs: not ``subgraph``, which on graphs the DP solves is the DP itself.
+_GAP_LEVELS = ("simple", "node-cut", "crossing", "bottleneck")
+
+
+def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], decodes: int, budget: float,
+        improve_budget: float) -> str:
+    """Where the exact DP runs, split the certified ratio into the plan's part and the bound's:
+    per size and ``k``, geometric means of BRKGA / optimum, BRKGA improved / optimum and
+    each bound / optimum (every bound is also checked to be at most the optimum). The bounds are
+    those that do not solve the graph exactly (:data:`_GAP_LEVELS`), as on graphs too large for the DP."""
+    rows: dict[tuple[int, int], list[dict[str, float]]] = defaultdict(list)
+    for n in sizes:
+        for model in models:
+            for seed in seeds:
+                g = regal_graph(n, model=model, seed=seed)
+                for k in ks:
+                    p = MtppProblem(g, devices=k)
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore", StagecutWarning)
+                            dp = slice_graph(p, method="dp", max_ideals=400_000, time_limit=budget)
+                    except TooManyIdealsError:
+                        continue
+                    if dp.status != "optimal" or dp.objective is None:
+                        continue
+                    opt = dp.objective
+                    plan = slice_graph(p, method="brkga", seed=0, decodes=decodes)
+                    imp = improve_plan(p, plan, time_limit=improve_budget)
+                    assert plan.objective is not None and imp.objective is not None
+                    row = {"brkga": plan.objective / opt, "improved": imp.objective / opt}
+                    known = None
+                    for level in _GAP_LEVELS:
+                        extra = {} if level in COMBINATORIAL else {"known_bound": known}
+                        r = mtpp_bound(p, level=level, time_limit=budget, threads=1, **extra)
+                        assert r.bound is not None and r.bound <= opt * (1 + 1e-9), (n, model, seed, k, level)
+                        known = r.bound if known is None else max(known, r.bound)
+                        row[level] = r.bound / opt
+                    row["certified"] = known / plan.objective if known is not None else math.nan
+                    row["certified improved"] = known / imp.objective if known is not None else math.nan
+                    rows[(n, k)].append(row)
+                    print(json.dumps({"n": n, "model": model, "seed": seed, "k": k, **row}), file=sys.stderr)
+    cols = ["brkga", "improved", *_GAP_LEVELS, "certified", "certified improved"]
+    head = ["nodes", "k", "graphs", "BRKGA / opt", "improved / opt", *(f"{c} / opt" for c in _GAP_LEVELS),
+            "certified (BRKGA)", "certified (improved)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (n, k), rs in sorted(rows.items()):
+        lines.append("| " + " | ".join([str(n), str(k), str(len(rs)),
+                                        *(f"{_geomean([r[c] for r in rs]):.4f}" for c in cols)]) + " |")
     return "\n".join(lines)
 
 
@@ -152,6 +235,16 @@ def main(argv: list[str]) -> int:
     r.add_argument("--mip-max-nodes", type=int, default=100)
     r.add_argument("--decodes", type=int, default=10_000)
     r.add_argument("--comb-budget", type=float, default=None, help="seconds per combinatorial level")
+    r.add_argument("--improve-budget", type=float, default=10.0,
+                   help="seconds for the pairwise re-splits of each plan (0: none)")
+    d = sub.add_parser("gap", help="the plan's and the bound's parts of the gap, where the exact DP runs")
+    d.add_argument("--sizes", default="24")
+    d.add_argument("--models", default=",".join(MODELS))
+    d.add_argument("--seeds", default="0,1,2")
+    d.add_argument("--ks", default="4,8")
+    d.add_argument("--decodes", type=int, default=10_000)
+    d.add_argument("--budget", type=float, default=60.0)
+    d.add_argument("--improve-budget", type=float, default=20.0)
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -159,9 +252,13 @@ def main(argv: list[str]) -> int:
         print(table(a.path))
         return 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    if a.what == "gap":
+        print(gap(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.decodes,
+                  a.budget, a.improve_budget))
+        return 0
     run(a.out, ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.budget,
         [m for m in a.mip_levels.split(",") if m], a.mip_max_nodes, a.decodes,
-        a.budget if a.comb_budget is None else a.comb_budget)
+        a.budget if a.comb_budget is None else a.comb_budget, a.improve_budget)
     return 0
 
 

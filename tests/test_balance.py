@@ -170,6 +170,7 @@ def test_float_costs_and_shapes():
     ({"costs": [1, 2], "k": 2, "fill": 1}, "fill"),
 ])
 def test_bad_input(kwargs, name):
+    kwargs = dict(kwargs)  # the parameter is shared by every run of the test in this process
     costs, k = kwargs.pop("costs"), kwargs.pop("k")
     with pytest.raises(InvalidArgumentError, match=name):
         sc.balance(costs, k, **kwargs)

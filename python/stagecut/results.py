@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 
 from stagecut.errors import InvalidGraphError
+from stagecut.units import Display, format_number
 
 __all__ = [
     "STATUSES", "Status", "NodeId", "Stat", "Stage", "DeviceLoad", "Result", "Evaluation", "Plan",
-    "format_ranges",
+    "format_ranges", "node_list_notes",
 ]
 
 #: A node id as given by the input (ints and strings round-trip through JSON; tuples become lists
@@ -214,12 +215,17 @@ def _from_dict(cls: Any, data: Mapping[str, Any], where: str) -> Any:
     return cls(**kwargs)
 
 
-def format_ranges(ids: typing.Sequence[NodeId], limit: int | None = None) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (runs of consecutive ints), cut after ``limit``
-    characters with a count of what is left."""
+def _sorted_ids(ids: typing.Sequence[NodeId]) -> list[NodeId]:
+    """``ids`` in increasing order when they are all integers (a set shown as ranges), else as given."""
+    ids = list(ids)
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in ids):
+        return sorted(ids)  # type: ignore[type-var]
+    return ids
+
+
+def _runs(ids: typing.Sequence[NodeId]) -> list[str]:
     parts: list[str] = []
     i = 0
-    ids = list(ids)
     while i < len(ids):
         j = i
         if isinstance(ids[i], int) and not isinstance(ids[i], bool):
@@ -227,20 +233,46 @@ def format_ranges(ids: typing.Sequence[NodeId], limit: int | None = None) -> str
                 j += 1
         parts.append(str(ids[i]) if j == i else f"{ids[i]}-{ids[j]}")
         i = j + 1
+    return parts
+
+
+def format_ranges(ids: typing.Sequence[NodeId], limit: int | None = None) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``: integer ids in increasing order, runs of
+    consecutive ids as ``a-b``; cut after ``limit`` characters with how many entries are left.
+
+    >>> format_ranges([5, 0, 1, 2, 8, 7]), format_ranges(["a", "b"])
+    ('0-2, 5, 7-8', 'a, b')
+    >>> format_ranges(list(range(0, 40, 2)), limit=20)
+    '0, 2, 4, 6, 8, 10, ... and 14 more'
+    """
+    parts = _runs(_sorted_ids(ids))
     text = ", ".join(parts)
     if limit is not None and len(text) > limit:
         cut = text[:limit].rsplit(",", 1)[0]
         shown = cut.count(",") + 1
-        text = f"{cut}, ... (+{len(parts) - shown} more runs)"
+        text = f"{cut}, ... and {len(parts) - shown} more"
     return text
 
 
+def node_list_notes(stages: typing.Sequence[Stage], width: int | None = 60) -> list[str]:
+    """What the stage table's node lists need said about them, and only that: that ``a-b`` is
+    a range of ids (when one is shown) and that lists were cut (when one was)."""
+    ranges = cut = False
+    for s in stages:
+        runs = _runs(_sorted_ids(s.nodes))
+        ranges = ranges or any(len(r.split("-")) == 2 and all(x.isdigit() for x in r.split("-")) for r in runs)
+        text = ", ".join(runs)
+        cut = cut or (width is not None and len(text) > width)
+    out = []
+    if ranges:
+        out.append("ids a-b: every id from a to b")
+    if cut:
+        out.append("lists cut short: the full lists are in --json and -o FILE")
+    return out
+
+
 def _fmt(x: float | None, digits: int = 6) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return f"{x:.{digits}g}"
+    return format_number(x, digits)
 
 
 # ------------------------------------------------------------------------------ stages
@@ -372,14 +404,17 @@ class Result:
         return out
 
     # -- human-readable
-    def summary(self) -> str:
-        """The summary block every CLI subcommand prints (objective, status, bound/gap, method, time)."""
+    def summary(self, display: Display | None = None) -> str:
+        """The summary block every CLI subcommand prints (objective, status, bound/gap, method,
+        time, notes); ``display`` gives the input's units (:class:`~stagecut.units.Display`)."""
+        d = display or Display()
         gap = self.gap
-        bound = _fmt(self.lower_bound)
+        bound = "none known" if self.lower_bound is None else d.with_unit(self.lower_bound)
         if gap is not None:
             bound += f" (gap {100 * gap:.2f}%)"
+        objective = "none" if self.objective is None else d.with_unit(self.objective)
         lines = [
-            f"objective  {_fmt(self.objective)} ({self.objective_name})",
+            f"objective  {objective} ({self.objective_name})",
             f"status     {self.status}",
             f"bound      {bound}",
             f"method     {self.method}" + (f" (seed {self.seed})" if self.seed is not None else ""),
@@ -388,24 +423,57 @@ class Result:
         lines += [f"note       {n}" for n in self.notes]
         return "\n".join(lines)
 
-    def table(self, width: int | None = 60) -> str:
-        """The stage table: one row per stage (index, device, load and its parts, memory, nodes).
+    def table(self, width: int | None = 60, display: Display | None = None) -> str:
+        """The stage table: one row per stage (index, device, load and its parts, memory, the
+        number of nodes and their ids; with ``display.names``, the first and last node's name).
 
-        Node lists are shown as id ranges, cut at ``width`` characters (``None``: never); the full
-        lists are in :meth:`to_json` (the CLI's ``--json`` and ``-o``).
+        Node ids are shown in increasing order with runs as ranges (:func:`format_ranges`), cut
+        at ``width`` characters (``None``: never); the full lists are in :meth:`to_json` (the
+        CLI's ``--json`` and ``-o``). ``display`` gives the units of the headers
+        (:class:`~stagecut.units.Display`).
         """
+        d = display or Display()
         parts = sorted({p for s in self.stages for p in s.parts})
-        head = ["stage", "device", "load", *parts, "memory", "nodes"]
+        memory = [s.memory for s in self.stages]
+        sized = display is not None
+        head = ["stage", "device", d.time_label("load"), *(d.time_label(p) for p in parts),
+                d.size_label(memory) if sized else "memory", "nodes"]
+        names = _first_last(self.stages, d.names)
+        if names:
+            head += ["first node", "last node"]
+        head.append("ids")
         rows = [head]
-        for s in self.stages:
-            rows.append([str(s.index), s.device, _fmt(s.load), *(_fmt(s.parts.get(p)) for p in parts),
-                         _fmt(s.memory), f"{len(s.nodes)}: {format_ranges(s.nodes, width)}"])
+        for i, s in enumerate(self.stages):
+            row = [str(s.index), s.device, _fmt(s.load), *(_fmt(s.parts.get(p)) for p in parts),
+                   d.size(s.memory, memory) if sized else _fmt(s.memory), str(len(s.nodes))]
+            if names:
+                row += names[i]
+            rows.append([*row, format_ranges(s.nodes, width)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows)
+        return "\n".join(("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip() for r in rows)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(objective={_fmt(self.objective)}, status={self.status!r}, "
                 f"lower_bound={_fmt(self.lower_bound)}, method={self.method!r}, stages={len(self.stages)})")
+
+
+def _first_last(stages: typing.Sequence[Stage], names: Mapping[NodeId, str] | None,
+                cut: int = 28) -> list[tuple[str, str]]:
+    """Each stage's first and last node by name, in the order of ``names`` (topological); ``[]``
+    when there are no names."""
+    if not names:
+        return []
+    pos = {v: i for i, v in enumerate(names)}
+
+    def short(v: NodeId) -> str:
+        text = str(names.get(v, v))
+        return text if len(text) <= cut else text[:cut - 3] + "..."
+
+    out = []
+    for s in stages:
+        known = sorted((v for v in s.nodes if v in pos), key=pos.__getitem__)
+        out.append((short(known[0]), short(known[-1])) if known else ("-", "-"))
+    return out
 
 
 def _load(data: Any, what: str) -> Mapping[str, Any]:

@@ -133,6 +133,7 @@ def trace(
     training: bool = False,
     tracer: str = "auto",
     backward_factor: float = 2.0,
+    seed: int | None = None,
 ) -> TorchTrace:
     """Trace ``model`` on example inputs: :func:`~stagecut.frontends.torch.trace_torch` with
     ``timing=cost`` (same defaults, same result), on ``device`` if given, or with your own time
@@ -164,7 +165,11 @@ def trace(
         copied there (the caller's tensors are not changed). ``None`` (the default): nothing is
         moved.
     warmup, repeat : int
-        Runs per node before and while timing (``cost="measure"``).
+        Runs per node before and while timing (``cost="measure"``); the trace's
+        ``timing_spread`` says how much the node times varied over the runs.
+    seed : int, optional
+        Seeds torch's generator for the runs (random operators draw the same values on every
+        trace; the caller's generator state is restored).
     flops_per_s : float
         Sustained FLOP rate for ``cost="flops"`` (default a nominal 1e12: set your device's).
     bandwidth : float or str
@@ -224,7 +229,7 @@ def trace(
         example_kwargs = None if example_kwargs is None else _to_device(dict(example_kwargs), dev)
     t = trace_torch(model, example_args, example_kwargs, bandwidth=bandwidth, timing=timing, flops_per_s=rate,
                     warmup=warmup, repeat=repeat, tracer=tracer, training=training and fn is None,
-                    backward_factor=backward_factor)
+                    backward_factor=backward_factor, seed=seed)
     if fn is None:
         return t
     t = _costed(t, fn, getattr(fn, "__name__", type(fn).__name__))

@@ -42,11 +42,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.validate import shown
 
-__all__ = ["UNLIMITED", "parse_bytes", "parse_bandwidth", "format_bytes", "BYTE_UNITS", "TIME_UNITS"]
+__all__ = ["UNLIMITED", "parse_bytes", "parse_bandwidth", "format_bytes", "format_number", "bytes_text", "size_unit",
+           "rate_unit", "pick_size_unit", "Display", "BYTE_UNITS", "TIME_UNITS"]
 
 #: "no limit" (``inf``, ``none``, ``unlimited`` on the command line)
 UNLIMITED = math.inf
@@ -170,3 +173,188 @@ def format_bytes(value: float | None) -> str:
         if value >= mult:
             return f"{value / mult:.4g} {name}"
     return f"{value:g} B"
+
+
+
+def bytes_text(value: float) -> str:
+    """A byte count in a message, in the binary unit that fits (so that two sizes compared in one
+    message share a kind of unit), four significant digits; ``"N bytes"`` below 1 KiB.
+
+    >>> bytes_text(7.5494e8), bytes_text(6.29146e8), bytes_text(6 * 2**30), bytes_text(6.0)
+    ('720 MiB', '600 MiB', '6 GiB', '6 bytes')
+    """
+    if math.isinf(value):
+        return format_bytes(value)
+    unit = pick_size_unit([value])
+    if unit == "B":
+        return f"{value:g} bytes"
+    return f"{value / BYTE_UNITS[unit.lower()]:.4g} {unit}"
+
+
+#: the spelling of each size unit as printed (keys of :data:`BYTE_UNITS`)
+_SIZE_NAMES = {"b": "B", "kb": "kB", "mb": "MB", "gb": "GB", "tb": "TB",
+               "kib": "KiB", "mib": "MiB", "gib": "GiB", "tib": "TiB"}
+
+
+def format_number(x: float | None, digits: int = 6) -> str:
+    """A number as a person reads it: ``digits`` significant digits, never an exponent between
+    1e-4 and 1e15 (``712704000.0`` -> ``"712704000"``, ``0.00390625`` -> ``"0.00390625"``,
+    ``2.0`` -> ``"2"``); ``None`` -> ``"-"``.
+
+    >>> format_number(7.12704e8), format_number(17.78991234), format_number(0.00390625), format_number(1e-9)
+    ('712704000', '17.7899', '0.00390625', '1e-09')
+    """
+    if x is None:
+        return "-"
+    if not math.isfinite(x):
+        return str(x)
+    text = f"{x:.{digits}g}"
+    if "e" in text and 1e-4 <= abs(x) < 1e15:
+        text = f"{x:.0f}" if abs(x) >= 1 else f"{x:.{digits}f}".rstrip("0").rstrip(".")
+    return text
+
+
+def size_unit(text: str | None) -> str | None:
+    """The unit a size was written with (``"2.5GiB"`` -> ``"GiB"``, ``"512 mb"`` -> ``"MB"``);
+    ``None`` for a plain number of bytes, ``none``/``inf`` or anything unreadable.
+
+    >>> size_unit("2.5GiB"), size_unit("512 MB"), size_unit("16e9"), size_unit("none")
+    ('GiB', 'MB', None, None)
+    """
+    if not isinstance(text, str):
+        return None
+    m = _SIZE.fullmatch(text)
+    if m is None or not m.group(2) or m.group(2).lower() not in _SIZE_NAMES or m.group(2).lower() == "b":
+        return None
+    return _SIZE_NAMES[m.group(2).lower()]
+
+
+def rate_unit(text: str | None) -> str | None:
+    """The unit a bandwidth was written with (``"25GiB/s"`` -> ``"GiB/s"``, ``"100 mb/ms"`` ->
+    ``"MB/ms"``); ``None`` for a plain number or anything unreadable.
+
+    >>> rate_unit("25GiB/s"), rate_unit("100 mb/ms"), rate_unit("1e8")
+    ('GiB/s', 'MB/ms', None)
+    """
+    if not isinstance(text, str):
+        return None
+    m = _RATE.fullmatch(text)
+    if m is None or m.group(2).lower() not in _SIZE_NAMES or m.group(3).lower() not in TIME_UNITS:
+        return None
+    return f"{_SIZE_NAMES[m.group(2).lower()]}/{m.group(3).lower()}"
+
+
+def pick_size_unit(values: Iterable[float]) -> str:
+    """The binary unit (``B``, ``KiB``, ``MiB``, ``GiB``, ``TiB``) that shows the largest finite
+    value of ``values`` between 1 and 1024.
+
+    >>> pick_size_unit([1.3e8, 5.5e8]), pick_size_unit([0.0]), pick_size_unit([3 * 2**30])
+    ('MiB', 'B', 'GiB')
+    """
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    for name in ("TiB", "GiB", "MiB", "KiB"):
+        if top >= BYTE_UNITS[name.lower()]:
+            return name
+    return "B"
+
+
+@dataclass(frozen=True)
+class Display:
+    """How a result's numbers are printed (:meth:`stagecut.results.Result.summary` and
+    :meth:`~stagecut.results.Result.table`): the units of the input, which the result itself
+    does not carry.
+
+    Parameters
+    ----------
+    time : str, optional
+        The unit of the input's times, as printed beside every time (``"ms"`` for the workload
+        files, ``"s"`` for Piper files, ``"µs"`` for operator graphs); ``None``: not known (no
+        unit printed).
+    memory : str, optional
+        The unit to print sizes in (``"GiB"``, ``"MB"``: the one the user gave); ``None``: a
+        binary unit chosen for the values (:func:`pick_size_unit`).
+    bytes : bool
+        Sizes are bytes (``False``: the input's own abstract unit, printed as it is).
+    names : Mapping, optional
+        ``{node id: name}`` in the graph's topological order, for graphs whose nodes have
+        names: the stage table then names each stage's first and last node.
+    bandwidth : str, optional
+        The unit to print bandwidths in (``"GiB/s"``: the one the user gave); ``None``: GB/s,
+        MB/s... whichever fits.
+
+    Examples
+    --------
+    >>> d = Display(time="ms", memory="GiB")
+    >>> d.time_label("load"), d.size_label(), d.size(1.5 * 2**30)
+    ('load (ms)', 'memory (GiB)', '1.5')
+    >>> Display(time="ms").size_label([5.2e8]), Display(time="ms").size(5.2e8, [5.2e8])
+    ('memory (MiB)', '495.9')
+    >>> d.size_text(2.5 * 2**30), Display().size_text(3e8), d.size_text(math.inf)
+    ('2.5 GiB', '286.1 MiB', 'unlimited')
+    >>> Display(time="ms").rate_text(1e7), Display(time="ms", bandwidth="GiB/s").rate_text(25 * 2**30 / 1e3)
+    ('10 GB/s', '25 GiB/s')
+    """
+
+    time: str | None = None
+    memory: str | None = None
+    bytes: bool = True
+    names: Mapping[Hashable, str] | None = None
+    bandwidth: str | None = None
+
+    def with_unit(self, value: float | None, digits: int = 6) -> str:
+        """A time with its unit (``"17.7899 ms"``)."""
+        text = format_number(value, digits)
+        return text if self.time is None or value is None else f"{text} {self.time}"
+
+    def time_label(self, name: str) -> str:
+        """A column of times: ``"load (ms)"``."""
+        return name if self.time is None else f"{name} ({self.time})"
+
+    def _size_unit(self, values: Iterable[float]) -> str | None:
+        if not self.bytes:
+            return None
+        return self.memory or pick_size_unit(values)
+
+    def size_label(self, values: Iterable[float] = (), name: str = "memory") -> str:
+        """A column of sizes: ``"memory (GiB)"`` (``values``: the column, to choose a unit)."""
+        unit = self._size_unit(values)
+        return f"{name} ({'units' if unit is None else unit})"
+
+    def size(self, value: float | None, values: Iterable[float] = ()) -> str:
+        """A size in the column's unit (``values``: the column), four significant digits."""
+        if value is None or not math.isfinite(value):
+            return format_number(value)
+        unit = self._size_unit(values if values else (value,))
+        if unit is None:
+            return format_number(value)
+        x = value / BYTE_UNITS[unit.lower()]
+        return f"{x:.0f}" if abs(x) >= 1000 or x == 0 else format_number(x, 4)
+
+    def size_text(self, value: float | None) -> str:
+        """One size with its unit: in :attr:`memory` when given, else :func:`bytes_text`;
+        ``"unlimited"`` for ``inf``."""
+        if value is None or math.isinf(value):
+            return "unlimited"
+        if not self.bytes:
+            return f"{format_number(value)} units"
+        if self.memory is None:
+            return bytes_text(value)
+        return f"{format_number(value / BYTE_UNITS[self.memory.lower()], 4)} {self.memory}"
+
+    def rate_text(self, value: float | None) -> str:
+        """A bandwidth given in bytes per time unit of the input, with its unit: in
+        :attr:`bandwidth` when given, else the decimal unit per second that fits (GB/s...)."""
+        seconds = {"ms": 1e-3, "s": 1.0, "\u00b5s": 1e-6, "us": 1e-6}.get(self.time or "")
+        if value is None:
+            return "none"
+        if seconds is None or not self.bytes:
+            return f"{format_number(value)} per time unit"
+        per_s = value / seconds
+        if self.bandwidth is not None:
+            size, _, per = self.bandwidth.partition("/")
+            x = per_s * TIME_UNITS[per] / BYTE_UNITS[size.lower()]
+            return f"{format_number(x, 4)} {self.bandwidth}"
+        for name in ("TB", "GB", "MB", "kB"):
+            if per_s >= BYTE_UNITS[name.lower()]:
+                return f"{format_number(per_s / BYTE_UNITS[name.lower()], 4)} {name}/s"
+        return f"{format_number(per_s, 4)} B/s"

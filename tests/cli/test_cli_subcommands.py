@@ -11,13 +11,14 @@ from .cli_support import GIB, SHARED_KEYS, SUMMARY_LABELS, labels
 
 
 def _check_block(out, objective_text=None):
-    """The summary block first (its five labels), then the stage table and where the full lists are."""
+    """The summary block first (its five labels), then the stage table, its times and sizes with units."""
     lines = out.splitlines()
     assert labels("\n".join(lines[:5])) == SUMMARY_LABELS
     if objective_text is not None:
         assert lines[0].split()[1] == objective_text
-    assert any(line.startswith("stage ") for line in lines), out
-    assert "the full lists are in --json and -o FILE" in out
+    head = next((line for line in lines if line.startswith("stage ")), None)
+    assert head is not None, out
+    assert "load (" in head and "memory (" in head and " ids" in head, head
 
 
 def _same_result(a, b):

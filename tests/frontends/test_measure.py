@@ -148,3 +148,81 @@ def test_measure_many_times_every_plan_in_the_same_passes(traced):
         m = got[name]
         assert [s.predicted for s in m.stages] == pytest.approx([s.compute for s in plan.stages])
         assert all(s.measured >= 0 for s in m.stages)
+
+
+# ----------------------------------------------------------------------------- backward, drift, spread
+@pytest.fixture(scope="module")
+def train_cal(traced):
+    return calibrate(traced, segments=4, warmup=1, repeat=1, backward=True)
+
+
+def test_backward_calibration_adds_up_to_the_measured_segments(traced, train_cal):
+    cal = train_cal
+    assert cal.backward_factors is not None and all(f >= 0 for f in cal.backward_factors.values())
+    assert len(cal.backward_measured) == len(cal.segments)
+    for seg, m in zip(cal.segments, cal.backward_measured):
+        assert sum(cal.backward_seconds[v] for v in seg) == pytest.approx(m, rel=1e-9, abs=1e-12)
+    tt = traced.calibrated(calibration=cal, training=True)
+    assert tt.graph.is_training
+    for v in traced.order:
+        assert tt.graph.node(v).compute["accelerator"] == pytest.approx(cal.node_seconds[v])
+        assert tt.graph.node(f"{v}_bwd").compute["accelerator"] == pytest.approx(cal.backward_seconds[v], abs=1e-15)
+    with pytest.raises(InvalidArgumentError, match="backward"):  # a forward-only calibration cannot make one
+        traced.calibrated(calibration=calibrate(traced, segments=2, warmup=0, repeat=1), training=True)
+    with pytest.raises(InvalidArgumentError, match="forward trace"):
+        tt.calibrated()
+
+
+def test_measure_of_a_training_trace_times_forward_and_backward(traced, train_cal):
+    tt = traced.calibrated(calibration=train_cal, training=True)
+    plan = partition_trace(tt, 2)
+    m = measure(tt, plan, warmup=1, repeat=1)
+    assert m.backward and m.drift is not None and m.drift > 0
+    for s, st in zip(m.stages, plan.stages):  # forward and backward nodes both predicted
+        assert s.predicted == pytest.approx(st.compute)
+        assert 0 <= s.backward <= s.measured and s.predicted_now is not None and s.ratio_now is not None
+    fwd_only = measure(tt, plan, warmup=1, repeat=1, backward=False, reference=False)
+    assert not fwd_only.backward and fwd_only.drift is None and all(s.ratio_now is None for s in fwd_only.stages)
+    fwd_pred = [sum(tt.graph.node(v).compute["accelerator"] for v in st.nodes if not str(v).endswith("_bwd"))
+                for st in plan.stages]
+    assert [s.predicted for s in fwd_only.stages] == pytest.approx(fwd_pred)
+
+
+def test_same_pass_prediction_takes_the_machines_drift_out(traced):
+    """_report on planted passes: the segments run at twice their calibrated time, each stage
+    at twice its prediction in every pass: drift 2, ratio_now 1, predicted_now twice the
+    prediction; a stage that is slower only in one pass of three keeps ratio_now 1 (median)."""
+    import stagecut.frontends.measure as meas
+
+    cal = calibrate(traced, segments=3, warmup=0, repeat=1)
+    tc = traced.calibrated(calibration=cal)
+    plan = partition_trace(tc, 2)
+    stage = meas._stage_map(plan, tc)
+    pred = [0.0, 0.0]
+    for v, s in stage.items():
+        pred[s] += tc.graph.node(v).compute["accelerator"]
+    speed = [2.0, 1.5, 3.0]  # the machine's speed in each of 3 passes
+    seg_passes = [[(m * f, 0.0) for f in speed] for m in cal.measured]
+    stage_passes = [[(p * f * (1.7 if (i == 1 and r == 2) else 1.0), 0.0) for r, f in enumerate(speed)]
+                    for i, p in enumerate(pred)]
+    m = meas._report(tc, stage, stage_passes, False, 0.0, (cal, seg_passes))
+    assert m.drift == pytest.approx(2.0)
+    for s, p in zip(m.stages, pred):
+        assert s.ratio_now == pytest.approx(1.0)
+        assert s.predicted_now == pytest.approx(2.0 * p)
+    assert m.predicted_now_bottleneck == int(np.argmax(pred))
+    assert "machine speed" in m.table()
+
+
+def test_measured_cost_reports_its_spread_and_the_seed_leaves_the_callers_generator_alone():
+    model, x = mlp()
+    torch.manual_seed(123)
+    want = torch.rand(3)
+    torch.manual_seed(123)
+    t = trace_torch(model, x, bandwidth="10GB/s", timing="measure", warmup=0, repeat=3, seed=7)
+    assert torch.equal(torch.rand(3), want)
+    assert t.timing_spread is not None and 0 <= t.timing_spread < float("inf")
+    assert any("vary by" in n for n in t.notes)
+    assert trace_torch(model, x, bandwidth="10GB/s").timing_spread is None
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        trace_torch(model, x, bandwidth="10GB/s", timing="measure", repeat=1, seed=-1)

@@ -94,6 +94,45 @@ def test_runtime_adds_copies_only_where_needed():
     assert len(clones_in(pipe, 1)) == 1 and not clones_in(pipe, 0)  # the received tensor relu_ writes to
 
 
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, h):
+        return self.fc(h).transpose(1, 2)  # the block's output is non-contiguous
+
+
+class SkipOverBlock(torch.nn.Module):
+    """The model input is read by the last stage (passed through the middle one), and the middle
+    stage ends inside ``blk`` with a non-contiguous tensor: both copies go at the end of that stage."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.blk = Block()
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        g = self.blk(torch.relu(self.a(x)))
+        return self.b(g).transpose(1, 2) + x
+
+
+def test_copies_at_a_stage_end_do_not_split_the_module_they_follow():
+    """A copy made with the module stack of the tensor it copies opened a second call of that
+    module after the pass-through copy; the runtime outlines one submodule per name, so the first
+    call ran the second call's graph (Llama's 4-stage plan failed that way)."""
+    torch.manual_seed(0)
+    model, x = SkipOverBlock(), torch.randn(2, 4, 8)
+    t = trace_torch(model, (x,), bandwidth=BW)
+    order = list(t.order)
+    end = order.index("transpose") + 1
+    pipe = check_stages(model, x, t, manual_plan(t, [order[:2], order[2:end], order[end:]]))
+    assert len(clones_in(pipe, 1)) == 2  # x passed through, blk's output made contiguous
+    calls = [n.target for n in pipe.get_stage_module(1).graph.nodes if n.op == "call_module"]
+    assert len(calls) == len(set(calls)), calls
+
+
 def test_encoder_optimal_plan_runs():
     model, x = small_model("encoder")
     t = trace_torch(model, (x,), bandwidth=BW)
@@ -132,18 +171,27 @@ def gloo_cases(names_and_cuts):
     return cases
 
 
-def check_gloo(cases, tmp_path):
+def check_gloo(cases, tmp_path, grad_tol=1e-4, loss_rel=1e-5, out_tol=1e-5):
+    """Run ``cases`` on 2 gloo ranks (``gloo_pipeline``) and check each against the unsplit model:
+    the output, or the loss and every gradient (relative to each parameter's largest), or after
+    an SGD step every copy's value (the copies of a tied weight exactly equal)."""
     ranks = gloo_pipeline.run(cases, tmp_path)
     bad = [(rank, len(r) - 1, c) for rank, r in enumerate(ranks) for c in r if not c["ok"]]
     assert not bad, "\n".join(f"rank {rank}, case {cases[i][:1] + (len(cases[i][1][0]),) if i < len(cases) else i}: "
                                f"{c['error']}\n{c.get('trace', '')[-600:]}" for rank, i, c in bad)
     assert all(len(r) == len(cases) for r in ranks)
+    out = []
     for case, last, first in zip(cases, ranks[1], ranks[0]):
         if case[2]:
-            assert last["loss"] == pytest.approx(last["ref_loss"], rel=1e-5)
-            assert first["grads"] > 0 and not first["missing_grads"] and first["grad_err"] < 1e-4, case  # relative
+            assert last["loss"] == pytest.approx(last["ref_loss"], rel=loss_rel), case[0]
+            assert first["grads"] > 0 and not first["missing_grads"] and first["grad_err"] < grad_tol, (case[0],
+                                                                                                         first)
+            if case[2] == "step":
+                assert first["replica_err"] == 0.0 and first["value_err"] < grad_tol, (case[0], first)
         else:
-            assert last["max_err"] < 1e-5, case
+            assert last["max_err"] < out_tol, case
+        out.append({**first, **last})
+    return out
 
 
 @pytest.mark.slow  # two spawned processes importing torch: ~15 s on an idle machine

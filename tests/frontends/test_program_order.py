@@ -54,9 +54,13 @@ def test_the_restricted_plan_is_a_prefix_split_scored_on_the_real_graph(seed):
     restricted = sc.partition(program_order_graph(trace_of(g, order)), devices=k).objective
     free = sc.partition(g, devices=k).objective
     assert best <= plan.objective <= restricted + 1e-9
+    assert plan.objective == pytest.approx(best)  # exact over program order (partition_trace's family)
     assert plan.objective >= free - 1e-9
     assert plan.stats["restriction_cost"] == pytest.approx(max(0.0, plan.objective / free - 1.0))
     assert (plan.status == "optimal") == (plan.stats["restriction_cost"] == 0.0)
+    with_cpus = partition_program_order(trace_of(g, order), k, cpus=1)  # the order-edge route: not exact
+    assert with_cpus.objective <= sc.partition(program_order_graph(trace_of(g, order)), devices=k, cpus=1).objective \
+        + 1e-9
 
 
 # ----------------------------------------------------------------------------- partition_trace

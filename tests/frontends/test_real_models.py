@@ -25,6 +25,9 @@ def inception_v3():
     return model, torch.randn(1, 3, 96, 96)
 
 
+MAKERS = {"resnet50": resnet50, "inception_v3": inception_v3}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [resnet50, inception_v3], ids=["resnet50", "inception_v3"])
 @pytest.mark.parametrize("k", [2, 4])

@@ -52,7 +52,7 @@ def test_a_slow_build_is_cut_by_the_deadline(monkeypatch):
     # closure is computed): the build stops, the MIP is never solved, the answer is the best start
     late = late_clock(monkeypatch)
     p, _ = training_problem("alexnet", 300)
-    real = Q.transitive_closure
+    real = Q.node_closure
     calls = {"closure": 0}
 
     def slow(problem):
@@ -63,7 +63,7 @@ def test_a_slow_build_is_cut_by_the_deadline(monkeypatch):
     def no_solve(*a, **k):
         raise AssertionError("solved after the deadline")
 
-    monkeypatch.setattr(Q, "transitive_closure", slow)
+    monkeypatch.setattr(Q, "node_closure", slow)
     monkeypatch.setattr(Q, "solve", no_solve)
     s = quickp(p, time_limit=600, threads=1)
     assert calls["closure"] == 1

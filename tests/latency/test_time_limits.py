@@ -41,7 +41,7 @@ def test_milp_build_stops_at_the_deadline(monkeypatch):
     start = sc.latency.place(p, method="heft")
     built = []
     monkeypatch.setattr(milp_mod, "transfer_table", slow(milp_mod.transfer_table, 0.4))
-    monkeypatch.setattr(milp_mod.RowSink, "flush", lambda self, m: built.append(len(self)))
+    monkeypatch.setattr(milp_mod.RowSink, "flush", lambda self, m, *check: built.append(len(self)))
     s = milp_mod.solve_milp(p, time_limit=0.2, start=start)
     assert built == []  # the rows were never handed to the solver
     assert s.status == "time_limit" and s.objective <= start.objective * (1 + TOL)

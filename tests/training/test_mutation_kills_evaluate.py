@@ -106,7 +106,7 @@ def test_a_stage_over_the_memory_makes_the_plan_infeasible() -> None:
     ev = sp.evaluate_training(tight, [((0,), 2, 1, {0: "vanilla"}), ((1,), 1, 2, {1: "tp"})])
     assert not ev.feasible and ev.objective is None
     assert ev.tps == float("inf")
-    assert ev.issues == ("stage 0 needs 4 bytes per device, over 3",)
+    assert ev.issues == ("stage 0 needs 4 bytes per device, over 3 bytes",)
     assert [st.memory for st in ev.stages] == [4.0, 2.0]
     assert ev.stages[0].load == pytest.approx(8.4375, rel=1e-12)  # the stage's TPS is still reported
 

@@ -29,13 +29,14 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from stagecut import formats
+from stagecut.cli._parser import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGPIPE, EXIT_USAGE, Parser
 from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, StagecutError
 from stagecut.graph import Graph
-from stagecut.units import parse_bandwidth, parse_bytes
+from stagecut.units import Display, parse_bandwidth, parse_bytes, rate_unit, size_unit
 from stagecut.validate import MAX_INT, check_id, check_int
 
 __all__ = [
@@ -44,10 +45,8 @@ __all__ = [
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
     "positive_number", "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table",
     "bad_argument", "doc", "check_outputs", "requires", "add_quiet", "quiet", "quieted",
-    "print_parse_notes",
+    "print_parse_notes", "display_of", "saved_display", "node_names", "settings_of",
 ]
-
-EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_SIGPIPE = 0, 1, 2, 130, 141
 
 #: the grammar of a randomly wired network (:func:`stagecut.rwnn.rwnn`) as a GRAPH
 RWNN_SPEC = "rwnn:modules=M:channels=C[:dep=sdep|wdep][:size=10|32][:model=er|ws|ba][:seed=S]"
@@ -65,14 +64,6 @@ GRAPH_HELP = ("the input: a workload JSON FILE (the format of ../shared/workload
 
 
 # ------------------------------------------------------------------------------------ parser
-class Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose usage errors are one line on stderr (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"stagecut: error: {message} (see '{self.prog} --help')", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def doc(text: str | None) -> str:
     """A module docstring as a subcommand's ``--help`` description (without reST ````quotes````)."""
     return (text or "").replace("``", "")
@@ -420,40 +411,131 @@ def read_placement(path: str, graph: Graph) -> dict[Any, tuple[str, int]]:
 
 
 # ----------------------------------------------------------------------------------- output
-FULL_LISTS = "node lists are id ranges; the full lists are in --json and -o FILE"
+#: what the table's node lists need, when a list was cut (see stagecut.results.node_list_notes)
+FULL_LISTS = "lists cut short: the full lists are in --json and -o FILE"
+#: the time unit spelled as on the command line -> as printed
+TIME_LABELS = {"us": "\u00b5s", "ms": "ms", "s": "s"}
+
+
+def node_names(graph: Graph | None) -> dict[Any, str] | None:
+    """``{node id: name}`` in topological order when the graph's names say more than its ids
+    (a workload's ``node7`` for id 7 does not), else ``None``."""
+    if graph is None:
+        return None
+    names = {}
+    for i in graph.topological_order():
+        n = graph.nodes[i]
+        if n.name:
+            names[n.id] = n.name
+    if not any(name not in (str(v), f"node{v}") for v, name in names.items()):
+        return None
+    return names
+
+
+def display_of(args: argparse.Namespace, graph: Graph | None = None, *, time: str | None = "ms",
+               memory_dest: str = "memory") -> Display:
+    """How :func:`report` prints the numbers of this input: its time unit (``time``, or the
+    subcommand's ``--time-unit``), sizes in the unit given to ``--memory`` (else a binary unit
+    that fits), and the graph's node names when they say more than the ids. A ``regal:`` graph
+    is in abstract units (time = size at bandwidth 1)."""
+    spec = getattr(args, "graph", None) or ""
+    if isinstance(spec, str) and spec.startswith("regal:"):
+        return Display(time="units", bytes=False)
+    unit = getattr(args, "time_unit", None) or time
+    return Display(time=TIME_LABELS.get(unit, unit) if unit else None,
+                   memory=size_unit(getattr(args, memory_dest, None)), names=node_names(graph),
+                   bandwidth=rate_unit(getattr(args, "bandwidth", None)))
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def settings_of(result: Any, display: Display) -> str | None:
+    """The settings a result was solved for, in the units the user gave (``--memory 2.5GiB``
+    prints as 2.5 GiB): the devices, the memory per device, the bandwidth; ``None`` for a
+    result that prints its own (a training plan) or has none."""
+    kind = type(result).__name__
+    unlimited = result.memory == float("inf") if kind in ("Plan", "SlicePlan", "Certificate") else True
+    if kind == "Plan":
+        memory = "no memory limit" if unlimited else f"memory {display.size_text(result.memory)} per accelerator"
+        return f"{_plural(result.devices, 'accelerator')}, {_plural(result.cpus, 'CPU')}, {memory}"
+    if kind in ("SlicePlan", "Certificate"):
+        parts = [f"at most {_plural(result.devices, 'stage')}",
+                 "no fast-memory limit" if unlimited else f"fast memory {display.size_text(result.memory)} per stage"]
+        if result.reserved_memory:
+            parts.append(f"{display.size_text(result.reserved_memory)} of it reserved")
+        if result.bandwidth is not None and not unlimited:
+            parts.append(f"overflow read at {display.rate_text(result.bandwidth)}")
+        return ", ".join(parts)
+    return None
+
+
+def saved_display(data: Any) -> Display:
+    """The :class:`~stagecut.units.Display` of a saved result: its ``units`` key (what
+    :func:`report` writes: ``{"time": "ms", "memory": "bytes"}``, the units of the JSON's numbers);
+    no units when it has none."""
+    units = data.get("units") if isinstance(data, Mapping) else None
+    if not isinstance(units, Mapping):
+        return Display()
+    time = units.get("time")
+    return Display(time=time if isinstance(time, str) else None, bytes=units.get("memory") == "bytes")
+
+
+def _from_spec(text: str, spec: str) -> str:
+    """Notes true for an input that is not a file (``example:``, ``rwnn:``): its settings come
+    from the built-in graph's defaults, not from "the file"."""
+    import re
+
+    if not spec.startswith(("example:", "regal:", "rwnn:")):
+        return text
+    text = re.sub(r"the file's \w+ adds", f"the defaults of {spec} add", text)
+    return re.sub(r"(from )?the file's (max\w+|\w+)", rf"\1the defaults of {spec}", text)
 
 
 def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] = (),
-           data: Mapping[str, Any] | None = None) -> int:
+           data: Mapping[str, Any] | None = None, display: Display | None = None) -> int:
     """Print ``result`` as every subcommand does and save it with ``-o``; returns exit 0.
 
     Human-readable: :meth:`~stagecut.results.Result.summary` (plus ``extra_notes``), a blank line,
-    :meth:`~stagecut.results.Result.table`, and where the full node lists are. ``--json``: the
-    result's :meth:`~stagecut.results.Result.to_json` on one line (or ``data`` when given).
+    :meth:`~stagecut.results.Result.table`, and what the node lists need said about them, with
+    the input's units (``display``, see :func:`display_of`). ``--json``: the result's
+    :meth:`~stagecut.results.Result.to_json` on one line (or ``data`` when given), with the
+    units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes"}``).
     """
+    from stagecut.results import node_list_notes
+
+    display = display or Display()
     if data is None:
         data = result.to_json()
-    data = formats.json_safe(data)
+    units = {"time": display.time, "memory": "bytes" if display.bytes else "units"}
+    data = formats.json_safe({**data, "units": units})
     out = getattr(args, "output", None)
     if out:
         write_json(out, data)
     if getattr(args, "json", False):
         print(json.dumps(data, allow_nan=False))
         return EXIT_OK
-    summary = result.summary()
+    spec = str(getattr(args, "graph", "") or "")
+    summary = result.summary(display)
     lines = [summary] + [f"note       {n}" for n in extra_notes]
-    print("\n".join(lines))
-    table = stage_table(result)
+    settings = settings_of(result, display)
+    if settings:
+        lines.append(f"settings   {settings}")
+    print(_from_spec("\n".join(lines), spec))
+    table = stage_table(result, display)
     if table:
         print()
         print(table)
-        print(f"({FULL_LISTS})")
+        notes = node_list_notes(result.stages)
+        if notes:
+            print(f"({'; '.join(notes)})")
     if out:
         print(f"saved the result to {out}")
     return EXIT_OK
 
 
-def stage_table(result: Any) -> str:
+def stage_table(result: Any, display: Display | None = None) -> str:
     """``result.table()``, also for a result class with a *field* named ``table`` that hides the
     method (then the protocol's :meth:`~stagecut.results.Result.table` is used)."""
     from stagecut.results import Result
@@ -461,7 +543,7 @@ def stage_table(result: Any) -> str:
     method = getattr(type(result), "table", None)
     if not callable(method):
         method = Result.table
-    text: str = method(result)
+    text: str = method(result, display=display)
     return text
 
 

@@ -33,11 +33,17 @@ def _levels(text: str) -> tuple[str, ...]:
     return out
 
 
-def _progress(r: Any, best: float) -> None:
-    b = "none" if r.bound is None else f"{r.bound:.6g}"
-    so_far = "none" if best == -math.inf else f"{best:.6g}"
-    print(f"stagecut: certify: {r.level:<17} bound {b:>12}  {r.status:<11} {r.seconds:8.2f} s   "
-          f"best {so_far}", file=sys.stderr, flush=True)
+def _progress(unit: str | None) -> Any:
+    """The per-level progress line on stderr, times in ``unit`` (the input's)."""
+    tail = "" if unit is None else f" {unit}"
+
+    def show(r: Any, best: float) -> None:
+        b = "none" if r.bound is None else f"{r.bound:.6g}{tail}"
+        so_far = "none" if best == -math.inf else f"{best:.6g}{tail}"
+        print(f"stagecut: certify: {r.level:<17} bound {b:>15}  {r.status:<11} {r.seconds:8.2f} s   "
+              f"best bound {so_far}", file=sys.stderr, flush=True)
+
+    return show
 
 
 @_common.guarded
@@ -45,11 +51,13 @@ def run(args: argparse.Namespace) -> int:
     levels = _levels(args.levels)
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)
+    display = _common.display_of(args, graph)
     cert = certify(graph, placement, devices=args.devices, levels=levels, time_limit=args.time_limit,
                    colocate=not args.ignore_colocation, solver=args.solver, threads=args.threads,
                    workers=args.workers, seed=args.seed, verbose=args.verbose,
-                   on_level=None if args.json or _common.quiet() else _progress, **mtpp_memory(args, graph))
-    return _common.report(cert, args)
+                   on_level=None if args.json or _common.quiet() else _progress(display.time),
+                   **mtpp_memory(args, graph))
+    return _common.report(cert, args, display=display)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     result = as_result(ev, devices=args.devices if args.devices is not None else graph.defaults.get("accelerators"),
                        cpus=args.cpus if args.cpus is not None else graph.defaults.get("cpus"),
                        memory=memory, runtime_s=time.perf_counter() - start)
-    return _common.report(result, args)
+    return _common.report(result, args, display=_common.display_of(args, graph))
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

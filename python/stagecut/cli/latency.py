@@ -183,10 +183,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             devices, output_bytes = _devices(args, graph)
             problem = LatencyProblem(graph, devices, output_bytes)
+    display = _common.display_of(args, graph, time="us" if data is not None else "ms")
     if args.evaluate:
         if args.method != "auto":
             raise _common.bad_argument("--evaluate", "scores a given split: it takes no --method")
-        return _common.report(_plot.write(args, _evaluate(args, graph, problem)), args, extra_notes=notes)
+        return _common.report(_plot.write(args, _evaluate(args, graph, problem)), args, extra_notes=notes,
+                              display=display)
     _common.requires(args, False, "--evaluate", (("semantics", "--semantics"),))
     if args.batch is not None:  # the batched throughput MILP, or batched SPLIT
         from stagecut.latency.diviml.batched import solve_batched
@@ -194,14 +196,14 @@ def run(args: argparse.Namespace) -> int:
 
         solve = solve_batched if args.method == "milp" else solve_split_batched
         batched = solve(problem, args.batch, time_limit=args.time_limit, solver=args.solver or "cbc")
-        return _common.report(batched, args, extra_notes=notes)
+        return _common.report(batched, args, extra_notes=notes, display=display)
     options: dict[str, Any] = {}
     if args.q is not None:
         options["q"] = args.q
     schedule = place(problem, method=args.method, time_limit=args.time_limit, seed=args.seed,
                      solver=args.solver or "cbc", **options)
     _plot.write(args, schedule)
-    return _common.report(schedule, args, extra_notes=notes)
+    return _common.report(schedule, args, extra_notes=notes, display=display)
 
 
 def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:

@@ -1,34 +1,25 @@
 """The ``stagecut`` command: parser assembly and :func:`main`.
 
 Every subcommand is one module of :mod:`stagecut.cli` with ``add_parser(subparsers)``; they
-share the grammar of :mod:`stagecut.cli._common`.
+share the grammar of :mod:`stagecut.cli._common`. :func:`main` imports only the module of the
+subcommand it runs: ``stagecut --help`` and ``stagecut --version`` import no subcommand (nor
+numpy, nor the solvers) and start in a small fraction of a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from stagecut import __version__, _startup
-from stagecut.cli import _common
-from stagecut.cli import certify as certify_cmd
-from stagecut.cli import demo as demo_cmd
-from stagecut.cli import evaluate as evaluate_cmd
-from stagecut.cli import latency as latency_cmd
-from stagecut.cli import partition as partition_cmd
-from stagecut.cli import plan as plan_cmd
-from stagecut.cli import show as show_cmd
-from stagecut.cli import slice as slice_cmd
-from stagecut.cli import sweep as sweep_cmd
-from stagecut.cli import trace as trace_cmd
-from stagecut.progress import reporting
+from stagecut import _startup
+from stagecut.cli._parser import COMMANDS, EXIT_INTERRUPTED, EXIT_USAGE, Parser
+from stagecut.cli._quiet import add_quiet, print_parse_notes, quieted
 
-__all__ = ["main", "build_parser", "load_graph"]
-
-load_graph = _common.load_graph  # kept importable from here
+__all__ = ["main", "build_parser", "command_of"]
 
 DESCRIPTION = """\
 Split a DNN computation graph across devices: optimally where that is tractable, with a
@@ -75,24 +66,50 @@ usage (one line on stderr); 1 a bug in stagecut (please report it; --debug shows
 traceback); 130 interrupted.
 """
 
-#: the subcommand modules, in the order of the help
-SUBCOMMANDS = (partition_cmd, evaluate_cmd, slice_cmd, certify_cmd, plan_cmd, latency_cmd, sweep_cmd, trace_cmd,
-               show_cmd, demo_cmd)
+def __getattr__(name: str) -> Any:
+    if name == "load_graph":  # kept importable from here
+        from stagecut.cli._common import load_graph
+
+        return load_graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole ``stagecut`` parser."""
-    parser = _common.Parser(prog="stagecut", description=DESCRIPTION, epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``stagecut`` parser.
+
+    ``commands``: the subcommands whose parsers are built in full (their modules imported);
+    the others are listed by name and summary only (enough for ``stagecut --help`` and for a
+    usage error). Default: all of them.
+    """
+    from stagecut import __version__
+
+    parser = Parser(prog="stagecut", description=DESCRIPTION, epilog=EPILOG,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"stagecut {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="on an internal error, print the traceback (also STAGECUT_DEBUG=1)")
-    _common.add_quiet(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
-                                parser_class=_common.Parser)
-    for mod in SUBCOMMANDS:
-        mod.add_parser(sub)
+    add_quiet(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)
+    for name, (module, summary) in COMMANDS.items():
+        if commands is None or name in commands:
+            importlib.import_module(module).add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary, add_help=False)
     return parser
+
+
+#: the main parser's own flags (none takes a value): what may come before the subcommand
+_MAIN_FLAGS = ("-h", "--help", "--version", "--debug", "-q", "--quiet")
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs (the first word after the main parser's flags), or ``None``
+    (``--help``, ``--version``, a usage error)."""
+    for arg in argv:
+        if arg in _MAIN_FLAGS:
+            continue
+        return arg if arg in COMMANDS else None
+    return None
 
 
 def _one_line_warning(message: Any, category: Any, filename: str, lineno: int,
@@ -109,19 +126,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     try:
         _startup.release()  # from here on Ctrl-C is KeyboardInterrupt, caught below and by the handler
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        command = command_of(argv)
+        parser = build_parser(() if command is None else (command,))
         try:
             args = parser.parse_args(argv)
         except SystemExit as e:  # --help, --version, usage errors
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else _common.EXIT_USAGE)
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
     except KeyboardInterrupt:
         print("stagecut: interrupted", file=sys.stderr)
-        return _common.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     quiet = bool(getattr(args, "quiet", False))
     # progress bars by default (shown only on a terminal, past 2 s); --quiet: no bar, notes or warnings
-    with warnings.catch_warnings(), _common.quieted(quiet), reporting(not quiet):
+    from stagecut.progress import reporting
+
+    with warnings.catch_warnings(), quieted(quiet), reporting(not quiet):
         warnings.showwarning = _no_warning if quiet else _one_line_warning
-        _common.print_parse_notes(args)
+        print_parse_notes(args)
         return int(args.func(args))
 
 

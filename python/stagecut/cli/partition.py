@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.split_out:
         write_split(args.split_out, plan)
     _plot.write(args, plan)
-    return _common.report(plan, args, extra_notes=cpu_note(graph, args.cpus, plan))
+    return _common.report(plan, args, extra_notes=cpu_note(graph, args.cpus, plan),
+                          display=_common.display_of(args, graph))
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
                          tensor_parallel=not args.no_tp, recompute=not args.no_ar, knapsack=args.knapsack,
                          time_limit=args.time_limit, **server)
     data = plan.to_json(include_table=True) if args.table else None
-    return _common.report(plan, args, data=data)
+    return _common.report(plan, args, data=data, display=_common.display_of(args, time="s"))
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -57,7 +57,8 @@ def load_result(path: str) -> Result:
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
     result = load_result(args.result)
-    return _common.report(result, args)
+    display = _common.saved_display(_common.read_json(args.result, "a saved result"))
+    return _common.report(result, args, display=display)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

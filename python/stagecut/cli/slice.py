@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.split_out:
         write_split(args.split_out, plan)
     _plot.write(args, plan)
-    return _common.report(plan, args)
+    return _common.report(plan, args, display=_common.display_of(args, graph))
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:

@@ -41,11 +41,12 @@ def run(args: argparse.Namespace) -> int:
     graph = onnx_graph(args.graph, bandwidth=args.bandwidth or ONNX_BANDWIDTH, profile=args.profile,
                        flops_per_s=args.flops_per_s, dims=args.dims, repeat=args.repeat)
     from stagecut.formats import workload_to_dict
+    from stagecut.units import bytes_text
 
     _common.write_json(args.output, workload_to_dict(graph))
     total = sum(n.compute.get("accelerator", 0.0) for n in graph.nodes)
     print(f"{args.output}: {len(graph)} nodes, {len(graph.edges)} edges, {total:.6g} ms of compute "
-          f"({args.profile}), {sum(n.memory for n in graph.nodes):.6g} bytes of weights")
+          f"({args.profile}), {bytes_text(sum(n.memory for n in graph.nodes))} of weights")
     return _common.EXIT_OK
 
 

@@ -184,9 +184,10 @@ def _target(node: Any) -> str:
 
 
 # --------------------------------------------------------------------------- running
-def _run(program: _Program, timing: str, warmup: int, repeat: int) -> tuple[dict[str, Any], dict[str, float],
-                                                                              dict[str, float]]:
-    """Run the program node by node: outputs, FLOPs and (``timing="measure"``) median seconds."""
+def _run(program: _Program, timing: str, warmup: int, repeat: int, runs_out: dict[str, list[float]] | None = None
+         ) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """Run the program node by node: outputs, FLOPs and (``timing="measure"``) median seconds
+    (each node's ``repeat`` run times go to ``runs_out`` when given)."""
     torch = require("torch", "torch")
     FlopCounterMode = require("torch.utils.flop_counter", "torch").FlopCounterMode
     Interpreter: Any = torch.fx.Interpreter
@@ -221,6 +222,8 @@ def _run(program: _Program, timing: str, warmup: int, repeat: int) -> tuple[dict
                     super().run_node(n)
                     runs.append(time.perf_counter() - t0)
                 seconds[n.name] = float(statistics.median(runs))
+                if runs_out is not None:
+                    runs_out[n.name] = runs
             return out
 
     with torch.no_grad():

@@ -455,14 +455,17 @@ def partition_program_order(trace: Any, devices: int, **options: Any) -> Plan:
     and :func:`plan_to_balance` apply when its boundaries fall at module calls), scored on the
     real graph, with the cost of the restriction against the unrestricted optimum.
 
-    :func:`stagecut.partition` runs twice: on :func:`program_order_graph` (the restricted plan)
-    and on ``trace.graph`` (the reference). The restricted plan's objective and stage loads are
-    the evaluator's on ``trace.graph`` (the extra program-order edges may have charged a boundary
-    for a tensor nobody after it reads); ``stats`` carry ``unrestricted_objective`` and
-    ``restriction_cost`` (the fraction above it, 0 when the restriction costs nothing), and a
-    note says so. Its status is ``"optimal"`` only when the restriction costs nothing and the
-    reference is optimal; else ``"feasible"`` (optimal over program-order plans under the model's
-    boundary charges, which the re-scoring can only lower).
+    The restricted plan is :func:`~stagecut.frontends.program_order.partition_trace` with
+    ``family="program"``: exact over the splits contiguous in program order, each boundary
+    charged only for the tensors that cross it (re-scored by :func:`stagecut.evaluate` on
+    ``trace.graph``). With ``cpus`` (which that family does not take) it is
+    :func:`stagecut.partition` on :func:`program_order_graph` instead, re-scored on
+    ``trace.graph`` (the extra edges may charge a boundary for a tensor nobody after it
+    reads, so that plan is not proven best over program order). The reference is
+    :func:`stagecut.partition` on ``trace.graph``. ``stats`` carry ``unrestricted_objective``
+    and ``restriction_cost`` (the fraction above it, 0 when the restriction costs nothing), and
+    a note says so. Its status is ``"optimal"`` only when the restriction costs nothing and the
+    reference is optimal; else ``"feasible"``.
 
     Parameters
     ----------
@@ -471,7 +474,8 @@ def partition_program_order(trace: Any, devices: int, **options: Any) -> Plan:
     devices : int
         Accelerators.
     **options
-        Passed to :func:`stagecut.partition` both times (``cpus``, ``memory``, ``method``, ...).
+        Passed to :func:`stagecut.partition` for the reference (``cpus``, ``memory``, ``method``,
+        ``time_limit``, ...); ``memory`` and ``time_limit`` also bound the restricted plan.
 
     Returns
     -------
@@ -482,7 +486,8 @@ def partition_program_order(trace: Any, devices: int, **options: Any) -> Plan:
     InvalidGraphError
         The program order contradicts the graph's edges (a corrupted trace).
     InvalidArgumentError
-        A bad option (as :func:`stagecut.partition` raises it).
+        A bad option (as :func:`stagecut.partition` raises it); a graph node that is not in the
+        trace's program order.
 
     Examples
     --------
@@ -496,10 +501,16 @@ def partition_program_order(trace: Any, devices: int, **options: Any) -> Plan:
     """
     import dataclasses
 
+    from stagecut.frontends.program_order import partition_trace
     from stagecut.throughput import evaluate, partition
 
     free = partition(trace.graph, devices=devices, **options)
-    plan = partition(program_order_graph(trace), devices=devices, **options)
+    if options.get("cpus"):
+        plan = partition(program_order_graph(trace), devices=devices, **options)
+    else:
+        program_order_graph(trace)  # the order must agree with the graph's edges
+        plan = partition_trace(trace, devices, family="program", memory=options.get("memory"),
+                               time_limit=options.get("time_limit"))
     if plan.objective is None or free.objective is None:
         return plan
     ev = evaluate(trace.graph, plan.device_of(), devices=devices, cpus=options.get("cpus"),

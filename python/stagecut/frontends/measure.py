@@ -73,13 +73,22 @@ class Calibration:
     segments : tuple of tuple of str
         The node ids of each timed segment, in program order.
     measured : tuple of float
-        Each segment's measured seconds (call overhead subtracted).
+        Each segment's measured seconds (call overhead subtracted); the forward pass with
+        autograd on when the backward was calibrated too.
     modelled : tuple of float
         Each segment's time by the fitted model alone.
     overhead : float
         Seconds of one call of an empty piece (subtracted from every measurement).
     node_seconds : mapping of str to float
         The calibrated time of each node (the model scaled to its segment's measurement).
+    backward_factors : mapping of str to float, optional
+        Per operator kind, backward seconds per forward second (``None``: the backward was not
+        calibrated).
+    backward_measured : tuple of float
+        Each segment's measured backward seconds (empty when not calibrated).
+    backward_seconds : mapping of str to float
+        The calibrated backward time of each node (its kind's factor times its forward time,
+        scaled to its segment's measured backward).
     """
 
     params: Mapping[str, tuple[float, float, float]]
@@ -88,6 +97,9 @@ class Calibration:
     modelled: tuple[float, ...]
     overhead: float
     node_seconds: Mapping[str, float] = field(repr=False)
+    backward_factors: Mapping[str, float] | None = None
+    backward_measured: tuple[float, ...] = ()
+    backward_seconds: Mapping[str, float] = field(default_factory=dict, repr=False)
 
     @property
     def fit_error(self) -> float:
@@ -99,12 +111,23 @@ class Calibration:
 
 @dataclass(frozen=True)
 class StageTiming:
-    """One stage: predicted compute (seconds, the trace's node times) and measured seconds."""
+    """One stage: predicted compute (seconds, the trace's node times) and measured seconds.
+
+    ``predicted_now``: the prediction with each calibration segment's node times rescaled to
+    that segment's time measured in the same passes as the stages (the median over the passes;
+    ``None`` without a calibration): what the calibrated model predicts at the machine's speed
+    of the moment. ``ratio_now``: the median over the passes of the stage's measured time over
+    that pass's ``predicted_now`` (a burst of load that slows one pass cancels out).
+    ``backward``: the measured seconds of the backward pass (included in ``measured``).
+    """
 
     index: int
     nodes: int
     predicted: float
     measured: float
+    predicted_now: float | None = None
+    backward: float = 0.0
+    ratio_now: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -123,26 +146,49 @@ class Measurement:
         The stage with the largest predicted / measured time.
     overhead : float
         Seconds of one call of an empty piece, subtracted from each measurement.
+    drift : float, optional
+        The calibration segments' total time measured in the same passes, over their total at
+        calibration (``None`` without a calibration): how much faster (< 1) or slower (> 1)
+        the machine ran than when it was calibrated.
+    backward : bool
+        Whether the backward pass was timed (training).
     """
 
     stages: tuple[StageTiming, ...]
     predicted_bottleneck: int
     measured_bottleneck: int
     overhead: float
+    drift: float | None = None
+    backward: bool = False
 
     @property
     def measured_max(self) -> float:
         """The bottleneck stage's measured seconds."""
         return max(s.measured for s in self.stages)
 
+    @property
+    def predicted_now_bottleneck(self) -> int | None:
+        """The stage with the largest ``predicted_now`` (``None`` without a calibration)."""
+        now = [s.predicted_now for s in self.stages]
+        if any(x is None for x in now):
+            return None
+        return int(np.argmax(np.array(now, dtype=float)))
+
     def table(self) -> str:
-        """A text table: stage, nodes, predicted ms, measured ms, ratio."""
-        rows = ["stage  nodes  predicted ms  measured ms  measured/predicted"]
+        """A text table: stage, nodes, predicted ms, measured ms, ratio (and, with a
+        calibration, the prediction at the speed of the moment and its ratio)."""
+        now = self.drift is not None
+        rows = ["stage  nodes  predicted ms  measured ms  measured/predicted" +
+                ("  predicted now ms  measured/now" if now else "")]
         for s in self.stages:
             mark = (" <- bottleneck (measured)" if s.index == self.measured_bottleneck else "") + \
                 (" <- bottleneck (predicted)" if s.index == self.predicted_bottleneck else "")
+            extra = (f"  {1e3 * (s.predicted_now or 0.0):16.3f}  {s.ratio_now or 0.0:12.3f}" if now else "")
             rows.append(f"{s.index:5d}  {s.nodes:5d}  {1e3 * s.predicted:12.3f}  {1e3 * s.measured:11.3f}  "
-                        f"{s.ratio:18.3f}{mark}")
+                        f"{s.ratio:18.3f}{extra}{mark}")
+        if now:
+            rows.append(f"machine speed against the calibration: the calibration's segments took {self.drift:.3f}x "
+                        "their calibrated time in the same passes")
         return "\n".join(rows)
 
 
@@ -195,8 +241,54 @@ def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tu
     return subs, inputs, parts
 
 
-def _caller(sub: Any, args: tuple[Any, ...]) -> Callable[[], Any]:
-    return lambda: sub(*args)
+def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tuple[float, float]]:
+    """A call of ``sub`` on ``args`` that returns its (forward, backward) thread CPU seconds.
+    With ``backward``, the floating-point tensor inputs are fresh leaves that require grad (as a
+    pipeline stage receives them), the forward runs with autograd on, and the backward pass
+    from every output that requires grad (gradient of ones) is timed apart; parameter gradients
+    accumulate across calls, as over the micro-batches of a step."""
+    if not backward:
+        def fwd() -> tuple[float, float]:
+            t0 = time.thread_time()
+            sub(*args)
+            return time.thread_time() - t0, 0.0
+        return fwd
+    torch = require("torch", "torch")
+    leaves = tuple(x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+                   else x for x in args)
+    grads: list[Any] = []
+
+    def fwd_bwd() -> tuple[float, float]:
+        with torch.enable_grad():
+            t0 = time.thread_time()
+            out = sub(*leaves)
+            t1 = time.thread_time()
+            outs = [o for o in torch.utils._pytree.tree_leaves(out)
+                    if isinstance(o, torch.Tensor) and o.requires_grad]
+            if len(grads) != len(outs):
+                grads[:] = [torch.ones_like(o) for o in outs]
+            t2 = time.thread_time()
+            if outs:
+                torch.autograd.backward(outs, grads)
+            t3 = time.thread_time()
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                x.grad = None
+        return t1 - t0, t3 - t2
+    return fwd_bwd
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """Medians of timed pieces: per group, per piece, forward and backward seconds (overhead
+    subtracted), and the overheads."""
+
+    forward: list[list[float]]
+    backward: list[list[float]]
+    overhead: float
+    backward_overhead: float
+    #: per group, per piece, each pass's (forward, backward) seconds, overheads subtracted
+    passes: list[list[list[tuple[float, float]]]] = field(default_factory=list, repr=False)
 
 
 def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup: int, repeat: int,
@@ -206,22 +298,23 @@ def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup:
     pass of the whole program, so every piece runs with the caches a real pass leaves it, and
     a burst of load on the machine hits every piece alike); each piece's median thread CPU
     time (medians add up: the segments of a pass sum to the whole; least times would not)."""
-    times, overhead = _time_groups([(subs, inputs)], warmup, repeat, rounds)
-    return times[0], overhead
+    timed = _time_groups([(subs, inputs)], warmup, repeat, rounds)
+    return timed.forward[0], timed.overhead
 
 
 def _time_groups(groups: Sequence[tuple[Sequence[Any], Sequence[tuple[Any, ...]]]], warmup: int, repeat: int,
-                 rounds: int = 3) -> tuple[list[list[float]], float]:
+                 rounds: int = 3, backward: bool = False) -> _Timed:
     """:func:`_time_pieces` for several programs at once: each pass runs every group's pieces in
-    order, the groups taken in turn, so that all are timed under the same load."""
+    order, the groups taken in turn, so that all are timed under the same load. With
+    ``backward``, each piece's forward (autograd on) and backward are timed (:func:`_caller`)."""
     torch = require("torch", "torch")
     empty = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     x = empty.graph.placeholder("x")
-    empty.graph.output(x)
+    empty.graph.output(x)  # backward: the gradient accumulated into the leaf, the overhead of a call
     empty.recompile()
-    calls: list[list[Callable[[], Any]]] = [[lambda: empty(torch.zeros(1))]]
-    calls += [[_caller(sub, a) for sub, a in zip(subs, inputs)] for subs, inputs in groups]
-    runs: list[list[list[float]]] = [[[] for _ in g] for g in calls]
+    calls: list[list[Callable[[], tuple[float, float]]]] = [[_caller(empty, (torch.zeros(1),), backward)]]
+    calls += [[_caller(sub, a, backward) for sub, a in zip(subs, inputs)] for subs, inputs in groups]
+    runs: list[list[list[tuple[float, float]]]] = [[[] for _ in g] for g in calls]
     with torch.no_grad():
         for g in calls:
             for fn in g:
@@ -231,12 +324,15 @@ def _time_groups(groups: Sequence[tuple[Sequence[Any], Sequence[tuple[Any, ...]]
             for j in range(len(calls)):
                 gi = (j + r) % len(calls)  # rotate which group goes first
                 for i, fn in enumerate(calls[gi]):
-                    t0 = time.thread_time()
-                    fn()
-                    runs[gi][i].append(time.thread_time() - t0)
-    med = [[float(np.median(x)) for x in g] for g in runs]
-    overhead = med[0][0]
-    return [[max(0.0, b - overhead) for b in g] for g in med[1:]], overhead
+                    runs[gi][i].append(fn())
+    fwd = [[float(np.median([t[0] for t in x])) for x in g] for g in runs]
+    bwd = [[float(np.median([t[1] for t in x])) for x in g] for g in runs]
+    overhead, b_overhead = fwd[0][0], bwd[0][0]
+    return _Timed(forward=[[max(0.0, t - overhead) for t in g] for g in fwd[1:]],
+                  backward=[[max(0.0, t - b_overhead) for t in g] for g in bwd[1:]],
+                  overhead=overhead, backward_overhead=b_overhead,
+                  passes=[[[(max(0.0, f - overhead), max(0.0, b - b_overhead)) for f, b in x] for x in g]
+                          for g in runs[1:]])
 
 
 # ----------------------------------------------------------------------------- calibration
@@ -295,7 +391,8 @@ def _nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
     return out
 
 
-def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 5) -> Calibration:
+def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 5,
+              backward: bool = False) -> Calibration:
     """Fit the per-operator model on measured segments of the traced program (module docs).
 
     Parameters
@@ -306,6 +403,11 @@ def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 
         How many runs of program order to time (at least 2).
     warmup, repeat : int
         Runs of each segment before and while timing.
+    backward : bool
+        Also time each segment's backward pass (the forward then runs with autograd on, as in
+        training) and fit a backward factor per operator kind: backward seconds = the kind's
+        factor times the node's forward seconds, non-negative least squares over the segments,
+        then scaled so that each segment's nodes sum to its measured backward time.
 
     Returns
     -------
@@ -324,48 +426,92 @@ def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 
     segs = [s for s in _segments(trace, min(segments, len(trace.order))) if s]
     piece_of = {v: i for i, s in enumerate(segs) for v in s}
     subs, inputs, _ = _pieces(trace, piece_of)
-    measured, overhead = _time_pieces(subs, inputs, warmup, repeat)
+    timed = _time_groups([(subs, inputs)], warmup, repeat, backward=bool(backward))
+    measured, overhead = timed.forward[0], timed.overhead
     if len(measured) != len(segs):  # a segment with no operator of its own (cannot happen with
         raise NotExpressibleError("the program did not split into the segments asked for")  # the trace's nodes)
     feats = {v: _features(trace, v) for v in trace.order}
     a = np.array([np.sum([feats[v] for v in s], axis=0) for s in segs])
-    y = np.array(measured)
-    x = _nnls(a, y)
+    x = _nnls(a, np.array(measured))
     modelled = a @ x
-    node: dict[str, float] = {}
-    for s, m, seg_model in zip(segs, measured, modelled):
-        per = [float(feats[v] @ x) for v in s]
-        if seg_model > 0:
-            node.update({v: p * m / seg_model for v, p in zip(s, per)})
-        else:  # the model gives the segment nothing: share its time by node count
-            node.update({v: m / len(s) for v in s})
+    node = _scaled({v: float(feats[v] @ x) for v in trace.order}, segs, measured)
     params = {k: (float(x[3 * j]), float(x[3 * j + 1]) * 1e-9, float(x[3 * j + 2]) * 1e-6)
               for j, k in enumerate(_KINDS)}
-    return Calibration(params=params, segments=tuple(tuple(s) for s in segs), measured=tuple(measured),
-                       modelled=tuple(float(v) for v in modelled), overhead=overhead, node_seconds=node)
+    cal = Calibration(params=params, segments=tuple(tuple(s) for s in segs), measured=tuple(measured),
+                      modelled=tuple(float(v) for v in modelled), overhead=overhead, node_seconds=node)
+    if not backward:
+        return cal
+    kind = {v: _KINDS.index(_kind(str(trace.targets[v]), float(trace.flops[v]), 0.0)) for v in trace.order}
+    per_kind = np.zeros((len(segs), len(_KINDS)))
+    for i, s in enumerate(segs):
+        for v in s:
+            per_kind[i, kind[v]] += node[v]
+    f = _nnls(per_kind, np.array(timed.backward[0]))
+    bwd = _scaled({v: float(f[kind[v]]) * node[v] for v in trace.order}, segs, timed.backward[0])
+    return dataclasses.replace(cal, backward_factors={k: float(f[j]) for j, k in enumerate(_KINDS)},
+                               backward_measured=tuple(timed.backward[0]), backward_seconds=bwd)
 
 
-def calibrated_trace(trace: Any, calibration: Calibration | None = None, **options: Any) -> Any:
+def _scaled(model: Mapping[str, float], segs: Sequence[Sequence[str]], measured: Sequence[float]) -> dict[str, float]:
+    """Each node's modelled time scaled so that every segment's nodes sum to its measurement
+    (by node count where the model gives a segment nothing)."""
+    out: dict[str, float] = {}
+    for s, m in zip(segs, measured):
+        total = math.fsum(model[v] for v in s)
+        if total > 0:
+            out.update({v: model[v] * m / total for v in s})
+        else:
+            out.update({v: m / len(s) for v in s})
+    return out
+
+
+def calibrated_trace(trace: Any, calibration: Calibration | None = None, *, training: bool = False,
+                     **options: Any) -> Any:
     """``trace`` with each node's compute time the calibrated one (:func:`calibrate` runs when
     ``calibration`` is not given; ``options`` go to it); ``timing`` becomes ``"calibrated"``.
+
+    With ``training=True`` the backward is calibrated too (``backward=True``) and a backward
+    node is added per node (as ``training=True`` of the trace does) with its calibrated backward
+    time instead of a fixed multiple of the forward.
 
     Raises
     ------
     InvalidArgumentError, NotExpressibleError
-        As :func:`calibrate`; a training trace (calibrate the forward trace, then add the
-        backward nodes).
+        As :func:`calibrate`; a training trace (calibrate the forward trace with
+        ``training=True``); ``training=True`` with a calibration made without the backward.
     """
     if trace.graph.is_training:
-        raise InvalidArgumentError("calibrate the forward trace, then add the backward nodes (training=True "
-                                   "after calibration)")
-    cal = calibration if calibration is not None else calibrate(trace, **options)
+        raise InvalidArgumentError("calibrate the forward trace, with training=True to add the backward nodes")
+    if calibration is None:
+        cal = calibrate(trace, backward=training, **options)
+    else:
+        cal = calibration
+    if training and cal.backward_factors is None:
+        raise InvalidArgumentError("training=True needs a calibration of the backward: calibrate(trace, "
+                                   "backward=True)")
     seconds = cal.node_seconds
     graph = trace.graph.map_nodes(lambda n: dataclasses.replace(
         n, compute={k: float(seconds.get(str(n.id), 0.0)) for k in n.compute}))
     note = (f"times calibrated on {len(cal.segments)} measured segments (per-kind model, largest segment misfit "
             f"{100 * cal.fit_error:.1f}% before scaling to the measurements)")
-    return dataclasses.replace(trace, graph=graph, timing="calibrated", notes=(*trace.notes, note),
-                               calibration=cal)
+    out = dataclasses.replace(trace, graph=graph, timing="calibrated", notes=(*trace.notes, note), calibration=cal)
+    if not training:
+        return out
+    from stagecut.frontends._common import trace_with_backward
+
+    out = trace_with_backward(out, 1.0)  # then each backward node's own time (any tied all-reduce charge kept)
+    bwd = cal.backward_seconds
+
+    def timed(n: Any) -> Any:
+        if not n.backward:
+            return n
+        fid = str(n.id)[:-4]
+        fwd, b = float(seconds.get(fid, 0.0)), float(bwd.get(fid, 0.0))
+        return dataclasses.replace(n, compute={k: t - fwd + b for k, t in n.compute.items()})
+
+    factors = ", ".join(f"{k} {v:.2f}" for k, v in (cal.backward_factors or {}).items() if k != "view")
+    return dataclasses.replace(out, graph=out.graph.map_nodes(timed), notes=(
+        *out.notes, f"training: backward times calibrated on the same segments (backward/forward by kind: {factors})"))
 
 
 # ----------------------------------------------------------------------------- plans
@@ -375,10 +521,21 @@ def _stage_map(plan: Plan, trace: Any) -> dict[str, int]:
     return stage_of_nodes(plan, trace)
 
 
-def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Measurement:
-    """Build each stage of ``plan`` (``split_module`` of the exported program) and time its
-    forward pass on its real inputs: predicted (the trace's forward compute) against measured,
-    per stage.
+def _groups(trace: Any, stage_maps: Sequence[Mapping[str, int]], reference: bool
+            ) -> tuple[list[tuple[list[Any], list[tuple[Any, ...]]]], Calibration | None]:
+    """The built pieces of each stage map, and (``reference`` and a calibrated trace) the
+    calibration's segments as a last group, to be timed in the same passes."""
+    built = [_pieces(trace, st)[:2] for st in stage_maps]
+    cal = getattr(trace, "calibration", None) if reference else None
+    if cal is not None:
+        built.append(_pieces(trace, {v: i for i, s in enumerate(cal.segments) for v in s})[:2])
+    return built, cal
+
+
+def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5, backward: bool | None = None,
+            reference: bool = True) -> Measurement:
+    """Build each stage of ``plan`` (``split_module`` of the exported program) and time it on
+    its real inputs: predicted (the trace's compute) against measured, per stage.
 
     Parameters
     ----------
@@ -386,6 +543,13 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Meas
         The trace ``plan`` was made on (holding its model).
     plan : Plan
     warmup, repeat : int
+    backward : bool, optional
+        Time each stage's forward (autograd on) and backward pass, against the forward and
+        backward nodes' compute. Default: whether the trace is a training trace.
+    reference : bool
+        With a calibrated trace, also time the calibration's segments in the same passes, and
+        report the prediction at the speed of the moment (``StageTiming.predicted_now``) and
+        the machine's drift since the calibration (``Measurement.drift``).
 
     Returns
     -------
@@ -398,32 +562,70 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5) -> Meas
     NotExpressibleError
         A plan not over this trace, or stages out of pipeline order; a ``tracer="fx"`` trace.
     """
-    warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
-    repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
-    stage = _stage_map(plan, trace)
-    subs, inputs, _ = _pieces(trace, stage)
-    measured, overhead = _time_pieces(subs, inputs, warmup, repeat)
-    return _report(trace, stage, measured, overhead)
+    return measure_many(trace, {"plan": plan}, warmup=warmup, repeat=repeat, backward=backward,
+                        reference=reference)["plan"]
 
 
-def _report(trace: Any, stage: Mapping[str, int], measured: Sequence[float], overhead: float) -> Measurement:
+def _report(trace: Any, stage: Mapping[str, int], passes: Sequence[Sequence[tuple[float, float]]], backward: bool,
+            overhead: float, now: tuple[Calibration, Sequence[Sequence[tuple[float, float]]]] | None
+            ) -> Measurement:
+    """The measurement of one plan from its stages' timed passes (and the calibration's
+    segments timed in the same passes)."""
     k = max(stage.values()) + 1
+    if len(passes) != k:
+        raise NotExpressibleError(f"the program split into {len(passes)} pieces, not the plan's {k} stages")
+    seg_of = {v: j for j, seg in enumerate(now[0].segments) for v in seg} if now is not None else {}
+    n_seg = len(now[0].segments) if now is not None else 0
+    coef_f = np.zeros((k, n_seg))  # stage i's prediction per second of segment j's time, forward / backward
+    coef_b = np.zeros((k, n_seg))
     predicted = [0.0] * k
     count = [0] * k
-    for v, s in stage.items():
-        n = trace.graph.node(v)
-        predicted[s] += n.compute.get(ACCELERATOR, 0.0)
-        count[s] += 1
-    if len(measured) != k:
-        raise NotExpressibleError(f"the program split into {len(measured)} pieces, not the plan's {k} stages")
-    stages = tuple(StageTiming(index=i, nodes=count[i], predicted=predicted[i], measured=measured[i])
+    for n in trace.graph.nodes:
+        v = str(n.id)
+        back = bool(n.backward)
+        fid = v[:-4] if back and v.endswith("_bwd") else v
+        if fid not in stage or (back and not backward):
+            continue
+        i = stage[fid]
+        t = n.compute.get(ACCELERATOR, 0.0)
+        predicted[i] += t
+        count[i] += 1
+        if now is not None and fid in seg_of:
+            j = seg_of[fid]
+            cal = now[0]
+            if back and cal.backward_measured:
+                coef_b[i, j] += t / cal.backward_measured[j] if cal.backward_measured[j] > 0 else 0.0
+            else:  # no backward calibration: the backward scales as the forward of its segment
+                coef_f[i, j] += t / cal.measured[j] if cal.measured[j] > 0 else 0.0
+    f = np.array([[p[0] for p in x] for x in passes])  # stage x pass
+    b = np.array([[p[1] for p in x] for x in passes]) if backward else np.zeros_like(f)
+    total = f + b
+    measured = [float(np.median(x)) for x in total]
+    bwd = [float(np.median(x)) for x in b]
+    drift = None
+    pred_now: list[float | None] = [None] * k
+    ratio_now: list[float | None] = [None] * k
+    if now is not None:
+        cal, seg_passes = now
+        sf = np.array([[p[0] for p in x] for x in seg_passes])  # segment x pass
+        sb = np.array([[p[1] for p in x] for x in seg_passes])
+        per_pass = coef_f @ sf + coef_b @ sb  # stage x pass: the prediction at each pass's speed
+        then = math.fsum(cal.measured) + (math.fsum(cal.backward_measured) if backward else 0.0)
+        drift = float(np.median(sf.sum(axis=0) + (sb.sum(axis=0) if backward else 0.0))) / then if then > 0 else None
+        for i in range(k):
+            pred_now[i] = float(np.median(per_pass[i]))
+            ok = per_pass[i] > 0
+            ratio_now[i] = float(np.median(total[i][ok] / per_pass[i][ok])) if ok.any() else math.inf
+    stages = tuple(StageTiming(index=i, nodes=count[i], predicted=predicted[i], measured=measured[i],
+                               predicted_now=pred_now[i], backward=bwd[i], ratio_now=ratio_now[i])
                    for i in range(k))
     return Measurement(stages=stages, predicted_bottleneck=int(np.argmax(predicted)),
-                       measured_bottleneck=int(np.argmax(measured)), overhead=overhead)
+                       measured_bottleneck=int(np.argmax(measured)), overhead=overhead, drift=drift,
+                       backward=backward)
 
 
-def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repeat: int = 5
-                 ) -> dict[str, Measurement]:
+def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repeat: int = 5,
+                 backward: bool | None = None, reference: bool = True) -> dict[str, Measurement]:
     """:func:`measure` for several plans of one trace, timed in the same passes (each pass runs
     every plan's stages, the plans taken in turn), so that a change in the machine's load
     between plans does not decide which one measures faster.
@@ -433,6 +635,8 @@ def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repe
     trace : TorchTrace
     plans : mapping of str to Plan
     warmup, repeat : int
+    backward, reference : bool
+        As for :func:`measure`.
 
     Returns
     -------
@@ -445,11 +649,13 @@ def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repe
     """
     warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
     repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    back = bool(trace.graph.is_training) if backward is None else bool(backward)
     names = list(plans)
     stages = [_stage_map(plans[n], trace) for n in names]
-    built = [_pieces(trace, st)[:2] for st in stages]
-    times, overhead = _time_groups(built, warmup, repeat)
-    return {n: _report(trace, st, t, overhead) for n, st, t in zip(names, stages, times)}
+    built, cal = _groups(trace, stages, reference)
+    timed = _time_groups(built, warmup, repeat, backward=back)
+    now = (cal, timed.passes[-1]) if cal is not None else None
+    return {n: _report(trace, st, ps, back, timed.overhead, now) for n, st, ps in zip(names, stages, timed.passes)}
 
 
 def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int = 2, repeat: int = 5,
@@ -492,7 +698,7 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
     rounds = check_int(rounds, "rounds", minimum=0, error=InvalidArgumentError)
     plan_fn = partition if partition is not None else partition_trace
     current, cur_trace = plan, trace
-    m = measure(cur_trace, current, warmup=warmup, repeat=repeat)
+    m = measure(cur_trace, current, warmup=warmup, repeat=repeat, reference=False)
     best = (m.measured_max, current, m, cur_trace)
     for _ in range(rounds):
         stage = _stage_map(current, cur_trace)
@@ -509,7 +715,7 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
         nxt = plan_fn(cur_trace, devices)
         if nxt.assignment() == current.assignment():
             break
-        m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat)
+        m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat, reference=False)
         moved = m2.measured_bottleneck != m.measured_bottleneck
         current, m = nxt, m2
         if m.measured_max < best[0]:

@@ -37,7 +37,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import require
 from stagecut.results import Plan
 
-__all__ = ["make_runnable", "pipeline", "as_plan", "plan_once"]
+__all__ = ["make_runnable", "pipeline", "as_plan", "plan_once", "tied_parameters", "allreduce_tied",
+           "allreduce_data_parallel", "pipeline_grid"]
 
 
 def as_plan(plan: Plan | str | os.PathLike[str] | Mapping[str, Any]) -> Plan:
@@ -231,7 +232,10 @@ def make_runnable(gm: Any) -> Any:
         with graph.inserting_before(end):
             copy = graph.call_function(torch.ops.aten.clone.default, (x,),
                                        {"memory_format": torch.contiguous_format})
-        copy.meta = {k: v for k, v in x.meta.items() if k != "val"}
+        # the stage's top level, after the body, like the pass-through copies: with x's module stack
+        # it would open a second run of that module after them, and the runtime outlines one module
+        # per name (the second call's graph replaced the first's: Llama's k = 4 plan)
+        copy.meta = {"nn_module_stack": dict(root)}
         val = x.meta.get("val")
         if val is not None:
             try:
@@ -327,3 +331,135 @@ def plan_once(make_plan: Callable[[], Plan] | Plan | str | os.PathLike[str], *, 
         box[0] = json.dumps(make().to_json())
     dist.broadcast_object_list(box, src=src, group=group)
     return as_plan(str(box[0]))
+
+
+def tied_parameters(model: Any) -> list[tuple[str, ...]]:
+    """The names of each parameter the model reaches by several names (a tied weight: GPT-2's
+    ``("transformer.wte.weight", "lm_head.weight")``), in ``named_parameters`` order."""
+    names: dict[int, list[str]] = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    return [tuple(ns) for ns in names.values() if len(ns) > 1]
+
+
+def allreduce_tied(model: Any, modules: Any, *, group: Any = None) -> int:
+    """After backward, before the optimizer step: give every copy of each tied parameter the sum
+    of the copies' gradients, over the stage modules of every rank of the pipeline.
+
+    A plan that replicates a tied weight (its users on several stages) gives each stage holding a
+    user its own copy; each copy's gradient is only its stage's part. Summing them (what the
+    unsplit model's single weight gets) and handing every copy the sum keeps the copies equal
+    after the optimizer step. Every rank of ``group`` must call this with the same model (every
+    tied parameter is all-reduced in the same order; a rank holding no copy sends zeros).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model the pipeline was built from (its tied parameters and their shapes).
+    modules : torch.nn.Module or sequence of them
+        The stage modules this rank runs (``pipe.get_stage_module(i)`` or ``stage.submod``).
+    group : ProcessGroup, optional
+        The pipeline's ``torch.distributed`` group (default: the world). Without an initialised
+        ``torch.distributed``, the copies in ``modules`` are summed locally.
+
+    Returns
+    -------
+    int
+        The number of tied parameters reduced.
+    """
+    torch = require("torch", "torch")
+    dist = torch.distributed
+    mods = [modules] if isinstance(modules, torch.nn.Module) else list(modules)
+    shapes = dict(model.named_parameters(remove_duplicate=False))
+    distributed = dist.is_available() and dist.is_initialized()
+    count = 0
+    for names in tied_parameters(model):
+        alias = set(names)
+        copies: dict[int, Any] = {}
+        for m in mods:
+            for n, p in m.named_parameters():
+                if n in alias:
+                    copies.setdefault(id(p), p)
+        like = next(iter(copies.values()), shapes[names[0]])
+        total = torch.zeros(like.shape, dtype=like.dtype, device=like.device)
+        for p in copies.values():
+            if p.grad is not None:
+                total += p.grad
+        if distributed:
+            dist.all_reduce(total, group=group)
+        for p in copies.values():
+            p.grad = total.clone()
+        count += 1
+    return count
+
+
+def allreduce_data_parallel(modules: Any, *, group: Any = None) -> int:
+    """After backward (and :func:`allreduce_tied`), average each parameter's gradient over the
+    data-parallel replicas of a stage (DDP's averaging): every rank of ``group`` runs the same
+    stage(s) on its own share of the batch. Returns the number of gradients averaged.
+
+    A gradient that is ``None`` on this rank counts as zeros (the replicas must agree on the
+    parameters, in the order the modules list them).
+    """
+    torch = require("torch", "torch")
+    dist = torch.distributed
+    mods = [modules] if isinstance(modules, torch.nn.Module) else list(modules)
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0
+    size = dist.get_world_size(group)
+    count = 0
+    for m in mods:
+        for p in m.parameters():
+            if not p.requires_grad:
+                continue
+            g = p.grad if p.grad is not None else torch.zeros_like(p)
+            dist.all_reduce(g, group=group)
+            p.grad = g / size
+            count += 1
+    return count
+
+
+def pipeline_grid(stages: int, replicas: int) -> tuple[int, int, Any, Any]:
+    """This rank's place in a pipeline x data-parallel grid over the ``torch.distributed`` world
+    (a training plan's stages, each replicated ``replicas`` times: see
+    ``stagecut.training.io.trace_plan_stages``): rank ``replica * stages + stage``. Every rank
+    must call it (it creates one pipeline group per replica and one data-parallel group per
+    stage, in the same order everywhere).
+
+    Returns
+    -------
+    (int, int, ProcessGroup, ProcessGroup)
+        The stage this rank runs, its replica, its pipeline group (give it to ``build_stage`` /
+        ``PipelineStage`` and :func:`allreduce_tied`) and its data-parallel group (give it to
+        :func:`allreduce_data_parallel`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``stages * replicas`` is not the world size, or either is below 1, or
+        ``torch.distributed`` is not initialised.
+    """
+    from stagecut.validate import check_int
+
+    torch = require("torch", "torch")
+    dist = torch.distributed
+    stages = check_int(stages, "stages", minimum=1, error=InvalidArgumentError)
+    replicas = check_int(replicas, "replicas", minimum=1, error=InvalidArgumentError)
+    if not (dist.is_available() and dist.is_initialized()):
+        raise InvalidArgumentError("pipeline_grid needs an initialised torch.distributed (init_process_group)")
+    world = dist.get_world_size()
+    if stages * replicas != world:
+        raise InvalidArgumentError(f"{stages} stages x {replicas} replicas = {stages * replicas} ranks, but the world "
+                                   f"has {world}")
+    rank = dist.get_rank()
+    stage, replica = rank % stages, rank // stages
+    pipe_group = dp_group = None
+    for r in range(replicas):
+        g = dist.new_group([r * stages + s for s in range(stages)])
+        if r == replica:
+            pipe_group = g
+    for s in range(stages):
+        g = dist.new_group([r * stages + s for r in range(replicas)])
+        if s == stage:
+            dp_group = g
+    return stage, replica, pipe_group, dp_group

@@ -124,6 +124,10 @@ class TorchTrace:
     example: tuple[tuple[Any, ...], dict[str, Any]] = field(default=((), {}), compare=False, repr=False)
     #: the :class:`~stagecut.frontends.measure.Calibration` behind ``timing="calibrated"``
     calibration: Any = field(default=None, compare=False, repr=False)
+    #: ``timing="measure"``: how far the node times vary over the ``repeat`` runs (the
+    #: time-weighted half-range: the sum over nodes of (slowest - fastest run) / 2 over the sum of
+    #: the medians); ``None`` for other timings
+    timing_spread: float | None = field(default=None, compare=False)
 
     def split_spec(self, plan: Plan, *, mode: str = "error") -> dict[str, Any]:
         """:func:`~stagecut.frontends.export.plan_to_pipelining` ``(plan, self, mode=mode).split_spec()``.
@@ -239,6 +243,7 @@ def trace_torch(
     tracer: str = "auto",
     training: bool = False,
     backward_factor: float = 2.0,
+    seed: int | None = None,
 ) -> TorchTrace:
     """Trace ``model`` on example inputs into a :class:`TorchTrace` (its ``graph`` is what
     :func:`from_torch` returns).
@@ -266,7 +271,13 @@ def trace_torch(
         Sustained FLOP rate of a device, for ``timing="flops"`` (default 1e12, a nominal
         1 TFLOP/s: set your device's).
     warmup, repeat : int
-        Runs per node before and while timing (``timing="measure"``).
+        Runs per node before and while timing (``timing="measure"``). The trace's
+        ``timing_spread`` (and a note) says how much the node times varied over the ``repeat``
+        runs: plans made on two such traces of one model may differ where stage times are
+        closer than that.
+    seed : int, optional
+        Seeds torch's random number generator for the runs (random operators such as dropout
+        then draw the same values on every trace); the caller's generator state is restored.
     training, backward_factor
         ``training=True`` adds a backward node per node (``<id>_bwd``, ``backward_factor`` times
         the forward time, colocated with its forward node; see
@@ -315,12 +326,22 @@ def trace_torch(
     try:  # the runs below may update buffers (BatchNorm's statistics in train mode): put them back
         calls = _count_calls(model, args, kwargs)
         program = _capture(model, args, kwargs, tracer)
-        outputs, flops, seconds = _run(program, timing, warmup, repeat)
+        runs: dict[str, list[float]] = {}
+        with torch.random.fork_rng(devices=[]):
+            if seed is not None:
+                torch.manual_seed(check_int(seed, "seed", minimum=0, error=InvalidArgumentError))
+            outputs, flops, seconds = _run(program, timing, warmup, repeat, runs)
     finally:
         model.load_state_dict(saved)
     base = "flops" if timing == "calibrated" else timing
     trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, base)
     trace = dataclasses.replace(trace, model=model, example=(args, kwargs))
+    if runs:
+        total = sum(seconds.values())
+        spread = sum((max(r) - min(r)) / 2 for r in runs.values()) / total if total > 0 else 0.0
+        trace = dataclasses.replace(trace, timing_spread=spread, notes=(
+            *trace.notes, f"measured node times vary by +-{100 * spread:.1f}% over {repeat} runs (time-weighted "
+            "half-range): plans whose bottlenecks differ by less may swap between traces"))
     if timing == "calibrated":
         from stagecut.frontends.measure import calibrated_trace
 

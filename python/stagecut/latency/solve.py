@@ -76,6 +76,11 @@ AUTO_TIME_LIMIT = 60.0
 CONSTRUCTIVE = ("best-device", "met", "greedy", "heft", "m-heft", "m-greedy", "m-topo", "m-chain", "metis")
 #: ``auto`` runs the whole MILP only when nodes x devices is at most this
 AUTO_MILP_SIZE = 240
+#: ``auto`` runs QuickP when fusion leaves at most this fraction of the nodes of a graph of at
+#: least ``AUTO_QUICKP_NODES`` nodes, for this share of the time left
+AUTO_QUICKP_RATIO, AUTO_QUICKP_NODES, AUTO_QUICKP_SHARE = 0.25, 200, 0.3
+#: the share of the time left that ``auto`` gives its bounds
+AUTO_BOUND_SHARE = 0.15
 
 
 def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
@@ -292,7 +297,8 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         # the bounds that see memory and communication, and the placement behind the memory-path one
         t = time.perf_counter()
-        lb = best_bound(problem)
+        with deadline(max(0.5, AUTO_BOUND_SHARE * left())):   # (the bounds leave out what they cannot finish)
+            lb = best_bound(problem)
         if lb.value > bound:
             bound, bound_from = lb.value, f"the {lb.source} bound"
         witness = path_placement(problem) if len(problem) <= BOUND_SMALL and memory_binds(problem) else None
@@ -307,6 +313,21 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         def proven() -> bool:  # the best meets the bound: nothing left to search
             return best is not None and _key(best) <= bound + TOL * max(1.0, bound)
 
+        # QuickP's fused IP where fusion shrinks the graph to a small fraction (operator graphs with
+        # many zero-cost operators), from every constructive answer so far
+        if best is not None and not proven() and left() > 2.0 and len(problem) >= AUTO_QUICKP_NODES:
+            from stagecut.latency.quickp.fusion import fuse
+
+            t = time.perf_counter()
+            fused = len(fuse(problem))
+            if fused <= AUTO_QUICKP_RATIO * len(problem):
+                s = solvers["quickp"](problem, time_limit=left() * AUTO_QUICKP_SHARE, solver=solver, threads=threads,
+                                      warm_starts=False, starts=[x for x in found if x.objective is not None])
+                found.append(_with(s, method="quickp"))
+                best = min([best, found[-1]], key=_key)
+                timed_out = timed_out or s.status == "time_limit"
+                phases.append(f"quickp {time.perf_counter() - t:.3g} s ({len(problem)} -> {fused} nodes, "
+                              f"{s.stats.get('found_by', '-')})")
         # 2. local descent, LNS from its answer, then local descent again (each from the best so far)
         small = len(problem) * problem.num_devices <= AUTO_MILP_SIZE
         for m, share in (("local", 0.2 if small else 0.4), ("lns", 0.6 if small else 0.85),

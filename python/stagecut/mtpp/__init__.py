@@ -7,6 +7,7 @@
 * :mod:`~stagecut.mtpp.bounds`: the lower-bound ladder (the MIPs, and the combinatorial bounds of
   :mod:`~stagecut.mtpp.combinatorial`: minimum cuts around each node, tensors forced to cross,
   exact optima of subgraphs);
+* :mod:`~stagecut.mtpp.improve`: :func:`improve_plan`: exact re-splits of two blocks at a time;
 * :mod:`~stagecut.mtpp.certify`: :func:`certify`: a plan's cost against the best bound.
 
 Examples
@@ -22,6 +23,7 @@ True
 from stagecut.mtpp.bounds import LEVELS, BoundResult, GuessBound, mtpp_bound
 from stagecut.mtpp.certify import Certificate, certify, plan_blocks
 from stagecut.mtpp.exact import Relaxation
+from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import (
     MtppEvaluation,
     MtppProblem,
@@ -36,6 +38,6 @@ from stagecut.mtpp.slicegraph import METHODS, SlicePlan, slice_graph
 
 __all__ = [
     "LEVELS", "METHODS", "BoundResult", "Certificate", "GuessBound", "MtppEvaluation", "MtppProblem", "Relaxation",
-    "SlicePlan", "as_problem", "block_cost", "block_parts", "certify", "evaluate", "forced_groups", "lower_bound",
-    "mtpp_bound", "plan_blocks", "slice_graph",
+    "SlicePlan", "as_problem", "block_cost", "block_parts", "certify", "evaluate", "forced_groups", "improve_plan",
+    "lower_bound", "mtpp_bound", "plan_blocks", "slice_graph",
 ]

@@ -36,6 +36,7 @@ from stagecut.results import NodeId
 from stagecut.training._args import check_flag, renamed_kwargs
 from stagecut.training.model import PiperProblem, apply_settings
 from stagecut.training.plan import PiperStage, TrainingPlan, stage_label
+from stagecut.units import bytes_text
 from stagecut.validate import check_int
 
 __all__ = ["StageCost", "StageSpec", "TrainingEvaluation", "stage_cost", "evaluate_training"]
@@ -305,7 +306,7 @@ def _score(problem: PiperProblem, norm: list[_Norm], total_dev: int, total_d: in
         suffix -= d
         cost = stage_cost(problem, nodes, d, t, ch, y)
         if cost.memory > problem.memory:
-            issues.append(f"stage {i} needs {cost.memory:.6g} bytes per device, over {problem.memory:.6g}")
+            issues.append(f"stage {i} needs {bytes_text(cost.memory)} per device, over {bytes_text(problem.memory)}")
         worst = max(worst, cost.tps)
         ordered = tuple(sorted(nodes, key=problem.index.__getitem__))
         out.append(PiperStage(index=i, device=stage_label(d, t), nodes=ordered, load=cost.tps, parts=cost.parts,

@@ -25,7 +25,8 @@ from stagecut.results import NodeId
 from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
 from stagecut.validate import check_field, check_int, check_list, shown
 
-__all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies", "trace_layers", "piper_from_trace"]
+__all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies", "trace_layers", "piper_from_trace",
+           "trace_plan_stages"]
 
 
 def _int_key(k: Any, where: str, what: str) -> int:
@@ -474,3 +475,59 @@ def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, b
             tmpcs.append(TMPC(RECOMPUTE_ID, (2 * fwd + bwd) / samples, params, inputs.get(i, 0.0), fixed, fw, bwm))
         nodes.append(PiperNode(i, {1: tuple(tmpcs)}, name))
     return PiperProblem(tuple(nodes), edges, devices, memory, bw, batch)
+
+
+def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
+    """The pipeline a training plan of :func:`piper_from_trace` runs: each stage's node ids of the
+    trace (program order) and the data-parallel degree.
+
+    ``torch.distributed.pipelining`` replicates the whole pipeline for data parallelism: ``d``
+    replicas of every stage, rank ``replica * stages + stage`` (see
+    ``stagecut.frontends.runtime.pipeline_grid``), each replica on its share of the batch, the
+    stages' gradients averaged over the replicas after backward. So the plan's stages must share
+    one data-parallel degree, with no tensor parallelism. The stages' node lists go to
+    ``trace.split_policy`` through a plan with those stages. A stage whose layers the plan
+    recomputes (``"activation recomp"``) runs plainly: recomputation saves memory, not time, and
+    the runtime does not apply it (wrap the stage's layers in ``torch.utils.checkpoint`` to get
+    the memory the plan counted).
+
+    Parameters
+    ----------
+    trace : stagecut.frontends.torch.TorchTrace
+        The trace the problem was built from.
+    plan : TrainingPlan
+        :func:`stagecut.training.plan_training` of ``piper_from_trace(trace, ...)``.
+
+    Returns
+    -------
+    (list of list of str, int)
+        The stages' node ids, and ``d``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        An infeasible plan (no stages), stages with different data-parallel degrees or tensor
+        parallelism (naming the stages), or a layer id that is not a layer of ``trace``.
+    """
+    from stagecut.errors import InvalidArgumentError
+
+    stages = tuple(getattr(plan, "stages", ()) or ())
+    if not stages:
+        raise InvalidArgumentError(f"plan has no stages (status {getattr(plan, 'status', None)!r}): nothing to run")
+    degrees = [(int(s.d), int(s.t)) for s in stages]
+    if any(t != 1 for _, t in degrees) or len({d for d, _ in degrees}) != 1:
+        raise InvalidArgumentError("the runtime replicates the whole pipeline: every stage needs the same "
+                                   "data-parallel degree and t = 1; the plan's stages have (d, t) = "
+                                   + ", ".join(f"{s.index}: {d}" for s, d in zip(stages, degrees)))
+    layers = trace_layers(trace)
+    out = []
+    for s in stages:
+        vs: list[str] = []
+        for i in s.nodes:
+            if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < len(layers):
+                raise InvalidArgumentError(f"plan: stage {s.index} names layer {shown(i)}, not one of the trace's "
+                                           f"{len(layers)} layers")
+            vs.extend(layers[i][1])
+        out.append(vs)
+    position = {v: j for j, v in enumerate(trace.order)}
+    return [sorted(vs, key=position.__getitem__) for vs in out], degrees[0][0]

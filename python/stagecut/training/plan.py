@@ -35,7 +35,7 @@ import numpy.typing as npt
 from stagecut.errors import InvalidArgumentError, InvalidGraphError, user_stacklevel
 from stagecut.results import NodeId, Result, Stage
 from stagecut.training.model import RECOMPUTE_ID
-from stagecut.units import format_bytes
+from stagecut.units import Display, format_bytes
 
 __all__ = ["PiperStage", "TrainingPlan", "stage_label"]
 
@@ -272,9 +272,14 @@ class TrainingPlan(Result):
         return plan
 
     # -- human-readable
-    def summary(self) -> str:
+    def summary(self, display: Display | None = None) -> str:
         """The shared summary block (:meth:`stagecut.results.Result.summary`), then the settings
         and the devices the plan uses.
+
+        Parameters
+        ----------
+        display : Display, optional
+            The input's units (:class:`~stagecut.units.Display`).
 
         Returns
         -------
@@ -282,7 +287,7 @@ class TrainingPlan(Result):
         """
         net = "" if self.server_size is None else (
             f", {self.server_size} devices per server at {format_bytes(self.intra_bandwidth)}/s")
-        lines = [super().summary(),
+        lines = [super().summary(display),
                  f"settings   K={self.devices} devices, M={format_bytes(self.memory)} per device, "
                  f"B={format_bytes(self.bandwidth)}/s, N={self.batch}{' (exact)' if self.exact_batch else ''}{net}"]
         if self.stages:

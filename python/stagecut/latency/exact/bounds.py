@@ -23,6 +23,19 @@ of small random problems, memory-tight ones included.
   fit on one accelerator must cross to another or run somewhere slower, and either costs time.
   It is taken over a few long paths (the longest at the fastest times, the heaviest in memory,
   and one weighing both).
+* ``"skip-path"``: the memory-path bound with the path's own skip edges paid too (an edge from a
+  path node to a later, not adjacent, one: a residual connection, say). When such an edge joins
+  two consecutive runs, its ends sit on different devices, so the later node cannot start before
+  the earlier one's output has crossed; cutting a residual block in two pays for the block's
+  input as well as for the tensor at the cut. The programme's state is a run (its first and last
+  node and its device), with a lower bound on when the run's first node starts and one on when
+  its last node finishes (``O(m^3 D^2)`` over a path of ``m`` nodes; devices that swap without
+  changing the problem count twice at most). Skip edges that jump over a whole run are not
+  charged (the runs on either side could share a device). *Detours* count as skip edges too: two
+  path nodes joined through nodes off the path (the other branches of an inception module, a
+  residual block's projection) delay the later one by at least the detour's own longest route
+  with its devices chosen freely and its transfers paid, and between runs on different devices
+  that route must cross somewhere.
 
 :func:`latency_bound` returns the largest with its source.
 
@@ -53,7 +66,7 @@ from stagecut.latency.model.problem import LatencyProblem
 from stagecut.validate import shown
 
 __all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "memory_binds", "device_path_bound",
-           "memory_path_bound", "long_paths"]
+           "memory_path_bound", "skip_path_bound", "long_paths"]
 
 #: The longest path :func:`memory_path_bound` takes whole; a longer one is cut into stretches of this
 #: many nodes, each bounded alone (their sum is still a bound), which keeps the programme quadratic
@@ -63,6 +76,10 @@ MAX_PATH = 2000
 
 #: Problems of at most this many nodes get every bound even past a deadline (tens of milliseconds).
 SMALL = 2000
+
+#: The most steps (path length cubed over six, times the devices squared) :func:`skip_path_bound`
+#: takes on one stretch of a path; a longer path is cut into stretches bounded alone.
+SKIP_WORK = 4e7
 
 
 @dataclass(frozen=True)
@@ -267,6 +284,156 @@ def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | 
     return best
 
 
+def _kept_devices(problem: LatencyProblem) -> list[int]:
+    """The devices the run programmes need: of each group of interchangeable devices the first two
+    (consecutive runs need two different ones; which two does not change a bound)."""
+    from stagecut.latency.exact.brute import symmetry_groups
+
+    drop = {d for g in symmetry_groups(problem) for d in g[2:]}
+    return [d for d in range(problem.num_devices) if d not in drop]
+
+
+def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], tr: np.ndarray, ok: np.ndarray,
+             keep: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """The detours of ``path``: for path positions ``a < b`` joined through nodes off the path,
+    ``delay[c, e]``, the least time from ``a``'s finish on device ``keep[c]`` to when the detour's
+    outputs can have reached ``b`` on ``keep[e]`` (the detour's nodes on any devices, each at its
+    time there, the transfers paid, memory and device sharing ignored: a lower bound). A detour
+    between two runs on different devices must cross somewhere."""
+    nd = problem.num_devices
+    t = np.where(ok, problem.times, math.inf)
+    out: list[tuple[int, int, np.ndarray]] = []
+    rank = {v: i for i, v in enumerate(problem.order)}
+    for a, v in enumerate(path):
+        off = [w for w in problem.succ[v] if w not in pos]
+        if not off:
+            continue
+        # the nodes off the path reached from v through nodes off the path, in topological order
+        seen, stack = set(off), list(off)
+        while stack:
+            x = stack.pop()
+            for w in problem.succ[x]:
+                if w not in pos and w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        region = sorted(seen, key=rank.__getitem__)
+        ends = {pos[w] for x in region for w in problem.succ[x] if pos.get(w, -1) > a}
+        if not ends:
+            continue
+        delays = {b: np.full((len(keep), len(keep)), -math.inf) for b in ends}
+        for c, dc in enumerate(keep):
+            fin: dict[int, np.ndarray] = {}
+            src = np.full(nd, math.inf)
+            src[dc] = 0.0
+            for x in region:
+                ready = np.full(nd, -math.inf)
+                for u in problem.pred[x]:
+                    f = src if u == v else fin.get(u)
+                    if f is not None:
+                        ready = np.maximum(ready, (f[:, None] + tr[u]).min(axis=0))
+                fin[x] = ready + t[x]
+            for x in region:
+                for w in problem.succ[x]:
+                    b = pos.get(w, -1)
+                    if b > a:
+                        arrive = (fin[x][:, None] + tr[x][:, keep]).min(axis=0)
+                        delays[b][c] = np.maximum(delays[b][c], arrive)
+        for b, delay in delays.items():
+            delay[np.arange(len(keep)), np.arange(len(keep))] = math.inf  # (never between consecutive runs)
+            out.append((a, b, delay))
+    return out
+
+
+def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
+               devs: Sequence[int]) -> float:
+    """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``."""
+    m = len(path)
+    if not m:
+        return 0.0
+    idx = np.asarray(path, dtype=np.int64)
+    keep = np.asarray(devs, dtype=np.int64)
+    nd = len(keep)
+    can = ok[idx][:, keep]
+    t = np.where(can, problem.times[idx][:, keep], 0.0)
+    P = np.vstack([np.zeros(nd), np.cumsum(t, axis=0)])  # P[j, c]: time of path[:j] on device c
+    M = np.concatenate([[0.0], np.cumsum(problem.memory[idx])])
+    bad = np.vstack([np.zeros(nd), np.cumsum(~can, axis=0)])
+    cap = problem.capacity[keep] * (1 + 1e-12)
+    trc = tr[idx][:, keep][:, :, keep]  # trc[k, c, e]: path[k]'s output from c to e
+    trc[:, np.arange(nd), np.arange(nd)] = math.inf  # consecutive runs sit on different devices
+    pos = {v: k for k, v in enumerate(path)}
+    skips = [(a, pos[w], trc[a]) for a, v in enumerate(path) for w in problem.succ[v] if pos.get(w, -1) > a + 1]
+    skips += _detours(problem, path, pos, tr, ok, keep)
+    # first[h, c]: a lower bound on when a run starting at path[h] on c starts;
+    # last[h, j, c]: one on when the run path[h..j] on c finishes (inf: it does not fit)
+    first = np.full((m, nd), math.inf)
+    last = np.full((m, m, nd), math.inf)
+
+    def fits(h: int) -> np.ndarray:  # (runs path[h..j] for j >= h, devices)
+        j = np.arange(h, m)
+        out: np.ndarray = ((M[j + 1] - M[h])[:, None] <= cap[None, :]) & (bad[j + 1] == bad[h][None, :])
+        return out
+
+    first[0] = 0.0
+    last[0] = np.where(fits(0), P[1:] - P[0], math.inf)
+    for h in range(1, m):
+        g = np.arange(h)  # the run before starts at path[g] and ends at path[h - 1]
+        J = np.arange(h, m)  # this run ends at path[j]
+        arrive = last[g, h - 1][:, :, None] + trc[h - 1][None, :, :]  # (g, its device, this device)
+        start = arrive
+        end = arrive[:, :, :, None] + (P[J + 1] - P[h]).T[None, None, :, :]
+        for a, b, delay in skips:
+            if not a < h <= b:
+                continue
+            # b cannot start before a (in the run before, started no earlier than first) has sent its output
+            sent = first[g][:, :, None] + (P[a + 1][None, :] - P[g])[:, :, None] + delay[None, :, :]
+            sent = np.where((g <= a)[:, None, None], sent, -math.inf)
+            if b == h:
+                start = np.maximum(start, sent)
+            term = sent[:, :, :, None] + (P[J + 1] - P[b][None, :]).T[None, None, :, :]
+            end = np.maximum(end, np.where(J >= b, term, -math.inf))  # (only runs that reach b)
+        first[h] = start.min(axis=(0, 1))
+        last[h, h:] = np.where(fits(h), end.min(axis=(0, 1)).T, math.inf)
+    return float(last[:, m - 1].min())
+
+
+def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,
+                    tr: np.ndarray | None = None) -> float:
+    """The ``"skip-path"`` bound of the module docs over ``paths`` (default :func:`long_paths`).
+
+    >>> import stagecut as sc
+    >>> from stagecut.latency import Devices, LatencyProblem
+    >>> # a -> b -> c with a skip a -> c; accelerators hold two nodes, a's output is large
+    >>> nodes = [sc.Node(v, {"accelerator": 1.0, "cpu": 10.0}, memory=1.0, comm=c)
+    ...          for v, c in zip("abc", (8.0, 1.0, 1.0))]
+    >>> p = LatencyProblem(sc.Graph(nodes, [("a", "b"), ("b", "c"), ("a", "c")]), Devices.pcie_star(2, memory=2.0))
+    >>> memory_path_bound(p), skip_path_bound(p)   # a cut after b waits for a's output (1 + 8 / 0.5 + 1)
+    (5.0, 18.0)
+
+    Raises
+    ------
+    InvalidArgumentError
+        A path that is not one.
+    """
+    tr = _transfers(problem) if tr is None else tr
+    ok = _runnable(problem)
+    devs = _kept_devices(problem)
+    step = max(2, int((6 * SKIP_WORK / max(1, len(devs)) ** 2) ** (1 / 3)))
+    best = 0.0
+    for path in long_paths(problem) if paths is None else paths:
+        path = list(path)
+        for a, b in zip(path, path[1:]):
+            if not (0 <= a < len(problem)) or b not in problem.succ[a]:
+                raise InvalidArgumentError(f"paths: {shown(a)} -> {shown(b)} is not an edge")
+        value = 0.0
+        for k in range(0, len(path), step):  # (stretches of a long path, each bounded alone)
+            if k and expired():
+                break
+            value += _skip_runs(problem, path[k:k + step], tr, ok, devs)
+        best = max(best, value)
+    return best
+
+
 def latency_bound(problem: LatencyProblem) -> LatencyBound:
     """The largest of the bounds of the module docs, with its source and every part.
 
@@ -297,6 +464,11 @@ def latency_bound(problem: LatencyProblem) -> LatencyBound:
         parts["device-path"] = device_path_bound(problem, tr)
     if small or not expired():
         parts["memory-path"] = memory_path_bound(problem, tr=tr)
+    if small or not expired():
+        skip = skip_path_bound(problem, tr=tr)
+        mem = parts.get("memory-path", 0.0)
+        # (the same runs found twice: no new source for a rounding difference)
+        parts["skip-path"] = mem if abs(skip - mem) <= 1e-9 * max(1.0, mem) else skip
     source = max(parts, key=lambda k: parts[k])
     return LatencyBound(parts[source], source, parts)
 

@@ -81,7 +81,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.exact.bounds import SMALL, best_bound, memory_binds, path_placement
+from stagecut.latency.exact.bounds import SMALL, LatencyBound, best_bound, memory_binds, path_placement
 from stagecut.latency.exact.brute import colocated, symmetry_groups
 from stagecut.latency.exact.milp_build import (
     RowSink,
@@ -106,7 +106,7 @@ __all__ = ["solve_milp", "greedy_schedule", "transfer_table", "transitive_closur
 
 
 def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | None, threads: int | None,
-           seed: int, verbose: bool) -> _Model:
+           seed: int, verbose: bool, bound: float) -> _Model:
     """The MILP in model units of ``reference_scale`` of ``upper`` (see the module docs), its rows
     gathered as arrays and added in bulk (:class:`RowSink`); the deadline is checked between steps."""
     mip = import_mip()
@@ -151,7 +151,7 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
     for v, var in enumerate(h.S):
         var.lb, var.ub = float(head[v]), float(late[v])
     Sx = np.array([var.idx for var in h.S], dtype=np.int64)
-    h.C = m.add_var("C", lb=min(U, best_bound(problem).value / scale * (1 - 1e-9)), ub=U)
+    h.C = m.add_var("C", lb=min(U, bound / scale * (1 - 1e-9)), ub=U)
     m.objective = mip.minimize(h.C)
     Cx = h.C.idx
     rows = RowSink()
@@ -202,8 +202,22 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
                     earlier.append(int(X[v, g[j - 1]]))
     if expired():
         raise _BuildExpired
-    rows.flush(m)
+    rows.flush(m, _raise_if_expired)
     return h
+
+
+#: the most disjunctive rows the MILP builds: past this the model is refused (its warm start is
+#: the answer, with a note) before the rows are allocated
+MAX_PAIR_ROWS = 2_000_000
+
+
+class _TooLarge(Exception):
+    """The model would have more than :data:`MAX_PAIR_ROWS` disjunctive rows."""
+
+
+def _raise_if_expired() -> None:
+    if expired():
+        raise _BuildExpired
 
 
 def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray, X: np.ndarray, Sx: np.ndarray,
@@ -211,53 +225,66 @@ def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray
     """Non-overlap on the devices without parallelism, for the pairs the DAG leaves unordered and
     whose time windows can overlap on a device both can use (when ``u`` on ``d`` finishes by its
     latest start plus its time before ``v``'s earliest start, or the other way round, every
-    schedule of makespan at most ``U`` keeps them apart)."""
+    schedule of makespan at most ``U`` keeps them apart). Built in blocks of nodes, the deadline
+    checked after each, and refused (:class:`_TooLarge`) past :data:`MAX_PAIR_ROWS` rows."""
     mip = import_mip()
     related = _closure_rows(problem)
     if expired():
         raise _BuildExpired
-    seq = np.flatnonzero(~problem.parallel)
-    h.pruned_pairs = int((related.sum() - 0) // 2)
-    us, vs = np.nonzero(np.triu(~related, 1))
-    cand = []  # (device, pair number) of the rows
-    for d in seq.tolist():
-        both = ok[us, d] & ok[vs, d]
-        apart = (late[us] + p[us, d] <= head[vs]) | (late[vs] + p[vs, d] <= head[us])
-        cand.append(np.flatnonzero(both & ~apart))
-    used = np.unique(np.concatenate(cand)) if cand else np.zeros(0, dtype=np.int64)
-    h.pairs = len(used)
-    if expired():
-        raise _BuildExpired
-    if not len(used):
-        return
-    yv = h.model.vars.add_vars(len(used), name="y", var_type=mip.BINARY)
-    Y = np.full(len(us), -1, dtype=np.int64)
-    Y[used] = [var.idx for var in yv]
-    for k, var in zip(used.tolist(), yv):
-        h.y[int(us[k]), int(vs[k])] = var
-    for d, pick in zip(seq.tolist(), cand):
-        u, v = us[pick], vs[pick]
-        pu, pv = p[u, d], p[v, d]
-        m_uv = np.maximum(0.0, U - tail[u] + pu - head[v])
-        m_vu = np.maximum(0.0, U - tail[v] + pv - head[u])
-        idx = np.stack([Sx[v], Sx[u], Y[pick], X[u, d], X[v, d]], axis=1)
-        # S[v] >= S[u] + p[u, d] - m_uv (3 - y - x[u, d] - x[v, d])
-        rows.add_block(idx, np.stack([np.ones_like(pu), -np.ones_like(pu), -m_uv, -m_uv, -m_uv], axis=1), ">",
-                       pu - 3 * m_uv)
-        # S[u] >= S[v] + p[v, d] - m_vu (2 + y - x[u, d] - x[v, d])
-        rows.add_block(idx, np.stack([-np.ones_like(pv), np.ones_like(pv), m_vu, -m_vu, -m_vu], axis=1), ">",
-                       pv - 2 * m_vu)
+    n = len(problem)
+    seq = np.flatnonzero(~problem.parallel).tolist()
+    h.pruned_pairs = int(related.sum() // 2)
+    total = 0
+    step = max(1, 200_000 // max(1, n))
+    cols = np.arange(n)
+    for lo in range(0, n, step):
+        blk = np.arange(lo, min(n, lo + step))
+        us, vs = np.nonzero(~related[blk] & (cols[None, :] > blk[:, None]))
+        us = blk[us]
+        cand = []  # per device, the pair numbers of its rows
+        for d in seq:
+            both = ok[us, d] & ok[vs, d]
+            apart = (late[us] + p[us, d] <= head[vs]) | (late[vs] + p[vs, d] <= head[us])
+            cand.append(np.flatnonzero(both & ~apart))
+        used = np.unique(np.concatenate(cand)) if cand else np.zeros(0, dtype=np.int64)
+        total += 2 * sum(len(c) for c in cand)
+        if total > MAX_PAIR_ROWS:
+            raise _TooLarge(f"more than {MAX_PAIR_ROWS:,} disjunctive rows")
         if expired():
             raise _BuildExpired
+        if not len(used):
+            continue
+        h.pairs += len(used)
+        yv = h.model.vars.add_vars(len(used), name=f"y{lo}", var_type=mip.BINARY)
+        Y = np.full(len(us), -1, dtype=np.int64)
+        Y[used] = [var.idx for var in yv]
+        for k, var in zip(used.tolist(), yv):
+            h.y[int(us[k]), int(vs[k])] = var
+        for d, pick in zip(seq, cand):
+            u, v = us[pick], vs[pick]
+            pu, pv = p[u, d], p[v, d]
+            m_uv = np.maximum(0.0, U - tail[u] + pu - head[v])
+            m_vu = np.maximum(0.0, U - tail[v] + pv - head[u])
+            idx = np.stack([Sx[v], Sx[u], Y[pick], X[u, d], X[v, d]], axis=1)
+            # S[v] >= S[u] + p[u, d] - m_uv (3 - y - x[u, d] - x[v, d])
+            rows.add_block(idx, np.stack([np.ones_like(pu), -np.ones_like(pu), -m_uv, -m_uv, -m_uv], axis=1), ">",
+                           pu - 3 * m_uv)
+            # S[u] >= S[v] + p[v, d] - m_vu (2 + y - x[u, d] - x[v, d])
+            rows.add_block(idx, np.stack([-np.ones_like(pv), np.ones_like(pv), m_vu, -m_vu, -m_vu], axis=1), ">",
+                           pv - 2 * m_vu)
 
 
-def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float) -> Schedule:
-    """Out of time before the model is built: the warm start (its own method) and the simple bound."""
-    why, lb = f"the time limit ({time_limit:g} s) passed while the MILP was being built", best_bound(problem).value
+def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float | None, t0: float,
+             lb: float, too_large: str | None = None) -> Schedule:
+    """Out of time before the model is built (or the model too large to build): the warm start
+    (its own method) and the simple bound."""
+    why = f"the time limit ({time_limit:g} s) passed while the MILP was being built" if too_large is None \
+        else f"the MILP was not built (the model is too large: {too_large})"
+    status: Status = "time_limit" if too_large is None else "unknown" if start is None else "feasible"
     if start is None or start.objective is None:
-        return Schedule.infeasible("milp", why, devices=problem.devices.names, status="time_limit", lower_bound=lb,
+        return Schedule.infeasible("milp", why, devices=problem.devices.names, status=status, lower_bound=lb,
                                    runtime_s=time.perf_counter() - t0)
-    return dataclasses.replace(start, status="time_limit", lower_bound=min(lb, start.objective),
+    return dataclasses.replace(start, status=status, lower_bound=min(lb, start.objective),
                                notes=(*start.notes, why + ": its warm start"), runtime_s=time.perf_counter() - t0)
 
 
@@ -376,15 +403,20 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         return Schedule.infeasible("milp", why, devices=names, runtime_s=time.perf_counter() - t0)
     with deadline(time_limit):
         notes: list[str] = []
+        lb = best_bound(problem)   # (computed once: the model's C, and the bound of every answer)
         known = _known(problem, start, notes)
         upper = known[0].objective if known is not None else _trivial_upper(problem)
         assert upper is not None
         if not math.isfinite(upper):
             raise InvalidArgumentError("the graph's times and transfers add up past the largest float")
         try:
-            h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose)
+            h = _build(problem, upper, solver=solver, gap=gap, threads=threads, seed=seed, verbose=verbose,
+                       bound=lb.value)
         except _BuildExpired:
-            return _unbuilt(problem, None if known is None else known[0], time_limit, t0)
+            return _unbuilt(problem, None if known is None else known[0], time_limit, t0, lb.value)
+        except _TooLarge as exc:
+            return _unbuilt(problem, None if known is None else known[0], time_limit, t0, lb.value,
+                            too_large=str(exc))
         build_s = time.perf_counter() - t0
         mip_start = _start_values(problem, h, *known) if known is not None else None
         left = remaining()
@@ -394,7 +426,7 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         "build_s": build_s, "solve_s": out.seconds, "solver": out.solver, "mip_status": out.status,
         "mip_objective": None if out.objective is None else out.objective * h.scale, "mip_scale": h.scale,
         "warm_start": int(known is not None)}
-    result = _verified(problem, h, out, None if known is None else known[0], notes, stats, time_limit)
+    result = _verified(problem, h, out, None if known is None else known[0], notes, stats, time_limit, lb)
     return dataclasses.replace(result, runtime_s=time.perf_counter() - t0, seed=seed)
 
 
@@ -436,10 +468,9 @@ def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
 
 
 def _verified(problem: LatencyProblem, h: _Model, out: MipOutcome, known: Schedule | None, notes: list[str],
-              stats: dict[str, Stat], time_limit: float | None) -> Schedule:
+              stats: dict[str, Stat], time_limit: float | None, known_bound: LatencyBound) -> Schedule:
     """The answer with a status and bound that the evaluator and the bound agree on."""
     names = problem.devices.names
-    known_bound = best_bound(problem)
     simple = known_bound.value
     stats["bound_source"] = known_bound.source
     if out.status == "infeasible" and known is None:

@@ -5,6 +5,7 @@ handles and the bulk row sink that hands rows to CBC or HiGHS as arrays."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,8 +245,10 @@ class RowSink:
         starts = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
         return starts, np.concatenate(idx), np.concatenate(val), sense, np.concatenate(rhs)
 
-    def flush(self, model: Any) -> None:
-        """Add every row to ``model`` (CBC or HiGHS through python-mip) and forget them."""
+    def flush(self, model: Any, check: Callable[[], None] | None = None) -> None:
+        """Add every row to ``model`` (CBC or HiGHS through python-mip) and forget them.
+        ``check`` is called every few thousand rows (CBC takes them one by one): an exception it
+        raises stops the flush, and the model is then incomplete (to be dropped)."""
         if not len(self):
             return
         starts, idx, val, sense, rhs = self._csr()
@@ -260,7 +263,11 @@ class RowSink:
             code = {">": b">", "<": b"<", "=": b"="}
             st = starts.tolist()
             for r, (s, rr) in enumerate(zip(sense, rhs.tolist())):
+                if check is not None and not r % 4096:
+                    check()
                 cbclib.Cbc_addRow(mp, b"", st[r + 1] - st[r], ia + st[r], va + st[r], code[s], rr)
+            if check is not None:
+                check()
             model.constrs.update_constrs(model.solver.num_rows())
             return
         from mip import highs

@@ -41,6 +41,7 @@ from stagecut.latency.model.devices import Devices
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule, Transfer, stages_of
 from stagecut.results import Status
+from stagecut.units import bytes_text
 from stagecut.validate import shown
 
 #: A device position per node position (a list or an int array).
@@ -234,7 +235,7 @@ def schedule_from(problem: LatencyProblem, dev: Placement, order: Sequence[Seque
     own = problem.times[np.arange(n), a]
     busy = {names[d]: float(own[a == d].sum()) for d in range(problem.num_devices) if (a == d).any()}
     mem = {names[d]: float(problem.memory[a == d].sum()) for d in range(problem.num_devices) if (a == d).any()}
-    violations = tuple(f"{names[d]} holds {mem[names[d]]:g} bytes, over its {problem.capacity[d]:g}"
+    violations = tuple(f"{names[d]} holds {bytes_text(mem[names[d]])}, over its {bytes_text(problem.capacity[d])}"
                        for d in range(problem.num_devices) if mem.get(names[d], 0.0) > problem.capacity[d])
     makespan = float(finish.max()) if n else 0.0
     bound = None if lower_bound is None else min(float(lower_bound), makespan)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from stagecut.results import NodeId, Result, Stage, _fmt
+from stagecut.units import Display
 
 __all__ = ["Schedule", "Transfer", "Semantics"]
 
@@ -103,11 +104,13 @@ class Schedule(Result):
         rows.sort(key=lambda r: (r["start"], r["finish"], r["what"] != "node"))
         return rows
 
-    def summary(self) -> str:
-        """The shared summary block plus the critical path's length and any violation."""
-        out = super().summary()
+    def summary(self, display: Display | None = None) -> str:
+        """The shared summary block plus the critical path's length and any violation
+        (``display``: the input's units, :class:`~stagecut.units.Display`)."""
+        out = super().summary(display)
         if self.critical_path:
-            out += f"\ncritical   {len(self.critical_path)} nodes, {_fmt(self.objective)}"
+            length = _fmt(self.objective) if display is None else display.with_unit(self.objective)
+            out += f"\ncritical   {len(self.critical_path)} nodes, {length}"
         out += "".join(f"\nviolation  {v}" for v in self.violations)
         return out
 

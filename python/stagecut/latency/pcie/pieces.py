@@ -63,6 +63,7 @@ from stagecut.latency.model.evaluate import check_placement, devices_in_node_ord
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule, Transfer, stages_of
 from stagecut.results import Status
+from stagecut.units import bytes_text
 from stagecut.validate import shown
 
 __all__ = ["Piece", "PiecesTiming", "evaluate_pieces", "pieces_timing", "pieces_schedule", "check_pcie",
@@ -313,7 +314,7 @@ def pieces_schedule(problem: LatencyProblem, dev: Sequence[int] | np.ndarray, *,
     used = sorted({int(d) for d in a})
     busy = {names[d]: busy[names[d]] for d in used}
     mem = {names[d]: float(problem.memory[a == d].sum()) for d in used}
-    viol = [f"{names[d]} holds {mem[names[d]]:g} bytes, over its {problem.capacity[d]:g}"
+    viol = [f"{names[d]} holds {bytes_text(mem[names[d]])}, over its {bytes_text(problem.capacity[d])}"
             for d in used if mem[names[d]] > problem.capacity[d]]
     viol += _class_violations(problem, a) + list(violations)
     order_ids = {names[d]: tuple(ids[v] for v in order[names[d]]) for d in used}

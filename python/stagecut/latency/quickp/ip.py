@@ -63,10 +63,11 @@ import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
+
 from stagecut._deadline import check_time_limit, deadline, expired, remaining
 from stagecut._mip import (
     MODEL_TOL,
-    add,
     check_options,
     data_gap,
     import_mip,
@@ -77,7 +78,8 @@ from stagecut._mip import (
 )
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.latency.exact.milp_build import transitive_closure
+from stagecut.latency.exact.milp_build import RowSink
+from stagecut.latency.exact.milp_build import _closure_rows as node_closure
 from stagecut.latency.model.devices import Devices
 from stagecut.latency.model.evaluate import schedule_from
 from stagecut.latency.model.problem import LatencyProblem
@@ -208,92 +210,166 @@ def _build_and_solve(problem: LatencyProblem, units: _Units, w: Mapping[tuple[in
     allowed = units.allowed(problem, upper * (1 + 1e-6))
     if any(not a for a in allowed):
         return IPResult(None, None, None, math.inf, "infeasible", {"reason": "a group fits on no device"})
-    values = [float(p[v, d]) for v in range(n) for d in allowed[units.of[v]]]
-    m = new_model("quickp", solver=solver, gap=gap if gap is not None else data_gap(values, 1.0), threads=threads)
-    x = {(k, d): m.add_var(var_type=mip.BINARY) for k, a in enumerate(allowed) for d in a}
+    nk = len(units.members)
+    ok = np.zeros((nk, nd), dtype=bool)     # ok[k, d]: unit k may go on device d
     for k, a in enumerate(allowed):
-        add(m, mip.xsum(x[k, d] for d in a) == 1)
+        ok[k, a] = True
+    of = np.asarray(units.of, dtype=np.int64)
+    okv = ok[of]                            # per node
+    pv = np.where(okv, p, 0.0)              # p[v, d] where allowed, else 0 (no NaN or inf in a row)
+    values = pv[okv].tolist()
+    m = new_model("quickp", solver=solver, gap=gap if gap is not None else data_gap(values, 1.0), threads=threads)
+    # variables: x[k, d] binary where allowed, S[v] (bounded by head and tail), C
+    xv = m.vars.add_vars(int(ok.sum()), name="x", var_type=mip.BINARY)
+    X = np.full((nk, nd), -1, dtype=np.int64)
+    X[ok] = [var.idx for var in xv]
+    x = {(int(k), int(d)): var for (k, d), var in zip(np.argwhere(ok).tolist(), xv)}
     # head: longest path into v, tail: longest path from v to a sink (fastest times, no transfers)
-    fastest = [min(float(p[v, d]) for d in allowed[units.of[v]]) for v in range(n)]
-    head, tail = [0.0] * n, [0.0] * n
+    fastest = np.where(okv, p, math.inf).min(axis=1)
+    head, tail = np.zeros(n), np.zeros(n)
     for v in problem.order:
         head[v] = max((head[u] + fastest[u] for u in problem.pred[v]), default=0.0)
     for v in reversed(problem.order):
         tail[v] = fastest[v] + max((tail[s] for s in problem.succ[v]), default=0.0)
-    S = [m.add_var(lb=head[v], ub=max(head[v], U - tail[v])) for v in range(n)]
+    late = np.maximum(head, U - tail)       # the latest start of each node
+    S = m.vars.add_vars(n, name="S")
+    for v, var in enumerate(S):
+        var.lb, var.ub = float(head[v]), float(late[v])
+    Sx = np.array([var.idx for var in S], dtype=np.int64)
     C = m.add_var(lb=problem.lower_bound() / scale * (1 - 1e-9), ub=U)
     m.objective = mip.minimize(C)
-
-    def run(v: int) -> Any:
-        k = units.of[v]
-        return mip.xsum(float(p[v, d]) * x[k, d] for d in allowed[k])
-
+    Cx = C.idx
+    rows = RowSink()
+    # assignment, one row per unit
+    for k, a in enumerate(allowed):
+        rows.add(X[k, a].tolist(), [1.0] * len(a), "=", 1.0)
+    # makespan: C >= S[v] + run(v) + the longest path after v
     for v in range(n):
-        add(m, C >= S[v] + run(v) + tail[v] - fastest[v])
+        a = allowed[units.of[v]]
+        rows.add([Cx, int(Sx[v])] + X[units.of[v], a].tolist(), [1.0, -1.0] + (-pv[v, a]).tolist(), ">",
+                 float(tail[v] - fastest[v]))
+    unit_time = np.zeros((nk, nd))          # each unit's total time per device
+    np.add.at(unit_time, of, pv)
+    unit_mem = np.zeros(nk)
+    np.add.at(unit_mem, of, np.asarray(problem.memory, dtype=float))
     for d in range(nd):
-        rows = [(k, mm) for k, mm in enumerate(units.members) if d in allowed[k]]
+        on = np.flatnonzero(ok[:, d])
         if math.isfinite(problem.capacity[d]):
-            add(m, mip.xsum(float(problem.memory[mm].sum()) * x[k, d] for k, mm in rows
-                            if problem.memory[mm].sum()) <= float(problem.capacity[d]))
-        if not problem.parallel[d]:
-            add(m, mip.xsum(float(p[mm, d].sum()) * x[k, d] for k, mm in rows) <= C)
+            keep = on[unit_mem[on] != 0]
+            if len(keep):
+                rows.add(X[keep, d].tolist(), unit_mem[keep].tolist(), "<", float(problem.capacity[d]))
+        if not problem.parallel[d] and len(on):   # each device's busy time is at most C
+            rows.add(X[on, d].tolist() + [Cx], unit_time[on, d].tolist() + [-1.0], "<", 0.0)
     classes = _interchangeable(problem)
-    for g in classes:   # devices of a class used in the order of their first unit
-        for k in range(len(units.members)):
-            for j in range(1, len(g)):
-                if (k, g[j]) in x:
-                    add(m, x[k, g[j]] <= mip.xsum(x[q, g[j - 1]] for q in range(k) if (q, g[j - 1]) in x))
+    # devices of a class used in the order of their first unit: x[k, g[j]] <= sum_{q < k} x[q, g[j - 1]],
+    # the sum kept in a running variable (z[k] = z[k - 1] + x[k - 1, g[j - 1]]): O(units) entries, not O(units^2)
+    running: list[tuple[int, int, list[Any]]] = []
+    for g in classes:
+        for j in range(1, len(g)):
+            prev, cur = g[j - 1], g[j]
+            z = m.vars.add_vars(nk, name=f"z{cur}", ub=float(nk))
+            z[0].ub = 0.0
+            running.append((prev, cur, z))
+            for k in range(nk):
+                if k:
+                    idx, val = [z[k].idx, z[k - 1].idx], [1.0, -1.0]
+                    if ok[k - 1, prev]:
+                        idx.append(int(X[k - 1, prev]))
+                        val.append(-1.0)
+                    rows.add(idx, val, "=", 0.0)
+                if ok[k, cur]:
+                    if k:
+                        rows.add([int(X[k, cur]), z[k].idx], [1.0, -1.0], "<", 0.0)
+                    else:
+                        x[k, cur].ub = 0.0
+        _check_clock()
     bw = problem.bandwidth
     _check_clock()
+    # precedence, the transfer only across devices: for each device b of v,
+    # S[v] >= S[u] + run(u) + sum_{a != b} size / bw[a, b] x[ku, a] - big_b (1 - x[kv, b])
     for e, ((u, v), size) in enumerate(w.items()):
         if not e % 256:
             _check_clock()
         ku, kv = units.of[u], units.of[v]
-        if ku == kv or not size:
-            add(m, S[v] >= S[u] + run(u))
+        au = allowed[ku]
+        iu = [int(Sx[v]), int(Sx[u])] + X[ku, au].tolist()
+        run_u = (-pv[u, au]).tolist()
+        tr = {b: [size / bw[a, b] / scale if a != b else 0.0 for a in au] for b in allowed[kv]} \
+            if ku != kv and size else {}
+        if not tr or max(max(t) for t in tr.values()) == 0:
+            rows.add(iu, [1.0, -1.0] + run_u, ">", 0.0)
             continue
-        for b in allowed[kv]:
-            tr = {a: size / bw[a, b] / scale for a in allowed[ku] if a != b}
-            big = max(tr.values(), default=0.0)
+        for b, t in tr.items():
+            big = max(t)
             if big == 0:
-                add(m, S[v] >= S[u] + run(u))
+                rows.add(iu, [1.0, -1.0] + run_u, ">", 0.0)
             else:
-                add(m, S[v] >= S[u] + run(u) + mip.xsum(t * x[ku, a] for a, t in tr.items()) - big * (1 - x[kv, b]))
-    reach, rank = transitive_closure(problem), units.rank
-    y: dict[tuple[int, int], Any] = {}
-    pairs = 0
-    for u in range(n):
+                rows.add(iu + [int(X[kv, b])], [1.0, -1.0] + [r - c for r, c in zip(run_u, t)] + [-big], ">",
+                         -big)
+    _check_clock()
+    rank = np.asarray(units.rank, dtype=np.int64)
+    related = node_closure(problem)
+    _check_clock()
+    us, vs = np.nonzero(~related & (rank[:, None] < rank[None, :]))
+    same = of[us] == of[vs]
+    # two members of a group that the DAG leaves unordered: along the topological order
+    for u, v in zip(us[same].tolist(), vs[same].tolist()):
+        a = allowed[units.of[u]]
+        rows.add([int(Sx[v]), int(Sx[u])] + X[units.of[u], a].tolist(), [1.0, -1.0] + (-pv[u, a]).tolist(), ">", 0.0)
+    us, vs = us[~same], vs[~same]
+    ku, kv = of[us], of[vs]
+    # non-overlap on the devices without parallelism, for the pairs whose windows can meet on a
+    # device both can use (when u on d ends by v's earliest start, or the other way round, in
+    # every schedule of makespan at most U, the pair needs no row)
+    cand = []
+    for d in np.flatnonzero(~problem.parallel).tolist():
+        both = ok[ku, d] & ok[kv, d]
+        apart = late[us] + pv[us, d] <= head[vs]   # u before v in every such schedule: the row holds
+        if order == "free":   # (with a fixed topological order the other way round is a restriction)
+            apart |= late[vs] + pv[vs, d] <= head[us]
+        cand.append((d, np.flatnonzero(both & ~apart)))
         _check_clock()
-        for v in range(n):
-            if rank[u] >= rank[v] or reach[u] >> v & 1 or reach[v] >> u & 1:
-                continue
-            ku, kv = units.of[u], units.of[v]
-            if ku == kv:
-                add(m, S[v] >= S[u] + run(u))
-                continue
-            shared = [d for d in allowed[ku] if d in allowed[kv] and not problem.parallel[d]]
-            if not shared:
-                continue
-            pairs += 1
-            if order == "free":
-                y[u, v] = m.add_var(var_type=mip.BINARY)
-            for d in shared:
-                # void unless active: S[u] <= U - tail[u] and S[v] >= head[v]
-                muv = max(0.0, U - tail[u] + float(p[u, d]) - head[v])
-                if order == "free":
-                    mvu = max(0.0, U - tail[v] + float(p[v, d]) - head[u])
-                    add(m, S[v] >= S[u] + float(p[u, d]) - muv * (3 - y[u, v] - x[ku, d] - x[kv, d]))
-                    add(m, S[u] >= S[v] + float(p[v, d]) - mvu * (2 + y[u, v] - x[ku, d] - x[kv, d]))
-                else:
-                    add(m, S[v] >= S[u] + float(p[u, d]) - muv * (2 - x[ku, d] - x[kv, d]))
+    used = np.unique(np.concatenate([c for _, c in cand])) if cand else np.zeros(0, dtype=np.int64)
+    y: dict[tuple[int, int], Any] = {}
+    Y = np.full(len(us), -1, dtype=np.int64)
+    if order == "free" and len(used):
+        yv = m.vars.add_vars(len(used), name="y", var_type=mip.BINARY)
+        Y[used] = [var.idx for var in yv]
+        y = {(int(us[i]), int(vs[i])): var for i, var in zip(used.tolist(), yv)}
+    for d, pick in cand:
+        u, v = us[pick], vs[pick]
+        pu, pvd = pv[u, d], pv[v, d]
+        # void unless active: S[u] <= U - tail[u] and S[v] >= head[v]
+        muv = np.maximum(0.0, U - tail[u] + pu - head[v])
+        one = np.ones_like(pu)
+        if order == "free":
+            mvu = np.maximum(0.0, U - tail[v] + pvd - head[u])
+            idx = np.stack([Sx[v], Sx[u], Y[pick], X[ku[pick], d], X[kv[pick], d]], axis=1)
+            # S[v] >= S[u] + p[u, d] - muv (3 - y - x[ku, d] - x[kv, d])
+            rows.add_block(idx, np.stack([one, -one, -muv, -muv, -muv], axis=1), ">", pu - 3 * muv)
+            # S[u] >= S[v] + p[v, d] - mvu (2 + y - x[ku, d] - x[kv, d])
+            rows.add_block(idx, np.stack([-one, one, mvu, -mvu, -mvu], axis=1), ">", pvd - 2 * mvu)
+        else:
+            idx = np.stack([Sx[v], Sx[u], X[ku[pick], d], X[kv[pick], d]], axis=1)
+            # S[v] >= S[u] + p[u, d] - muv (2 - x[ku, d] - x[kv, d])
+            rows.add_block(idx, np.stack([one, -one, -muv, -muv], axis=1), ">", pu - 2 * muv)
+        _check_clock()
+    pairs = len(used)
+    _check_clock()
+    rows.flush(m)
     hint = None
     if start is not None:
         sdev, sorder = _canonical(classes, units, start[0], start[1])
         st, _ = edge_asap(problem, w, sdev, sorder)
         hint = [(x[k, d], 1.0 if sdev[mm[0]] == d else 0.0) for k, mm in enumerate(units.members)
                 for d in allowed[k]]
-        hint += [(S[v], st[v] / scale) for v in range(n)] + [(C, U)]
-        hint += [(yv, 1.0 if (st[u], rank[u]) < (st[v], rank[v]) else 0.0) for (u, v), yv in y.items()]
+        hint += [(S[v], min(max(st[v] / scale, float(head[v])), float(late[v]))) for v in range(n)] + [(C, U)]
+        hint += [(yv_, 1.0 if (st[u], units.rank[u]) < (st[v], units.rank[v]) else 0.0) for (u, v), yv_ in y.items()]
+        for prev, _cur, z in running:
+            count = 0.0
+            for k, var in enumerate(z):
+                hint.append((var, count))
+                count += float(ok[k, prev] and sdev[units.members[k][0]] == prev)
     build_s = time.perf_counter() - t0
     _check_clock()
     out = solve(m, time_limit=remaining(), start=hint)
@@ -352,7 +428,7 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
            edge_bytes: Mapping[tuple[Hashable, Hashable], float] | None = None, colocate: bool = True,
            order: Order = "free", time_limit: float | None = None, solver: str = "cbc",
            threads: int | None = None, gap: float | None = DEFAULT_GAP, alpha: float | None = None,
-           warm_starts: bool = True) -> Schedule:
+           warm_starts: bool = True, starts: Sequence[Schedule] = ()) -> Schedule:
     """QuickP: fuse (:func:`~stagecut.latency.quickp.fusion.fuse`), co-locate (P2; ``colocate=False``:
     P1), solve :func:`solve_ip` on the fused problem with warm starts from HEFT and the Metis cut,
     and re-score the plan on the original graph.
@@ -389,6 +465,10 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
     warm_starts : bool
         Start from HEFT and Metis (default); ``False``: only the IP's own two starts (and the best
         single device).
+    starts : sequence of Schedule, optional
+        More warm starts (schedules of this problem, e.g. another method's answers): each is
+        mapped onto the fused units like HEFT's, and the answer is never above any of them
+        (``stats["found_by"]`` names the start's method).
 
     Returns
     -------
@@ -420,13 +500,22 @@ def quickp(source: Graph | LatencyProblem, devices: Devices | None = None, *,
     if order not in ("free", "topological"):
         raise InvalidArgumentError(f"order: expected 'free' or 'topological', got {shown(order)}")
     w = None if edge_bytes is None else _edge_sizes(problem, edge_bytes)
+    given = []
+    for k, s in enumerate(starts):
+        if not isinstance(s, Schedule):
+            raise InvalidArgumentError(f"starts[{k}]: expected a Schedule, got {shown(s)}")
+        if s.objective is None:
+            continue
+        if set(s.placement) != set(problem.ids) or any(d not in problem.devices.names for d in s.placement.values()):
+            raise InvalidArgumentError(f"starts[{k}]: not a schedule of this problem's nodes and devices")
+        given.append(s)
     with deadline(limit):
-        return _quickp(problem, w, colocate, order, limit, solver, threads, gap, alpha, warm_starts, t0)
+        return _quickp(problem, w, colocate, order, limit, solver, threads, gap, alpha, warm_starts, t0, given)
 
 
 def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, colocate: bool, order: Order,
             limit: float | None, solver: str, threads: int | None, gap: float | None, alpha: float | None,
-            warm_starts: bool, t0: float) -> Schedule:
+            warm_starts: bool, t0: float, given: Sequence[Schedule] = ()) -> Schedule:
     from stagecut.latency.heuristics.constructive import best_device, heft
     from stagecut.latency.heuristics.partition_baselines import metis
 
@@ -452,6 +541,10 @@ def _quickp(problem: LatencyProblem, w: dict[tuple[int, int], float] | None, col
         if got.objective is not None:
             found.append((score(got), name, got))
             stats[name] = found[-1][0]
+    for s in given:   # the caller's starts, re-scored here (their own method names them)
+        re = schedule_from(problem, *_positions(problem, s), method=s.method)
+        if re.objective is not None and not re.violations:
+            found.append((score(re), s.method, re))
     stats["starts_s"] = time.perf_counter() - t0
     timed_out = expired()
     ip = None

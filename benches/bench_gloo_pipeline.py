@@ -1,0 +1,215 @@
+"""A real pipeline run: ``torch.distributed.pipelining`` on 2 gloo ranks (CPU, one thread each),
+GPipe and 1F1B with 8 micro-batches, steps per second of stagecut's plan against the uniform
+split of the model's layers.
+
+Run: ``python benches/bench_gloo_pipeline.py --json pipeline.json`` (``--models gpt resnet50
+inception_v3``, ``--steps 3``); ``benches/bench_reality.py --pipeline pipeline.json`` puts the
+table in ``docs/results/pytorch.md``.
+
+For each model (random weights, eval mode so that BatchNorm uses its running statistics, one
+micro-batch as below) the parent process:
+
+1. traces the model and calibrates forward and backward times on measured segments
+   (``t.calibrated(training=True)``), and plans 2 stages with
+   :func:`~stagecut.frontends.program_order.partition_trace` on that training trace (``ours``);
+2. splits the model's layers in two equal counts (``uniform``: DeepSpeed's ``uniform``, the
+   layers as ``benches/bench_reality.py`` finds them).
+
+Then 2 spawned processes (gloo, ``torch.set_num_threads(1)``) trace the model again, build each
+plan's stages with :func:`stagecut.frontends.runtime.pipeline` and the trace's ``split_policy``,
+and run ``ScheduleGPipe`` and ``Schedule1F1B`` (8 micro-batches, mean squared error against a
+random target, gradients accumulated; no optimizer step): one step to warm up, then ``--steps``
+timed steps. Reported per rank: wall seconds per step and the process CPU seconds per step.
+The machine is shared (2 cores, other jobs running): wall time includes waiting for a core, so
+compare plans within a model, measured one right after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+MICRO_BATCHES = 8
+MODELS = ("gpt", "resnet50", "inception_v3")
+#: one micro-batch of each model (modest sizes: the machine is shared)
+SIZES = {"gpt": "12 layers, d_model 256, 4 heads, 64 tokens, micro-batch 2",
+         "resnet50": "micro-batch 1 at 128x128", "inception_v3": "micro-batch 1 at 160x160"}
+
+
+def build(name: str) -> tuple[Any, Any]:
+    """The model (random weights, eval mode) and one micro-batch."""
+    import bench_reality as br
+    import torch
+
+    torch.manual_seed(0)
+    if name == "gpt":
+        return br.build("gpt")[0], torch.randint(0, 2048, (2, 64))
+    import torchvision
+
+    if name == "resnet50":
+        return torchvision.models.resnet50().eval(), torch.randn(1, 3, 128, 128)
+    if name == "inception_v3":
+        return (torchvision.models.inception_v3(init_weights=False, aux_logits=False).eval(),
+                torch.randn(1, 3, 160, 160))
+    raise SystemExit(f"unknown model {name!r}: one of {MODELS}")
+
+
+def _trace(model: Any, x: Any) -> Any:
+    from stagecut.frontends.torch import trace_torch
+
+    return trace_torch(model, (x,), bandwidth="2GB/s", flops_per_s=1e10)
+
+
+def plans(name: str, repeat: int) -> dict[str, Any]:
+    """The stages (forward node ids) of ``ours`` and ``uniform``, and what planning cost."""
+    import bench_reality as br
+    import torch
+
+    from stagecut.frontends import baselines as bl
+    from stagecut.frontends.program_order import partition_trace
+    from stagecut.frontends.split import stage_of_nodes
+
+    torch.set_num_threads(1)
+    model, x = build(name)
+    t = _trace(model, x)
+    c0 = time.process_time()
+    tt = t.calibrated(training=True, repeat=repeat)
+    c1 = time.process_time()
+    ours = partition_trace(tt, 2)
+    stage = stage_of_nodes(ours, tt)
+    out = {"ours": [[v for v in t.order if stage[v] == i] for i in range(2)]}
+    layers = br.layers_of(t, model)
+    parts = bl.uniform_parts(len(layers), 2)
+    out["uniform"] = [[v for layer in layers[a:z] for v in layer] for a, z in zip(parts, parts[1:])]
+    predicted = {}
+    for key, stages in out.items():
+        p = br.manual_plan(tt, [s + [f"{v}_bwd" for v in s] for s in stages], key)
+        predicted[key] = [round(1e3 * s.compute, 2) for s in p.stages]
+    return {"stages": out, "predicted_ms": predicted, "calibration_cpu_s": round(c1 - c0, 1),
+            "family": ours.stats.get("family"), "layers": len(layers), "nodes": len(t.order)}
+
+
+def _loss(out: Any, target: Any) -> Any:
+    return ((out - target) ** 2).mean()
+
+
+def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, out_dir: str) -> None:
+    import bench_reality as br
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe
+
+    from stagecut.frontends import runtime
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=600))
+    results: list[dict[str, Any]] = []
+    try:
+        for job in jobs:
+            try:
+                model, x_mb = build(job["model"])
+                t = _trace(model, x_mb)
+                plan = br.manual_plan(t, job["stages"], job["plan"])
+                torch.manual_seed(1)
+                x = (torch.randn(MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:]) if x_mb.is_floating_point()
+                     else torch.randint(0, 2048, (MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:])))
+                with torch.no_grad():
+                    shape = model(x_mb).shape
+                target = torch.randn(MICRO_BATCHES * shape[0], *shape[1:])
+                pipe = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
+                for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+                    stage = pipe.build_stage(rank, torch.device("cpu"))
+                    sched = cls(stage, MICRO_BATCHES, loss_fn=_loss)
+                    walls, cpus = [], []
+                    for i in range(steps + 1):
+                        dist.barrier()
+                        w0, c0 = time.perf_counter(), time.process_time()
+                        if rank == 0:
+                            sched.step(x)
+                        else:
+                            sched.step(target=target, losses=[])
+                        if i > 0:  # the first step warms up
+                            walls.append(time.perf_counter() - w0)
+                            cpus.append(time.process_time() - c0)
+                        for p in pipe.get_stage_module(rank).parameters():
+                            p.grad = None
+                    dist.barrier()
+                    results.append({"model": job["model"], "plan": job["plan"], "schedule": name, "ok": True,
+                                    "wall_s": walls, "cpu_s": cpus})
+            except Exception as e:  # noqa: BLE001 - reported in the table
+                results.append({"model": job["model"], "plan": job["plan"], "ok": False,
+                                "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                                "trace": traceback.format_exc()[-2000:]})
+                break  # the other rank may wait on a message that will not come
+    finally:
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(results, f)
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def run_jobs(jobs: list[dict[str, Any]], steps: int) -> list[list[dict[str, Any]]]:
+    """Each job (model, plan name, stages) on 2 gloo ranks; the per-rank result lists."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = mp.start_processes(_worker, args=(os.path.join(tmp, "init"), jobs, steps, tmp), nprocs=2,
+                                 join=False, start_method="spawn")
+        try:
+            while not ctx.join(timeout=3600):
+                pass
+        except Exception as e:  # noqa: BLE001 - a rank that died: its file says how far it got
+            print(f"a rank failed: {e}", file=sys.stderr)
+        out = []
+        for rank in range(2):
+            path = os.path.join(tmp, f"rank{rank}.json")
+            out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="calibration passes (3 x this)")
+    ap.add_argument("--json", type=pathlib.Path)
+    a = ap.parse_args(argv)
+    import torch
+
+    rows = []
+    for name in a.models:
+        w0 = time.perf_counter()
+        info = plans(name, a.repeat)
+        print(f"{name}: planned in {time.perf_counter() - w0:.0f} s: {json.dumps(info['predicted_ms'])}",
+              file=sys.stderr, flush=True)
+        jobs = [{"model": name, "plan": key, "stages": stages} for key, stages in info["stages"].items()]
+        w0 = time.perf_counter()
+        ranks = run_jobs(jobs, a.steps)
+        print(f"{name}: ran in {time.perf_counter() - w0:.0f} s", file=sys.stderr, flush=True)
+        rows.append({"model": name, "size": SIZES[name], **{k: v for k, v in info.items() if k != "stages"},
+                     "stage_nodes": {k: [len(s) for s in v] for k, v in info["stages"].items()},
+                     "ranks": ranks})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    doc = {"torch": torch.__version__, "micro_batches": MICRO_BATCHES, "steps": a.steps, "rows": rows}
+    if a.json:
+        a.json.write_text(json.dumps(doc, indent=1))
+    else:
+        print(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

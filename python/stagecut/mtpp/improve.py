@@ -1,0 +1,336 @@
+"""Improve an MTPP plan by exact re-splits of two blocks at a time (a local search over the slicing).
+
+A plan's blocks are re-cut pairwise: two blocks ``B`` and ``C`` whose union can be cut again
+without making the quotient cyclic (no path between them through a third block) are merged
+into a window ``W``, and ``W`` is re-split into two blocks by enumerating every ideal ``I`` of the
+graph induced on ``W`` (``I`` first, ``W \\ I`` second), all other blocks fixed. Every block cost is
+the model's: tensors to and from the fixed blocks are paid as the evaluator pays them. The split
+whose larger cost is least (then whose smaller cost is least) replaces ``B`` and ``C`` when it
+makes the pair's sorted costs smaller (the whole window as one block is a split too: the
+pair merges); each move makes the plan's sorted block costs smaller, so the search ends (at
+the latest at its time limit). A plan with fewer blocks than devices also tries splitting its
+costliest block in two.
+
+The enumeration is vectorised over the window's ideals (bit masks, at most 62 forced groups in a
+window) and skipped past ``max_ideals``; the result is re-scored by the evaluator, and is never
+worse than the plan it starts from.
+
+Examples
+--------
+>>> from stagecut.graph import Graph
+>>> from stagecut.mtpp.model import MtppProblem
+>>> p = MtppProblem(Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5), devices=2)
+>>> plan = improve_plan(p, [[0], [1, 2, 3]])
+>>> plan.objective, plan.stats["start_objective"], [s.nodes for s in plan.stages]
+(5.5, 6.5, [(0, 1), (2, 3)])
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stagecut.errors import InvalidArgumentError
+from stagecut.graph import kahn_order
+from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups, lower_bound
+from stagecut.mtpp.slicegraph import SlicePlan
+from stagecut.results import NodeId, Status
+from stagecut.validate import check_int, check_number
+
+__all__ = ["improve_plan"]
+
+#: Relative tolerance of "smaller" between block costs.
+_TOL = 1e-9
+#: Most forced groups in one window (bit masks in int64).
+_MAX_UNITS = 62
+
+
+class _Plan:
+    """The blocks as sets of forced groups, with their costs (the model's, from the neighbours)."""
+
+    def __init__(self, problem: MtppProblem, blocks: list[list[int]]) -> None:
+        self.p = problem
+        g = problem.graph
+        grp = forced_groups(problem)
+        self.units: dict[int, list[int]] = {}
+        for i, r in enumerate(grp):
+            self.units.setdefault(r, []).append(i)
+        self.unit_of = grp
+        self.blocks: list[set[int]] = [{grp[i] for i in b} for b in blocks]
+        self.block_of = {u: b for b, us in enumerate(self.blocks) for u in us}
+        self.work = {u: math.fsum(problem.work(i) for i in ms) for u, ms in self.units.items()}
+        self.params = {u: math.fsum(g.nodes[i].memory for i in ms) for u, ms in self.units.items()}
+        # tensors: producer position -> (comm, consumer positions); only ones that can cross
+        self.tensors = {i: (float(g.nodes[i].comm), sorted(set(g.succ[i]))) for i in range(len(g.nodes))
+                        if g.nodes[i].comm > 0 and g.succ[i]}
+        self.cost = [self.block_cost(b) for b in range(len(self.blocks))]
+
+    def nodes(self, units: set[int]) -> list[int]:
+        return [i for u in units for i in self.units[u]]
+
+    def block_cost(self, b: int) -> float:
+        """The cost of block ``b`` (work, tensors in and out, overflow)."""
+        g, units = self.p.graph, self.blocks[b]
+        members = set(self.nodes(units))
+        paid = set()
+        for i in members:
+            if i in self.tensors and any(v not in members for v in g.succ[i]):
+                paid.add(i)
+            paid.update(u for u in g.pred[i] if u not in members and u in self.tensors)
+        return (math.fsum(self.work[u] for u in units) + self.p.overflow(math.fsum(self.params[u] for u in units))
+                + math.fsum(self.tensors[i][0] for i in paid))
+
+    def quotient(self) -> list[set[int]]:
+        succ: list[set[int]] = [set() for _ in self.blocks]
+        g = self.p.graph
+        for a, c in g.edges:
+            x, y = self.block_of[self.unit_of[g.index[a]]], self.block_of[self.unit_of[g.index[c]]]
+            if x != y:
+                succ[x].add(y)
+        return succ
+
+
+def _long_reach(succ: list[set[int]]) -> list[int]:
+    """Per block, the bit mask of the blocks reachable through at least one other block."""
+    n = len(succ)
+    order = kahn_order(range(n), succ)
+    reach = [0] * n  # reachable by a path of length >= 1
+    for b in reversed(order):
+        m = 0
+        for s in succ[b]:
+            m |= (1 << s) | reach[s]
+        reach[b] = m
+    out = []
+    for b in range(n):
+        m = 0
+        for s in succ[b]:
+            m |= reach[s]
+        out.append(m)
+    return out
+
+
+class _Window:
+    """Two blocks merged: every ideal of the window, and the cost of each side of each split."""
+
+    def __init__(self, plan: _Plan, units: list[int], max_ideals: int) -> None:
+        self.units = units
+        self.ok = False
+        g = plan.p.graph
+        bit = {u: j for j, u in enumerate(units)}
+        m = len(units)
+        pred = [0] * m
+        for j, u in enumerate(units):
+            for i in plan.units[u]:
+                for a in g.pred[i]:
+                    ua = plan.unit_of[a]
+                    if ua in bit and ua != u:
+                        pred[j] |= 1 << bit[ua]
+        order = kahn_order(range(m), [[j for j in range(m) if pred[j] >> i & 1] for i in range(m)])
+        ideals: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        for j in order:
+            pj = np.int64(pred[j])
+            ideals = np.concatenate([ideals, ideals[(ideals & pj) == pj] | np.int64(1 << j)])
+            if len(ideals) > max_ideals:
+                return
+        full = np.int64((1 << m) - 1)
+        ideals = ideals[ideals != 0]  # (the whole window is one block: the other one is dropped)
+        self.ideals = ideals
+        self.first = self._costs(plan, bit, ideals)
+        self.second = self._costs(plan, bit, full & ~ideals)
+        self.second[ideals == full] = 0.0
+        self.ok = True
+
+    def _costs(self, plan: _Plan, bit: dict[int, int], sets: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        p, g = plan.p, plan.p.graph
+        work = np.zeros(len(sets))
+        params = np.zeros(len(sets))
+        for u, j in bit.items():
+            has = ((sets >> j) & 1).astype(bool)
+            work += has * plan.work[u]
+            params += has * plan.params[u]
+        io = np.zeros(len(sets))
+        seen: set[int] = set()
+        for u in bit:
+            for i in plan.units[u]:
+                seen.add(i)
+                seen.update(a for a in g.pred[i] if a in plan.tensors)
+        for t in seen:
+            if t not in plan.tensors:
+                continue
+            comm, cons = plan.tensors[t]
+            cmask, outside = 0, False
+            for v in cons:
+                uv = plan.unit_of[v]
+                if uv in bit:
+                    cmask |= 1 << bit[uv]
+                else:
+                    outside = True
+            holds_cons = (sets & np.int64(cmask)) != 0
+            ut = plan.unit_of[t]
+            if ut in bit:
+                has_p = ((sets >> bit[ut]) & 1).astype(bool)
+                rest_out = outside | ((~sets & np.int64(cmask)) != 0) if cmask else np.full(len(sets), outside)
+                io += comm * np.where(has_p, rest_out, holds_cons)
+            else:
+                io += comm * holds_cons
+        if p.bandwidth is None and math.isfinite(p.memory):
+            over = np.where(params + p.reserved_memory - p.memory > 0, np.inf, 0.0)
+        elif p.bandwidth is not None and math.isfinite(p.memory):
+            over = np.maximum(params + p.reserved_memory - p.memory, 0.0) / p.bandwidth
+        else:
+            over = np.zeros(len(sets))
+        out: npt.NDArray[np.float64] = work + io + over
+        return out
+
+    def best(self) -> tuple[float, float, int]:
+        """``(larger cost, smaller cost, mask of the first block)`` of the best split."""
+        hi = np.maximum(self.first, self.second)
+        lo = np.minimum(self.first, self.second)
+        top = float(hi.min())
+        near = np.flatnonzero(hi <= top * (1 + _TOL) + 1e-300)
+        j = near[int(np.argmin(lo[near]))]
+        return float(hi[j]), float(lo[j]), int(self.ideals[j])
+
+
+def _smaller(new: tuple[float, float], old: tuple[float, float]) -> bool:
+    """Is the sorted pair ``new`` lexicographically smaller than ``old`` (beyond the tolerance)?"""
+    if new[0] < old[0] * (1 - _TOL):
+        return True
+    return new[0] <= old[0] * (1 + _TOL) and new[1] < old[1] * (1 - _TOL)
+
+
+def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int) -> bool:
+    """Re-split blocks ``b`` and ``c`` (``c=None``: split ``b`` into a new block); apply and say
+    whether the pair's sorted costs got smaller."""
+    units = sorted(plan.blocks[b] | (plan.blocks[c] if c is not None else set()))
+    if len(units) < 2 or len(units) > _MAX_UNITS:
+        return False
+    old = (plan.cost[b], plan.cost[c]) if c is not None else (plan.cost[b], 0.0)
+    old = (max(old), min(old))
+    win = _Window(plan, units, max_ideals)
+    if not win.ok:
+        return False
+    hi, lo, mask = win.best()
+    if not _smaller((hi, lo), old) or not math.isfinite(hi):
+        return False
+    first = {u for j, u in enumerate(units) if mask >> j & 1}
+    second = set(units) - first
+    if c is None:
+        plan.blocks.append(set())
+        plan.cost.append(0.0)
+        c = len(plan.blocks) - 1
+    plan.blocks[b], plan.blocks[c] = first, second
+    if not second:  # the two blocks merged: drop the empty one
+        del plan.blocks[c], plan.cost[c]
+    plan.block_of = {u: x for x, us in enumerate(plan.blocks) for u in us}
+    plan.cost = [plan.block_cost(x) for x in range(len(plan.blocks))]
+    return True
+
+
+def _search(plan: _Plan, deadline: float, max_ideals: int) -> tuple[int, int, bool]:
+    """Moves until none improves or the deadline: ``(moves, windows tried, stopped by the deadline)``."""
+    moves = tried = 0
+    while True:
+        if time.monotonic() >= deadline:
+            return moves, tried, True
+        ranked = sorted(range(len(plan.blocks)), key=lambda x: -plan.cost[x])
+        moved = False
+        if len(plan.blocks) < plan.p.devices:
+            tried += 1
+            if _try_pair(plan, ranked[0], None, max_ideals):
+                moves += 1
+                continue
+        far = _long_reach(plan.quotient())
+        for b in ranked:
+            for c in ranked:
+                if c == b or plan.cost[c] > plan.cost[b] or (c < b and plan.cost[c] == plan.cost[b]):
+                    continue  # each pair once, from its costlier block
+                if far[b] >> c & 1 or far[c] >> b & 1:
+                    continue  # a third block lies between them: merging them would make a cycle
+                if time.monotonic() >= deadline:
+                    return moves, tried, True
+                tried += 1
+                if _try_pair(plan, b, c, max_ideals):
+                    moves += 1
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            return moves, tried, False
+
+
+def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 10.0,
+                 max_ideals: int = 50_000) -> SlicePlan:
+    """Improve an MTPP plan by exact pairwise re-splits of its blocks (module docs).
+
+    Parameters
+    ----------
+    problem : MtppProblem
+    plan : SlicePlan, any Result, list of blocks or mapping
+        The partition to start from (see :func:`~stagecut.mtpp.certify.plan_blocks`); it must be valid.
+    time_limit : float, optional
+        Seconds for the search (``None``: until no move improves); the plan so far is returned then.
+    max_ideals : int
+        Windows whose induced graph has more ideals are skipped.
+
+    Returns
+    -------
+    SlicePlan
+        ``method="improve"``, scored by the evaluator, never costlier than ``plan``; ``stats``:
+        ``start_objective``, ``moves``, ``windows``; ``notes`` say whether the search ended at a
+        local optimum or at its time limit.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A bad time limit or ideal cap.
+    InvalidGraphError
+        ``plan`` is not a valid partition of ``problem`` (a node missing or repeated, a split
+        colocation class, a cyclic quotient, more blocks than devices).
+
+    Examples
+    --------
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([1.0, 1.0, 1.0, 1.0]), devices=2)
+    >>> improve_plan(p, [[0, 1, 2, 3]]).objective     # one block split in two
+    2.0
+    """
+    from stagecut.mtpp.certify import plan_blocks  # (certify imports the bounds, which import slicegraph)
+
+    t0 = time.perf_counter()
+    if time_limit is not None:
+        check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
+    max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
+    g = problem.graph
+    start = plan_blocks(g, plan)
+    ev0 = evaluate(problem, start)
+    deadline = math.inf if time_limit is None else time.monotonic() + float(time_limit)
+    state = _Plan(problem, [[g.index[v] for v in b] for b in start])
+    moves, tried, timed_out = _search(state, deadline, max_ideals) if math.isfinite(ev0.objective) else (0, 0, False)
+    blocks = _ordered(state)
+    ev = evaluate(problem, blocks)
+    if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)
+        ev, blocks = ev0, start
+    lb = lower_bound(problem)
+    obj = ev.objective if math.isfinite(ev.objective) else None
+    status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
+    notes = [f"{moves} re-splits improved the start ({ev0.objective:.9g} -> {ev.objective:.9g}); "
+             + ("stopped at the time limit" if timed_out else "no re-split of two blocks improves it")]
+    return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
+                     stats={"start_objective": ev0.objective, "moves": moves, "windows": tried}, stages=ev.stages,
+                     notes=tuple(notes), devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
+                     reserved_memory=problem.reserved_memory, colocate=problem.colocate,
+                     order=tuple(v for b in blocks for v in b), history=(ev0.objective, ev.objective))
+
+
+def _ordered(plan: _Plan) -> list[list[NodeId]]:
+    """The blocks as node ids, in an order of the quotient (no re-split leaves a block empty)."""
+    succ = plan.quotient()
+    order = kahn_order(range(len(plan.blocks)), [sorted(s) for s in succ])
+    ids = plan.p.graph.ids
+    return [[ids[i] for i in sorted(plan.nodes(plan.blocks[b]))] for b in order]

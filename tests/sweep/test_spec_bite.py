@@ -1,0 +1,85 @@
+"""Sweep files: the refusals and readings the main tests did not reach (coverage); each names
+the field, and a scalar where a list is expected is read as a one-element list."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from stagecut.errors import InvalidArgumentError, MemoryLimitError
+from stagecut.sweep import spec as spec_module
+from stagecut.sweep.spec import check_spec, expand, sweep_from_dict
+
+BASE = {"graphs": ["regal:8"], "devices": [2], "methods": ["dpl"]}
+
+
+def make(**changes):
+    return sweep_from_dict({**BASE, **changes})
+
+
+def test_a_scalar_is_a_list_of_one():
+    s = make(graphs="regal:8", devices=3, methods="dp", seeds=4, memory="1GB")
+    assert (s.graphs, s.devices, s.seeds, s.memory) == ((("regal:8", "regal:8"),), (3,), (4,), ("1GB",))
+    assert [m.name for m in s.methods] == ["dp"]
+    assert len(expand(s)) == 1
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"memory": [True]}, "memory"),
+    ({"memory": [[1]]}, "memory"),
+    ({"graphs": ["regal:8", "regal:8"]}, "graphs"),
+    ({"methods": [3]}, "methods[0]"),
+    ({"methods": [{"name": "dp", "options": "fast"}]}, "methods[0].options"),
+    ({"results": ""}, "results"),
+    ({"results": 7}, "results"),
+    ({"report": {"baseline": "dp", "style": "x"}}, "report"),
+    ({"report": "dp"}, "report"),
+])
+def test_each_bad_value_names_its_field(changes, field):
+    with pytest.raises(InvalidArgumentError) as info:
+        make(**changes)
+    assert str(info.value).startswith(f"{field}:"), str(info.value)
+
+
+def test_not_a_table_is_refused():
+    for data in (["graphs"], "graphs = 1", None):
+        with pytest.raises(InvalidArgumentError, match="^sweep: expected a table"):
+            sweep_from_dict(data)
+
+
+def test_a_directory_is_not_a_graph_file(tmp_path):
+    (tmp_path / "d.json").mkdir()  # a glob that matches a directory
+    with pytest.raises(InvalidArgumentError, match=r"^graphs: .*d\.json: no such file"):
+        sweep_from_dict({**BASE, "graphs": ["*.json"]}, base=str(tmp_path))
+    with pytest.raises(InvalidArgumentError, match=r"^graphs: .*d\.json: no such file"):
+        sweep_from_dict({**BASE, "graphs": [os.path.join(str(tmp_path), "d.json")]})
+
+
+def test_too_many_tasks_are_refused_before_any_check(monkeypatch):
+    monkeypatch.setattr(spec_module, "MAX_TASKS", 5)
+    s = make(devices=[2, 3], seeds=[0, 1, 2])  # 6 tasks
+    with pytest.raises(MemoryLimitError, match="6 tasks"):
+        check_spec(s)
+    check_spec(make(devices=[2, 3], seeds=[0, 1]))  # 4: fine
+
+
+def test_slice_and_latency_methods_are_checked_against_their_own_lists():
+    with pytest.raises(InvalidArgumentError, match=r"^methods\[0\]\.name: 'dpl' is not a slice method"):
+        check_spec(make(objective="slice"))
+    check_spec(make(objective="slice", methods=["order"]))
+    with pytest.raises(InvalidArgumentError, match=r"^methods\[0\]\.options\.ideals: not an option of slice"):
+        check_spec(make(objective="slice", methods=[{"name": "order", "options": {"ideals": 3}}]))
+    with pytest.raises(InvalidArgumentError, match=r"^methods\[0\]\.options"):
+        check_spec(make(objective="latency", methods=[{"name": "heft", "options": {"no_such_option": 1}}]))
+
+
+def test_option_values_are_tried_on_a_small_chain_for_every_objective():
+    # a value the method refuses is named with the method before any cluster starts
+    with pytest.raises(InvalidArgumentError, match=r"^methods\[0\]\.options: brkga refuses"):
+        check_spec(make(objective="slice", methods=[{"name": "brkga", "options": {"population": -3}}]))
+    with pytest.raises(InvalidArgumentError, match=r"^methods\[0\]\.options: sa refuses"):
+        check_spec(make(objective="latency", methods=[{"name": "sa", "options": {"max_evaluations": -1}}]))
+    # accepted values pass on every objective
+    check_spec(make(objective="slice", methods=[{"name": "brkga", "options": {"population": 8}}]))
+    check_spec(make(objective="latency", methods=[{"name": "sa", "options": {"max_evaluations": 20}}]))

@@ -1,0 +1,108 @@
+"""The results table and its summary: the branches the main tests did not reach (coverage),
+checked against values worked out by hand."""
+
+from __future__ import annotations
+
+import builtins
+import math
+import os
+import sys
+
+import pytest
+
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError
+from stagecut.sweep.report import format_report, summarize
+from stagecut.sweep.table import read_results, write_row
+
+from .extras import require_sweep_extra
+
+
+@pytest.fixture(autouse=True)
+def _pyarrow():
+    require_sweep_extra()
+
+
+def row(key, graph, devices, method, objective, *, lb=None, status="feasible", options="{}", t=1.0, at=0.0):
+    return {"key": key, "problem": "throughput", "graph": graph, "devices": devices, "method": method,
+            "options": options, "objective": objective, "lower_bound": lb, "status": status, "runtime_s": t,
+            "finished_at": at}
+
+
+def test_a_row_without_a_key_is_refused(tmp_path):
+    for bad in ({}, {"key": ""}, {"key": 3}):
+        with pytest.raises(InvalidArgumentError, match="^key:"):
+            write_row(str(tmp_path), bad)
+    assert not os.listdir(tmp_path)
+
+
+def test_a_path_that_is_neither_a_directory_nor_a_file_is_refused(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InvalidArgumentError, match="neither a directory nor a Parquet file"):
+        read_results(fifo)
+
+
+def test_a_parquet_file_without_a_column_is_named(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"key": ["a"], "problem": ["throughput"]}), path)
+    with pytest.raises(InvalidArgumentError, match="no column 'graph'"):
+        read_results(path)
+
+
+def test_without_pyarrow_the_table_says_how_to_install_it(tmp_path, monkeypatch):
+    real = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name == "pyarrow" or name.startswith("pyarrow."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    with pytest.raises(BackendUnavailableError, match=r"stagecut\[sweep\]"):
+        read_results(tmp_path)
+    with pytest.raises(BackendUnavailableError, match=r"stagecut\[sweep\]"):
+        write_row(str(tmp_path), {"key": "a"})
+
+
+def test_a_summary_of_a_table_path_equals_that_of_its_rows(tmp_path):
+    rows = [row("a", "g1", 2, "dp", 4.0, lb=4.0, status="optimal", at=1.0),
+            row("b", "g1", 2, "dpl", 5.0, lb=2.0, at=2.0),
+            row("c", "g2", 2, "dp", 8.0, lb=8.0, status="optimal", at=3.0)]
+    for r in rows:
+        write_row(str(tmp_path), r)
+    assert summarize(tmp_path) == summarize(read_results(tmp_path)) == summarize(str(tmp_path))
+
+
+def test_baseline_by_method_name_when_the_table_labels_it_with_options():
+    rows = [row("a", "g1", 2, "dp", 4.0, lb=4.0, status="optimal"),
+            row("b", "g1", 2, "sa", 5.0, options='{"seed": 1}'),
+            row("c", "g2", 2, "dp", 9.0, lb=9.0, status="optimal"),
+            row("d", "g2", 2, "sa", 12.0, options='{"seed": 1}')]
+    by = {r.method: r for r in summarize(rows, baseline="sa")}
+    assert set(by) == {"all", "dp", 'sa {"seed": 1}'}
+    # answers over the baseline's: dp 4/5 and 9/12, geometric mean sqrt(0.8 * 0.75)
+    assert by["dp"].answer_baseline == pytest.approx(math.sqrt(0.8 * 0.75))
+    assert by['sa {"seed": 1}'].answer_baseline == pytest.approx(1.0)
+    with pytest.raises(InvalidArgumentError, match="'ls' is not a method of the table"):
+        summarize(rows, baseline="ls")
+    assert "answer/sa (gmean)" in format_report(summarize(rows, baseline="sa"), baseline="sa")
+
+
+def test_a_method_that_ran_on_some_instances_or_device_counts_only():
+    rows = [row("a", "g1", 2, "dp", 4.0, lb=4.0, status="optimal"),
+            row("b", "g2", 2, "dp", 6.0, lb=6.0, status="optimal"),
+            row("c", "g1", 2, "sa", 5.0),  # sa did not run on g2
+            row("d", "g1", 3, "dp", 3.0, lb=3.0, status="optimal")]  # nor on 3 devices
+    out = summarize(rows)
+    assert [(r.devices, r.method, r.instances, r.solved) for r in out] == [
+        (2, "all", 2, 2), (2, "dp", 2, 2), (2, "sa", 1, 1), (3, "all", 1, 1), (3, "dp", 1, 1)]
+    sa = out[2]
+    assert sa.bound_best == pytest.approx(4.0 / 5.0) and sa.optimal == 0.0 and sa.n_ratio == 1
+    assert sa.answer_baseline == pytest.approx(5.0 / 4.0)  # the baseline: dp, the table's first method
+    with pytest.raises(InvalidArgumentError, match="format"):
+        format_report(out, "html")

@@ -1,0 +1,137 @@
+"""stagecut.balance: the branches the main tests did not reach (coverage), each against an
+oracle of its own: a brute force over every split, or the throughput DP on the same chain."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+import stagecut as sc
+from stagecut.errors import InvalidArgumentError
+
+
+def loads(costs, sizes, comm=None):
+    """Every stage's load in the chain model, written from the docstring's definition."""
+    out, start, n = [], 0, len(costs)
+    for size in sizes:
+        end = start + size
+        x = sum(costs[start:end])
+        if comm is not None:
+            x += (comm[end - 1] if end < n else 0) + (comm[start - 1] if start > 0 else 0)
+        out.append(x)
+        start = end
+    return out
+
+
+def splits(n, j):
+    for cuts in itertools.combinations(range(1, n), j - 1):
+        b = (0, *cuts, n)
+        yield [y - x for x, y in zip(b, b[1:])]
+
+
+def stage_memory(memory, sizes):
+    """Each stage's memory as the difference of two prefix sums: how balance() adds floats (a
+    left-to-right sum of the stage's own layers can differ from it in the last bit)."""
+    prefix = list(itertools.accumulate(memory, initial=0.0))
+    ends = list(itertools.accumulate(sizes, initial=0))
+    return [prefix[b] - prefix[a] for a, b in zip(ends, ends[1:])]
+
+
+def best(costs, k, comm=None, memory=None, capacity=None, fill=True):
+    """(optimal largest load, fewest stages reaching it) over every split that fits."""
+    n, found = len(costs), []
+    for j in ([min(k, n)] if fill else range(1, min(k, n) + 1)):
+        for s in splits(n, j):
+            if memory is not None and max(stage_memory(memory, s)) > capacity:
+                continue
+            found.append((max(loads(costs, s, comm)), j))
+    return min(found) if found else None
+
+
+def test_an_object_array_of_numbers_is_read_like_a_list():
+    costs = [3, 1, 4, 1, 5, 9, 2, 6]
+    want = sc.balance(costs, 3)
+    assert sc.balance(np.array(costs, dtype=object), 3) == want
+    assert sc.balance(np.array(costs, dtype=np.int32), 3) == want
+    with pytest.raises(InvalidArgumentError, match=r"costs\[1\]"):
+        sc.balance(np.array([1, "x"], dtype=object), 2)
+
+
+def test_an_int_too_large_for_a_float_is_named():
+    with pytest.raises(InvalidArgumentError, match=r"costs\[0\]"):
+        sc.balance([10**400, 1], 2)
+    with pytest.raises(InvalidArgumentError, match=r"comm\[1\]"):
+        sc.balance([1, 1], 2, comm=[1, 10**400])
+
+
+def test_filling_skips_one_layer_stages_before_splitting_a_longer_one():
+    # the optimum (5) needs two stages, [5] and [1, 1]; filling to three must split the second,
+    # not the first (one layer), and never raise the largest load
+    assert sc.balance([5, 1, 1], 3) == [1, 1, 1]
+    assert sc.balance([5, 1, 1, 1], 3) == [1, 2, 1]
+    assert sc.balance([5, 1, 1, 1], 3, fill=False) == [1, 3]
+    rng = random.Random(5)
+    for _ in range(200):
+        n = rng.randint(1, 8)
+        costs = [rng.choice([0, 1, 2, 5, 9]) for _ in range(n)]
+        k = rng.randint(1, 9)
+        got = sc.balance(costs, k)
+        assert len(got) == min(k, n) and min(got) >= 1 and sum(got) == n
+        assert max(loads(costs, got)) == best(costs, k)[0], (costs, k, got)
+
+
+@pytest.mark.parametrize("comm", [False, True])
+def test_float_memory_that_fits_exactly_is_a_fit(comm):
+    # tenths do not add up exactly in binary: a prefix-sum search can put a stage's first layer
+    # one off; the window must agree with the test the memory check itself makes
+    rng = random.Random(7 + comm)
+    tried = 0
+    for _ in range(150):
+        n = rng.randint(2, 8)
+        costs = [rng.randint(0, 6) for _ in range(n)]
+        memory = [rng.choice([0.1, 0.2, 0.3, 0.7]) for _ in range(n)]
+        c = [rng.randint(0, 3) for _ in range(n)] if comm else None
+        k = rng.randint(1, n)
+        # a capacity equal to some stage's memory: an exact fit
+        a = rng.randrange(n)
+        capacity = stage_memory(memory, [a, rng.randint(a + 1, n) - a])[-1] if a else sum(memory[:rng.randint(1, n)])
+        for fill in (True, False):
+            want = best(costs, k, c, memory, capacity, fill)
+            if want is None:
+                with pytest.raises(InvalidArgumentError, match="capacity"):
+                    sc.balance(costs, k, comm=c, memory=memory, capacity=capacity, fill=fill)
+                continue
+            got = sc.balance(costs, k, comm=c, memory=memory, capacity=capacity, fill=fill)
+            assert max(stage_memory(memory, got)) <= capacity
+            assert max(loads(costs, got, c)) == want[0], (costs, memory, capacity, c, k, fill, got)
+            tried += 1
+    assert tried > 100
+
+
+def test_without_fill_the_fewest_stages_among_the_optimal_splits():
+    rng = random.Random(3)
+    for _ in range(300):
+        n = rng.randint(1, 8)
+        costs = [rng.randint(0, 5) for _ in range(n)]
+        comm = [rng.randint(0, 4) for _ in range(n)] if rng.random() < 0.5 else None
+        k = rng.randint(1, 8)
+        got = sc.balance(costs, k, comm=comm, fill=False)
+        opt, fewest = best(costs, k, comm, fill=False)
+        assert max(loads(costs, got, comm)) == opt
+        assert len(got) == fewest, (costs, comm, k, got)
+
+
+def test_a_long_uniform_chain_lists_its_candidates_in_narrowing_windows():
+    # thousands of layers of equal cost and transfer: very many (start, end) pairs share each
+    # candidate load, so the first window around the optimum holds too many to list; the result
+    # must still be the throughput DP's optimum on the same chain
+    n, k = 3000, 7
+    costs, comm = [1.0] * n, [0.5] * n
+    got = sc.balance(costs, k, comm=comm, fill=False)
+    plan = sc.partition(sc.Graph.chain(costs, comm=comm), devices=k)
+    assert plan.status == "optimal"
+    assert max(loads(costs, got, comm)) == pytest.approx(plan.objective, rel=1e-12)
+    assert sum(got) == n and len(got) <= k

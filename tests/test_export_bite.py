@@ -1,0 +1,125 @@
+"""The plan exports' torch-free parts that the export tests did not reach (coverage): the best
+plan contiguous in program order against a brute force over every such split, its cost against
+the unrestricted optimum, and the refusals. The trace is a stand-in with ``graph`` and
+``order`` (all these functions read), so this runs in any install."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import types
+
+import pytest
+
+import stagecut as sc
+from stagecut.errors import InvalidArgumentError, InvalidGraphError
+from stagecut.frontends.export import partition_program_order, plan_to_balance, program_order_graph
+
+
+def random_trace(rng, n):
+    """A random DAG whose node ids follow one random topological order: the program order."""
+    order = list(range(n))
+    edges = [(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.35]
+    nodes = [sc.Node(v, {"accelerator": float(rng.randint(0, 5))}, comm=float(rng.choice([0, 0, 1, 3])),
+                     memory=float(rng.randint(0, 3))) for v in order]
+    return types.SimpleNamespace(graph=sc.Graph(nodes, edges), order=tuple(order))
+
+
+def best_in_program_order(trace, devices, memory=None):
+    """The least evaluated objective over every split of the program order into at most
+    ``devices`` consecutive runs (each run one accelerator), by enumeration."""
+    order, n, best = list(trace.order), len(trace.order), math.inf
+    for j in range(1, min(devices, n) + 1):
+        for cuts in itertools.combinations(range(1, n), j - 1):
+            b = (0, *cuts, n)
+            split = {v: ("accelerator", i) for i in range(j) for v in order[b[i]:b[i + 1]]}
+            ev = sc.evaluate(trace.graph, split, devices=devices, memory=memory)
+            if ev.feasible:
+                best = min(best, ev.objective)
+    return best
+
+
+def test_partition_program_order_is_the_best_split_in_program_order():
+    rng = random.Random(8)
+    costly = exact = 0
+    for _ in range(40):
+        trace = random_trace(rng, rng.randint(2, 7))
+        devices = rng.randint(1, 4)
+        memory = rng.choice([None, 6.0])
+        kw = {} if memory is None else {"memory": memory}
+        plan = partition_program_order(trace, devices, **kw)
+        free = sc.partition(trace.graph, devices=devices, **kw)
+        want = best_in_program_order(trace, devices, memory)
+        if math.isinf(want):
+            assert plan.objective is None or not math.isfinite(plan.objective)
+            continue
+        # never above the best split in program order (it may be below it: see the xfail below)
+        assert plan.objective <= want + 1e-9, (trace.graph.edges, devices, memory)
+        exact += plan.objective == pytest.approx(want, abs=1e-9)
+        assert sc.evaluate(trace.graph, plan.device_of(), devices=devices, **kw).objective == plan.objective
+        # the cost of the restriction against the unrestricted optimum, and what it proves
+        assert plan.stats["unrestricted_objective"] == free.objective <= plan.objective + 1e-9
+        cost = plan.objective / free.objective - 1.0 if free.objective > 0 else 0.0
+        assert plan.stats["restriction_cost"] == pytest.approx(max(cost, 0.0), abs=1e-12)
+        proven = plan.stats["restriction_cost"] == 0.0 and free.status == "optimal"
+        assert plan.status == ("optimal" if proven else "feasible")
+        assert plan.lower_bound is None or plan.lower_bound <= plan.objective + 1e-9
+        assert any("restricted to program order" in note for note in plan.notes)
+        costly += plan.stats["restriction_cost"] > 0
+    assert 0 < costly < 40  # both kinds of instance were met
+    assert exact >= 25
+
+
+def in_program_order(trace, plan):
+    """Whether each stage is one run of the program order, the stages in device order."""
+    dev = plan.device_of()
+    idx = [dev[v][1] for v in trace.order]
+    return all(a <= b for a, b in zip(idx, idx[1:]))
+
+
+@pytest.mark.xfail(strict=True, reason="a zero-time node joins the unit of the node it feeds, and the units are "
+                   "ordered by their first member: with order 0..4 and edges 1-3, 2-4, 3-4 the plan puts node 2 "
+                   "after node 3 (objective 5 against 8 for the best split in program order), so the exports "
+                   "that need program order may refuse it")
+def test_partition_program_order_plans_are_runs_of_the_program_order():
+    rng = random.Random(8)
+    for _ in range(40):
+        trace = random_trace(rng, rng.randint(2, 7))
+        devices = rng.randint(1, 4)
+        memory = rng.choice([None, 6.0])
+        plan = partition_program_order(trace, devices, **({} if memory is None else {"memory": memory}))
+        if plan.objective is not None:
+            assert in_program_order(trace, plan), (trace.graph.edges, plan.device_of())
+
+
+def test_with_cpus_the_plan_is_rescored_on_the_real_graph():
+    rng = random.Random(2)
+    for _ in range(15):
+        trace = random_trace(rng, rng.randint(2, 6))
+        plan = partition_program_order(trace, 2, cpus=1)
+        ev = sc.evaluate(trace.graph, plan.device_of(), devices=2, cpus=1)
+        assert plan.objective == ev.objective
+        assert plan.objective >= plan.stats["unrestricted_objective"] - 1e-9
+        assert plan.status in ("optimal", "feasible")
+
+
+def test_a_program_order_against_the_edges_is_refused():
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in "abc"], [("a", "b"), ("b", "c")])
+    bad = types.SimpleNamespace(graph=g, order=("b", "a", "c"))
+    with pytest.raises(InvalidGraphError):
+        program_order_graph(bad)
+    with pytest.raises(InvalidGraphError):
+        partition_program_order(bad, 2)
+    good = types.SimpleNamespace(graph=g, order=("a", "b", "c"))
+    assert set(program_order_graph(good).edges) == {("a", "b"), ("b", "c")}
+
+
+def test_plan_to_balance_refuses_an_unknown_mode():
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in "ab"], [("a", "b")])
+    trace = types.SimpleNamespace(graph=g, order=("a", "b"), modules={"a": ("0",), "b": ("1",)},
+                                  children=("0", "1"), calls={"0": 1, "1": 1})
+    plan = sc.partition(g, devices=2)
+    assert sum(plan_to_balance(plan, trace)) == 2
+    with pytest.raises(InvalidArgumentError, match="mode"):
+        plan_to_balance(plan, trace, mode="closest")
