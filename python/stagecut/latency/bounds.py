@@ -420,14 +420,14 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
     xs = [x for x in problem.order if x in head and x in tail and head[x][0] < tail[x][0]]
     a_of = np.array([head[x][0] for x in xs], dtype=np.int64)
     b_of = np.array([tail[x][0] for x in xs], dtype=np.int64)
-    off = np.full((len(xs), len(keep)), math.inf)
+    route = np.full((len(xs), len(keep)), math.inf)
     for i, x in enumerate(xs):
         for c, dc in enumerate(keep):
             via = head[x][1][c] + tail[x][1][c]
             via[dc] = math.inf  # (x is not on the window's device)
-            off[i, c] = max(0.0, float(np.nanmin(np.where(np.isnan(via), math.inf, via))))
-    work = t[np.asarray(xs, dtype=np.int64)][:, keep] if xs else np.zeros((0, len(keep)))
-    return a_of, b_of, off, work
+            route[i, c] = max(0.0, float(np.nanmin(np.where(np.isnan(via), math.inf, via))))
+    work: np.ndarray = t[np.asarray(xs, dtype=np.int64)][:, keep] if xs else np.zeros((0, len(keep)))
+    return a_of, b_of, route, work
 
 
 def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
@@ -493,7 +493,7 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
         time) or not (its route must leave the device and come back)."""
         J = np.arange(h, m)
         base = (P[J + 1] - P[h]).T  # (c, J)
-        out = base.copy()
+        out: np.ndarray = base.copy()
         inside = xa >= h
         if not inside.any():
             return out
@@ -553,8 +553,8 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
             runs.append((h, j, int(keep[c])))
             if h == 0:
                 break
-            g, c = divmod(int(came[h, j, c]), nd)
-            h, j = g, h - 1
+            before, c = divmod(int(came[h, j, c]), nd)
+            h, j = before, h - 1
     return value, runs[::-1]
 
 
