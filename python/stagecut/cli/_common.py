@@ -473,13 +473,18 @@ def settings_of(result: Any, display: Display) -> str | None:
 
 def saved_display(data: Any) -> Display:
     """The :class:`~stagecut.units.Display` of a saved result: its ``units`` key (what
-    :func:`report` writes: ``{"time": "ms", "memory": "bytes"}``, the units of the JSON's numbers);
-    no units when it has none."""
+    :func:`report` writes: ``{"time": "ms", "memory": "bytes", "shown": {"memory": "GiB",
+    "bandwidth": null}}``: the units of the JSON's numbers, and the units the user gave, in
+    which they were shown); no units when it has none."""
     units = data.get("units") if isinstance(data, Mapping) else None
     if not isinstance(units, Mapping):
         return Display()
     time = units.get("time")
-    return Display(time=time if isinstance(time, str) else None, bytes=units.get("memory") == "bytes")
+    shown = units.get("shown") if isinstance(units.get("shown"), Mapping) else {}
+    memory, rate = size_unit(f"1{shown.get('memory')}"), rate_unit(f"1{shown.get('bandwidth')}")
+    known = (*TIME_LABELS.values(), "units")
+    return Display(time=time if time in known else None, bytes=units.get("memory") == "bytes",
+                   memory=memory, bandwidth=rate)
 
 
 def _from_spec(text: str, spec: str) -> str:
@@ -501,14 +506,16 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     :meth:`~stagecut.results.Result.table`, and what the node lists need said about them, with
     the input's units (``display``, see :func:`display_of`). ``--json``: the result's
     :meth:`~stagecut.results.Result.to_json` on one line (or ``data`` when given), with the
-    units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes"}``).
+    units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes", "shown": {...}}``,
+    see :func:`saved_display`).
     """
     from stagecut.results import node_list_notes
 
     display = display or Display()
     if data is None:
         data = result.to_json()
-    units = {"time": display.time, "memory": "bytes" if display.bytes else "units"}
+    units = {"time": display.time, "memory": "bytes" if display.bytes else "units",
+             "shown": {"memory": display.memory, "bandwidth": display.bandwidth}}
     data = formats.json_safe({**data, "units": units})
     out = getattr(args, "output", None)
     if out:
