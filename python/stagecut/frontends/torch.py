@@ -211,6 +211,20 @@ class TorchTrace:
         """
         return export.plan_to_balance(plan, self, mode=mode)
 
+    def display(self) -> Any:
+        """How to print this trace's plans (``plan.table(display=t.display())``,
+        ``plan.summary(t.display())``): times in seconds, sizes in bytes, each stage's first and
+        last node named with the module it runs in.
+
+        Returns
+        -------
+        stagecut.units.Display
+        """
+        from stagecut.units import Display
+
+        names = {v: f"{v} ({self.modules[v][-1]})" if self.modules.get(v) else str(v) for v in self.order}
+        return Display(time="s", names=names)
+
     def colocate_tied(self) -> TorchTrace:
         """:func:`~stagecut.frontends.shared.colocate_tied` ``(self)``: each tied parameter kept
         with one stage instead of replicated."""
