@@ -480,7 +480,7 @@ def saved_display(data: Any) -> Display:
     if not isinstance(units, Mapping):
         return Display()
     time = units.get("time")
-    shown = units.get("shown") if isinstance(units.get("shown"), Mapping) else {}
+    shown: Mapping[str, Any] = units["shown"] if isinstance(units.get("shown"), Mapping) else {}
     memory, rate = size_unit(f"1{shown.get('memory')}"), rate_unit(f"1{shown.get('bandwidth')}")
     known = (*TIME_LABELS.values(), "units")
     return Display(time=time if time in known else None, bytes=units.get("memory") == "bytes",
