@@ -1,4 +1,5 @@
-"""Golden output: what ``stagecut`` prints for a person, on the shared workloads, held line by line.
+"""Golden output: what ``stagecut`` prints for a person, on the shared workloads, held line by line
+(partition, evaluate, slice, show, plan, latency).
 
 Each case runs one command in-process on a file of ``../shared/workloads`` with deterministic
 methods and seeds, and compares its stdout with ``tests/cli/golden/NAME.txt``: the summary
@@ -34,6 +35,8 @@ CASES: dict[str, list[str]] = {
     "partition_operators_names": ["partition", "$SHARED/throughput-inputs/OperatorGraphs/bert_l-3_inference.json",
                                   "-k", "4"],
     "partition_gnmt_training": ["partition", f"{TP}/gnmt_training.json", "-k", "4", "--method", "dpl"],
+    "evaluate_bert24_expert_300MB": ["evaluate", f"{TP}/bert24_inference.json",
+                                     "$SHARED/human-experts/bert24_inference_expert.json", "--memory", "300MB"],
     "slice_bert24": ["slice", f"{TP}/bert24_inference.json", "-k", "4", "--memory", "300MB", "--bandwidth", "10GB/s",
                      "--method", "dp", "-o", "$OUT"],
     "show_slice_bert24": ["show", "$OUT"],

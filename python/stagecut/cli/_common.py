@@ -26,6 +26,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -490,12 +491,22 @@ def saved_display(data: Any) -> Display:
 def _from_spec(text: str, spec: str) -> str:
     """Notes true for an input that is not a file (``example:``, ``rwnn:``): its settings come
     from the built-in graph's defaults, not from "the file"."""
-    import re
-
     if not spec.startswith(("example:", "regal:", "rwnn:")):
         return text
     text = re.sub(r"the file's \w+ adds", f"the defaults of {spec} add", text)
     return re.sub(r"(from )?the file's (max\w+|\w+)", rf"\1the defaults of {spec}", text)
+
+
+#: the throughput evaluator's memory issue, whose numbers are bytes in the CLI's inputs
+_MEMORY_ISSUE = re.compile(r"memory ([0-9.e+]+) exceeds the limit ([0-9.e+]+)")
+
+
+def _human_sizes(text: str, display: Display) -> str:
+    """The evaluator's ``memory 3.49643e+08 exceeds the limit 3e+08`` in the display's units."""
+    if not display.bytes:
+        return text
+    return _MEMORY_ISSUE.sub(lambda m: f"memory {display.size_text(float(m.group(1)))} exceeds the limit "
+                                       f"{display.size_text(float(m.group(2)))}", text)
 
 
 def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] = (),
@@ -529,7 +540,7 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     settings = settings_of(result, display)
     if settings:
         lines.append(f"settings   {settings}")
-    print(_from_spec("\n".join(lines), spec))
+    print(_human_sizes(_from_spec("\n".join(lines), spec), display))
     table = stage_table(result, display)
     if table:
         print()
