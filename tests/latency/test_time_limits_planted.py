@@ -146,3 +146,20 @@ def test_milp_refuses_a_model_past_its_row_cap_and_returns_its_start(monkeypatch
     assert s.objective <= start.objective * (1 + TOL)
     assert rescored(p, s) == pytest.approx(s.objective)
     assert s.lower_bound <= s.objective
+
+
+def test_auto_gives_its_bounds_a_share_of_the_limit(monkeypatch):
+    # the bounds run under their own deadline (a bound that checks the clock stops there), so
+    # that a slow bound on a large graph leaves the searches most of the limit
+    from stagecut._deadline import remaining
+
+    seen = []
+
+    def spy(q):
+        seen.append(remaining())
+        return bounds_mod.LatencyBound(q.lower_bound(), "simple")
+
+    monkeypatch.setattr(bounds_mod, "best_bound", spy)
+    sc.place(random_problem(), method="auto", time_limit=4.0)
+    assert len(seen) == 1 and seen[0] is not None
+    assert seen[0] <= solve_mod.AUTO_BOUND_SHARE * 4.0 + 1e-6
