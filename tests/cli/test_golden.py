@@ -46,6 +46,9 @@ CASES: dict[str, list[str]] = {
                             "$SHARED/human-experts/gnmt_inference_expert.json"],
 }
 
+#: a case that reads what another one saved: that one runs first when its file is not there
+NEEDS = {"show_slice_bert24": "slice_bert24"}
+
 _TIME = re.compile(r"^(time {7})\d+\.\d+ s$", re.MULTILINE)
 
 
@@ -53,6 +56,8 @@ def render(name: str, out_file: pathlib.Path) -> str:
     """The golden text of a case: the command (with ``$SHARED``) and its masked stdout."""
     from stagecut.cli.main import main
 
+    if name in NEEDS and not out_file.exists():
+        render(NEEDS[name], out_file)
     argv = CASES[name]
     real = [a.replace("$SHARED", str(SHARED)).replace("$OUT", str(out_file)) for a in argv]
     stdout, stderr = io.StringIO(), io.StringIO()
@@ -70,7 +75,7 @@ def out_file(tmp_path_factory):
     return tmp_path_factory.mktemp("golden") / "result.json"
 
 
-@pytest.mark.parametrize("name", list(CASES))  # in order: show reads what slice saved
+@pytest.mark.parametrize("name", list(CASES))
 def test_output_is_the_golden_text(name, out_file):
     expected = (GOLDEN / f"{name}.txt").read_text(encoding="utf-8")
     got = render(name, out_file)
