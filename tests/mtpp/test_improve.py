@@ -209,3 +209,13 @@ def test_the_time_limit_stops_the_search_with_the_start():
     chain = MtppProblem(sc.Graph.chain([1.0, 1.0, 1.0, 1.0]), devices=2)
     one = improve_plan(chain, [[0, 1, 2, 3]], time_limit=1e-9)  # (the split of a lone block waits for it too)
     assert one.stats["moves"] == 0 and len(one.stages) == 1
+
+
+def test_boundary_windows_move_the_cut_of_a_long_chain():
+    """100 groups: no window fits whole, yet the boundary windows walk the cut to the middle
+    (from either side: the costlier block is the later one or the earlier one)."""
+    p = MtppProblem(sc.Graph.chain([1.0] * 100), devices=2)
+    for cut in (20, 80):
+        plan = improve_plan(p, [list(range(cut)), list(range(cut, 100))], time_limit=None)
+        assert plan.objective == 50.0 and plan.status == "optimal"
+    assert improve_plan(p, [list(range(20)), list(range(20, 100))], max_free=0).objective == 80.0
