@@ -86,7 +86,9 @@ def test_output_is_the_golden_text(name, out_file):
 def test_every_table_header_has_units():
     """The golden files themselves: every stage table's times and sizes carry a unit, and no
     number is in e-notation."""
-    for path in sorted(GOLDEN.glob("*.txt")):
+    paths = sorted(GOLDEN.glob("*.txt"))
+    assert paths, f"no golden file in {GOLDEN}"
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"\de[+-]\d", text), f"{path.name}: a number in e-notation"
         heads = [line for line in text.splitlines() if line.startswith("stage ")]
