@@ -47,3 +47,15 @@ def test_a_part_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
     with pytest.raises(OSError):
         write_row(str(tmp_path), {"key": "k1", "status": "optimal"})
     assert sorted(os.listdir(tmp_path)) == ["part-k1.parquet"]  # only the directory: no .tmp- file
+
+
+def test_a_scheduler_a_client_and_a_worker_count_exclude_each_other(tmp_path):
+    from stagecut.sweep.run import run_sweep
+
+    spec = sweep_from_dict({"graphs": ["regal:8"], "devices": [2], "methods": ["dpl"],
+                            "results": str(tmp_path / "r")})
+    with pytest.raises(sc.InvalidArgumentError, match="^scheduler: give a scheduler address or a client, not both"):
+        run_sweep(spec, scheduler="tcp://127.0.0.1:1", client=object())
+    with pytest.raises(sc.InvalidArgumentError, match="^workers: sets the size of the local cluster"):
+        run_sweep(spec, workers=2, scheduler="tcp://127.0.0.1:1")
+    assert not (tmp_path / "r").exists()
