@@ -44,16 +44,21 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 MICRO_BATCHES = 8
 MODELS = ("gpt", "resnet50", "inception_v3")
 #: one micro-batch of each model (modest sizes: the machine is shared)
-SIZES = {"gpt": "12 layers, d_model 256, 4 heads, 64 tokens, micro-batch 2",
+SIZES = {"mlp": "6 layers of 32, micro-batch 4", "gpt": "12 layers, d_model 256, 4 heads, 64 tokens, micro-batch 2",
          "resnet50": "micro-batch 1 at 128x128", "inception_v3": "micro-batch 1 at 160x160"}
 
 
 def build(name: str) -> tuple[Any, Any]:
-    """The model (random weights, eval mode) and one micro-batch."""
+    """The model (random weights, eval mode) and one micro-batch (``"mlp"``: a small one for
+    the tests)."""
     import bench_reality as br
     import torch
 
     torch.manual_seed(0)
+    if name == "mlp":
+        nn = torch.nn
+        return (nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(6)]).eval(),
+                torch.randn(4, 32))
     if name == "gpt":
         return br.build("gpt")[0], torch.randint(0, 2048, (2, 64))
     import torchvision
@@ -101,6 +106,18 @@ def plans(name: str, repeat: int) -> dict[str, Any]:
             "family": ours.stats.get("family"), "layers": len(layers), "nodes": len(t.order)}
 
 
+def batch(model: Any, x_mb: Any) -> tuple[Any, Any]:
+    """The inputs of a step (``MICRO_BATCHES`` micro-batches like ``x_mb``) and a random target."""
+    import torch
+
+    torch.manual_seed(1)
+    x = (torch.randn(MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:]) if x_mb.is_floating_point()
+         else torch.randint(0, 2048, (MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:])))
+    with torch.no_grad():
+        shape = model(x_mb).shape
+    return x, torch.randn(MICRO_BATCHES * shape[0], *shape[1:])
+
+
 def _loss(out: Any, target: Any) -> Any:
     return ((out - target) ** 2).mean()
 
@@ -123,12 +140,7 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
         model_name = jobs[0]["model"]
         model, x_mb = build(model_name)
         t = _trace(model, x_mb)
-        torch.manual_seed(1)
-        x = (torch.randn(MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:]) if x_mb.is_floating_point()
-             else torch.randint(0, 2048, (MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:])))
-        with torch.no_grad():
-            shape = model(x_mb).shape
-        target = torch.randn(MICRO_BATCHES * shape[0], *shape[1:])
+        x, target = batch(model, x_mb)
         pipes = {}
         for job in jobs:
             plan = br.manual_plan(t, job["stages"], job["plan"])
@@ -138,6 +150,7 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
                       for k, p in pipes.items()}
             walls: dict[str, list[float]] = {k: [] for k in pipes}
             cpus: dict[str, list[float]] = {k: [] for k in pipes}
+            losses: dict[str, list[float]] = {k: [] for k in pipes}
             for i in range(steps + 1):
                 for k, sched in scheds.items():
                     dist.barrier()
@@ -145,7 +158,9 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
                     if rank == 0:
                         sched.step(x)
                     else:
-                        sched.step(target=target, losses=[])
+                        got: list[Any] = []
+                        sched.step(target=target, losses=got)
+                        losses[k].append(float(sum(float(v) for v in got)))
                     if i > 0:  # the first step warms up
                         walls[k].append(time.perf_counter() - w0)
                         cpus[k].append(time.process_time() - c0)
@@ -154,7 +169,7 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
             dist.barrier()
             for k in pipes:
                 results.append({"model": model_name, "plan": k, "schedule": name, "ok": True, "wall_s": walls[k],
-                                "cpu_s": cpus[k]})
+                                "cpu_s": cpus[k], "losses": losses[k]})
     except Exception as e:  # noqa: BLE001 - reported in the table
         results.append({"model": jobs[0]["model"], "ok": False,
                         "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
@@ -189,7 +204,7 @@ def run_jobs(jobs: list[dict[str, Any]], steps: int) -> list[list[dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=(*MODELS, "mlp"))
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="calibration passes (3 x this)")
     ap.add_argument("--json", type=pathlib.Path)
