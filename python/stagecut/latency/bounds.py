@@ -299,6 +299,32 @@ def _kept_devices(problem: LatencyProblem) -> list[int]:
     return [d for d in range(problem.num_devices) if d not in drop]
 
 
+#: The most nodes off the path that :func:`skip_path_bound` visits, per stretch of a path, to find
+#: detours and windows (past it, the rest are left out: the bound only gets weaker).
+REGION_WORK = 20000
+
+
+def _region(problem: LatencyProblem, starts: Sequence[int], pos: dict[int, int], rank: dict[int, int],
+            span: tuple[int, int], forward: bool, budget: list[int]) -> list[int] | None:
+    """The nodes off the path reached from ``starts`` through nodes off the path (forward along
+    edges, or backward), only those whose topological rank lies in ``span`` (the stretch's; no
+    other can lie between two of its nodes), sorted in the direction of travel; ``None`` once
+    ``budget`` (nodes visited, shared by the calls) is spent."""
+    lo, hi = span
+    seen = {x for x in starts if lo <= rank[x] <= hi}
+    stack = list(seen)
+    while stack:
+        x = stack.pop()
+        for w in problem.succ[x] if forward else problem.pred[x]:
+            if w not in pos and w not in seen and lo <= rank[w] <= hi:
+                seen.add(w)
+                stack.append(w)
+    budget[0] -= len(seen)
+    if budget[0] < 0:
+        return None
+    return sorted(seen, key=rank.__getitem__, reverse=not forward)
+
+
 def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], tr: np.ndarray, ok: np.ndarray,
              keep: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
     """The detours of ``path``: for path positions ``a < b`` joined through nodes off the path,
@@ -310,19 +336,15 @@ def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], 
     t = np.where(ok, problem.times, math.inf)
     out: list[tuple[int, int, np.ndarray]] = []
     rank = {v: i for i, v in enumerate(problem.order)}
+    stretch, budget = (rank[path[0]], rank[path[-1]]), [REGION_WORK]
     for a, v in enumerate(path):
         off = [w for w in problem.succ[v] if w not in pos]
         if not off:
             continue
         # the nodes off the path reached from v through nodes off the path, in topological order
-        seen, stack = set(off), list(off)
-        while stack:
-            x = stack.pop()
-            for w in problem.succ[x]:
-                if w not in pos and w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        region = sorted(seen, key=rank.__getitem__)
+        region = _region(problem, off, pos, rank, stretch, True, budget)
+        if region is None:
+            break
         ends = {pos[w] for x in region for w in problem.succ[x] if pos.get(w, -1) > a}
         if not ends:
             continue
@@ -361,19 +383,15 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
     nd = problem.num_devices
     t = np.where(ok, problem.times, math.inf)
     rank = {v: i for i, v in enumerate(problem.order)}
+    stretch, budget = (rank[path[0]], rank[path[-1]]), [REGION_WORK]
     head: dict[int, tuple[int, list[np.ndarray]]] = {}  # x -> (a, per kept c: finish of x on each device)
     for a, v in enumerate(path):
         off = [w for w in problem.succ[v] if w not in pos]
         if not off:
             continue
-        seen, stack = set(off), list(off)
-        while stack:
-            x = stack.pop()
-            for w in problem.succ[x]:
-                if w not in pos and w not in seen:
-                    seen.add(w)
-                    stack.append(w)
-        region = sorted(seen, key=rank.__getitem__)
+        region = _region(problem, off, pos, rank, stretch, True, budget)
+        if region is None:
+            break
         fins: list[dict[int, np.ndarray]] = []
         for dc in keep:
             src = np.full(nd, math.inf)
@@ -395,14 +413,9 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
         off = [u for u in problem.pred[w0] if u not in pos]
         if not off:
             continue
-        seen, stack = set(off), list(off)
-        while stack:
-            x = stack.pop()
-            for u in problem.pred[x]:
-                if u not in pos and u not in seen:
-                    seen.add(u)
-                    stack.append(u)
-        region = sorted(seen, key=rank.__getitem__, reverse=True)
+        region = _region(problem, off, pos, rank, stretch, False, budget)
+        if region is None:
+            break
         tails: list[dict[int, np.ndarray]] = []
         for dc in keep:
             rest: dict[int, np.ndarray] = {}
@@ -470,6 +483,16 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
     pos = {v: k for k, v in enumerate(path)}
     skips = [(a, pos[w], trc[a]) for a, v in enumerate(path) for w in problem.succ[v] if pos.get(w, -1) > a + 1]
     skips += _detours(problem, path, pos, tr, ok, keep)
+    # each skip costs work at every boundary it crosses: the shortest first, within SKIP_WORK
+    hs = np.arange(m + 1, dtype=float)
+    at = np.concatenate([[0.0], np.cumsum(hs[1:m] * (m - hs[1:m]))]) * nd * nd  # at[h]: boundaries 1..h
+    spent, kept = 0.0, []
+    for a, b, delay in sorted(skips, key=lambda x: x[1] - x[0]):
+        spent += float(at[b] - at[a])
+        if spent > SKIP_WORK:
+            break
+        kept.append((a, b, delay))
+    skips = kept
     # first[h, c]: a lower bound on when a run starting at path[h] on c starts;
     # last[h, j, c]: one on when the run path[h..j] on c finishes (inf: it does not fit)
     first = np.full((m, nd), math.inf)
@@ -559,8 +582,10 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
 
 
 def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,
-                    tr: np.ndarray | None = None) -> float:
-    """The ``"skip-path"`` bound of the module docs over ``paths`` (default :func:`long_paths`).
+                    tr: np.ndarray | None = None, *, whole_only: bool = False) -> float:
+    """The ``"skip-path"`` bound of the module docs over ``paths`` (default :func:`long_paths`): a
+    path too long for :data:`SKIP_WORK` is cut into stretches bounded alone (their sum), or left
+    out with ``whole_only`` (0 when every path is).
 
     >>> import stagecut as sc
     >>> from stagecut.latency import Devices, LatencyProblem
@@ -586,6 +611,8 @@ def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | No
         for a, b in zip(path, path[1:]):
             if not (0 <= a < len(problem)) or b not in problem.succ[a]:
                 raise InvalidArgumentError(f"paths: {shown(a)} -> {shown(b)} is not an edge")
+        if whole_only and len(path) > step:
+            continue
         value = 0.0
         for k in range(0, len(path), step):  # (stretches of a long path, each bounded alone)
             if k and expired():
@@ -607,7 +634,9 @@ def latency_bound(problem: LatencyProblem) -> LatencyBound:
     LatencyBound
         ``value`` (``inf`` when some node fits on no device that can run it), ``source`` and
         ``parts``; on a problem of more than :data:`SMALL` nodes, a bound skipped because a
-        :func:`stagecut._deadline.deadline` passed is left out of ``parts``.
+        :func:`stagecut._deadline.deadline` passed is left out of ``parts``; ``"skip-path"`` is
+        left out past a deadline whatever the size, and when every path is too long for
+        :data:`SKIP_WORK` in one piece.
 
     Raises
     ------
@@ -625,11 +654,11 @@ def latency_bound(problem: LatencyProblem) -> LatencyBound:
         parts["device-path"] = device_path_bound(problem, tr)
     if small or not expired():
         parts["memory-path"] = memory_path_bound(problem, tr=tr)
-    if small or not expired():
-        skip = skip_path_bound(problem, tr=tr)
+    if not expired():  # (a second or so on a few hundred nodes: never past a deadline, only whole paths)
+        skip = skip_path_bound(problem, tr=tr, whole_only=True)
         mem = parts.get("memory-path", 0.0)
-        # (the same runs found twice: no new source for a rounding difference)
-        parts["skip-path"] = mem if abs(skip - mem) <= 1e-9 * max(1.0, mem) else skip
+        if skip > 0:  # (the same runs found twice: no new source for a rounding difference)
+            parts["skip-path"] = mem if abs(skip - mem) <= 1e-9 * max(1.0, mem) else skip
     source = max(parts, key=lambda k: parts[k])
     return LatencyBound(parts[source], source, parts)
 
