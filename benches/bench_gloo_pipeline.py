@@ -19,9 +19,11 @@ Then 2 spawned processes (gloo, ``torch.set_num_threads(1)``) trace the model ag
 plan's stages with :func:`stagecut.frontends.runtime.pipeline` and the trace's ``split_policy``,
 and run ``ScheduleGPipe`` and ``Schedule1F1B`` (8 micro-batches, mean squared error against a
 random target, gradients accumulated; no optimizer step): one step to warm up, then ``--steps``
-timed steps. Reported per rank: wall seconds per step and the process CPU seconds per step.
-The machine is shared (2 cores, other jobs running): wall time includes waiting for a core, so
-compare plans within a model, measured one right after the other.
+timed steps, the plans' steps taken in turn (ours, uniform, ours, ...). Reported per rank: wall
+seconds per step and the process CPU seconds per step. The machine is shared (2 cores, other
+jobs running): wall time includes waiting for a core, so the CPU seconds of the busier rank are
+the plan's measure (steps/s on 2 dedicated cores, leaving out the pipeline's bubble, which is
+the same ``(8 + 1) / 8`` for both plans).
 """
 
 from __future__ import annotations
@@ -42,16 +44,21 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 MICRO_BATCHES = 8
 MODELS = ("gpt", "resnet50", "inception_v3")
 #: one micro-batch of each model (modest sizes: the machine is shared)
-SIZES = {"gpt": "12 layers, d_model 256, 4 heads, 64 tokens, micro-batch 2",
+SIZES = {"mlp": "6 layers of 32, micro-batch 4", "gpt": "12 layers, d_model 256, 4 heads, 64 tokens, micro-batch 2",
          "resnet50": "micro-batch 1 at 128x128", "inception_v3": "micro-batch 1 at 160x160"}
 
 
 def build(name: str) -> tuple[Any, Any]:
-    """The model (random weights, eval mode) and one micro-batch."""
+    """The model (random weights, eval mode) and one micro-batch (``"mlp"``: a small one for
+    the tests)."""
     import bench_reality as br
     import torch
 
     torch.manual_seed(0)
+    if name == "mlp":
+        nn = torch.nn
+        return (nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(6)]).eval(),
+                torch.randn(4, 32))
     if name == "gpt":
         return br.build("gpt")[0], torch.randint(0, 2048, (2, 64))
     import torchvision
@@ -99,11 +106,25 @@ def plans(name: str, repeat: int) -> dict[str, Any]:
             "family": ours.stats.get("family"), "layers": len(layers), "nodes": len(t.order)}
 
 
+def batch(model: Any, x_mb: Any) -> tuple[Any, Any]:
+    """The inputs of a step (``MICRO_BATCHES`` micro-batches like ``x_mb``) and a random target."""
+    import torch
+
+    torch.manual_seed(1)
+    x = (torch.randn(MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:]) if x_mb.is_floating_point()
+         else torch.randint(0, 2048, (MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:])))
+    with torch.no_grad():
+        shape = model(x_mb).shape
+    return x, torch.randn(MICRO_BATCHES * shape[0], *shape[1:])
+
+
 def _loss(out: Any, target: Any) -> Any:
     return ((out - target) ** 2).mean()
 
 
 def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, out_dir: str) -> None:
+    """Every plan of one model built, then for each schedule the plans' steps taken in turn
+    (plan A, plan B, plan A, ...) so that the machine's load hits them alike."""
     import bench_reality as br
     import torch
     import torch.distributed as dist
@@ -113,45 +134,46 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=600))
+                            timeout=datetime.timedelta(seconds=900))
     results: list[dict[str, Any]] = []
     try:
+        model_name = jobs[0]["model"]
+        model, x_mb = build(model_name)
+        t = _trace(model, x_mb)
+        x, target = batch(model, x_mb)
+        pipes = {}
         for job in jobs:
-            try:
-                model, x_mb = build(job["model"])
-                t = _trace(model, x_mb)
-                plan = br.manual_plan(t, job["stages"], job["plan"])
-                torch.manual_seed(1)
-                x = (torch.randn(MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:]) if x_mb.is_floating_point()
-                     else torch.randint(0, 2048, (MICRO_BATCHES * x_mb.shape[0], *x_mb.shape[1:])))
-                with torch.no_grad():
-                    shape = model(x_mb).shape
-                target = torch.randn(MICRO_BATCHES * shape[0], *shape[1:])
-                pipe = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
-                for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
-                    stage = pipe.build_stage(rank, torch.device("cpu"))
-                    sched = cls(stage, MICRO_BATCHES, loss_fn=_loss)
-                    walls, cpus = [], []
-                    for i in range(steps + 1):
-                        dist.barrier()
-                        w0, c0 = time.perf_counter(), time.process_time()
-                        if rank == 0:
-                            sched.step(x)
-                        else:
-                            sched.step(target=target, losses=[])
-                        if i > 0:  # the first step warms up
-                            walls.append(time.perf_counter() - w0)
-                            cpus.append(time.process_time() - c0)
-                        for p in pipe.get_stage_module(rank).parameters():
-                            p.grad = None
+            plan = br.manual_plan(t, job["stages"], job["plan"])
+            pipes[job["plan"]] = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
+        for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+            scheds = {k: cls(p.build_stage(rank, torch.device("cpu")), MICRO_BATCHES, loss_fn=_loss)
+                      for k, p in pipes.items()}
+            walls: dict[str, list[float]] = {k: [] for k in pipes}
+            cpus: dict[str, list[float]] = {k: [] for k in pipes}
+            losses: dict[str, list[float]] = {k: [] for k in pipes}
+            for i in range(steps + 1):
+                for k, sched in scheds.items():
                     dist.barrier()
-                    results.append({"model": job["model"], "plan": job["plan"], "schedule": name, "ok": True,
-                                    "wall_s": walls, "cpu_s": cpus})
-            except Exception as e:  # noqa: BLE001 - reported in the table
-                results.append({"model": job["model"], "plan": job["plan"], "ok": False,
-                                "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                                "trace": traceback.format_exc()[-2000:]})
-                break  # the other rank may wait on a message that will not come
+                    w0, c0 = time.perf_counter(), time.process_time()
+                    if rank == 0:
+                        sched.step(x)
+                    else:
+                        got: list[Any] = []
+                        sched.step(target=target, losses=got)
+                        losses[k].append(float(sum(float(v) for v in got)))
+                    if i > 0:  # the first step warms up
+                        walls[k].append(time.perf_counter() - w0)
+                        cpus[k].append(time.process_time() - c0)
+                    for p in pipes[k].get_stage_module(rank).parameters():
+                        p.grad = None
+            dist.barrier()
+            for k in pipes:
+                results.append({"model": model_name, "plan": k, "schedule": name, "ok": True, "wall_s": walls[k],
+                                "cpu_s": cpus[k], "losses": losses[k]})
+    except Exception as e:  # noqa: BLE001 - reported in the table
+        results.append({"model": jobs[0]["model"], "ok": False,
+                        "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                        "trace": traceback.format_exc()[-2000:]})
     finally:
         with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
             json.dump(results, f)
@@ -162,7 +184,7 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
 
 
 def run_jobs(jobs: list[dict[str, Any]], steps: int) -> list[list[dict[str, Any]]]:
-    """Each job (model, plan name, stages) on 2 gloo ranks; the per-rank result lists."""
+    """The jobs (one model; plan name and stages each) on 2 gloo ranks; the per-rank result lists."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -182,7 +204,7 @@ def run_jobs(jobs: list[dict[str, Any]], steps: int) -> list[list[dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=(*MODELS, "mlp"))
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="calibration passes (3 x this)")
     ap.add_argument("--json", type=pathlib.Path)

@@ -272,8 +272,57 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
     return rows
 
 
+def _pipeline_section(doc: dict[str, Any]) -> list[str]:
+    """The table of ``benches/bench_gloo_pipeline.py``'s JSON."""
+    import statistics
+
+    mb = doc["micro_batches"]
+    lines = [
+        "",
+        "## A real pipeline: 2 gloo ranks, GPipe and 1F1B",
+        "",
+        "Regenerate: `python benches/bench_gloo_pipeline.py --json pipeline.json`, then pass "
+        "`--pipeline pipeline.json` to `benches/bench_reality.py`. `torch.distributed.pipelining` with the gloo "
+        f"backend, 2 processes of one thread each on this CPU, {mb} micro-batches, forward and backward (mean "
+        "squared error against a random target, no optimizer step), eval mode (BatchNorm on its running "
+        "statistics), random weights. `ours`: `partition_trace` on the training trace calibrated on measured "
+        "segments (`t.calibrated(training=True)`), 2 stages; `uniform`: the model's layers split in two equal "
+        "counts (DeepSpeed's `uniform`). Each step of each plan is timed in turn (ours, uniform, ours, ...) after "
+        f"one warm-up step; {doc['steps']} timed steps per plan and schedule, medians. *CPU s/step*: process CPU "
+        "seconds per step of rank 0 / rank 1; *steps/s*: one over the busier rank's CPU seconds, the rate on 2 "
+        "cores of its own (the pipeline's bubble, the same for both plans, left out); *wall*: seconds per step "
+        "as run here, where the 2 ranks shared 2 cores with other jobs (waiting for a core included).",
+        "",
+        "| model (one micro-batch) | schedule | ours CPU s/step | uniform CPU s/step | ours steps/s | uniform "
+        "steps/s | ours against uniform | wall s/step ours / uniform |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        errors = [x.get("error") for rank in r["ranks"] for x in rank if not x.get("ok")]
+        if errors:
+            lines.append(f"| {r['model']} ({r['size']}) | failed: {errors[0]} | | | | | | |")
+            continue
+        for rank in r["ranks"]:
+            for x in rank:
+                got.setdefault((x["plan"], x["schedule"]), []).append(x)
+        for sched in ("gpipe", "1f1b"):
+            cell = {}
+            for plan in ("ours", "uniform"):
+                xs = got[(plan, sched)]
+                cpu = [statistics.median(x["cpu_s"]) for x in xs]
+                wall = max(statistics.median(x["wall_s"]) for x in xs)
+                cell[plan] = (cpu, wall, 1.0 / max(cpu))
+            o, u = cell["ours"], cell["uniform"]
+            lines.append(
+                f"| {r['model']} ({r['size']}) | {'GPipe' if sched == 'gpipe' else '1F1B'} | "
+                f"{o[0][0]:.2f} / {o[0][1]:.2f} | {u[0][0]:.2f} / {u[0][1]:.2f} | {o[2]:.3f} | {u[2]:.3f} | "
+                f"{100 * (o[2] / u[2] - 1):+.0f}% | {o[1]:.1f} / {u[1]:.1f} |")
+    return lines
+
+
 def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
-             second: list[dict[str, Any]] | None = None) -> str:
+             second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     import torch
 
@@ -281,7 +330,8 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "# The PyTorch path against measurement",
         "",
         "Regenerate: `python benches/bench_reality.py --json run1.json` then "
-        "`python benches/bench_reality.py --no-peers --depths --second run1.json --markdown docs/results/pytorch.md` "
+        "`python benches/bench_reality.py --no-peers --depths --second run1.json --pipeline pipeline.json "
+        "--markdown docs/results/pytorch.md` "
         f"(the second run repeats the measurements to show their stability; this run: `--repeat {repeat}`).",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
@@ -431,6 +481,8 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
             lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
                          f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | "
                          f"{cell('torchgpipe_by_time')} |")
+    if pipeline:
+        lines += _pipeline_section(pipeline)
     if depth:
         lines += [
             "",
@@ -464,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="GPT depths for the exact-plan table (none: skip it, or take it from --second)")
     ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
     ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
+    ap.add_argument("--pipeline", type=pathlib.Path,
+                    help="the --json of benches/bench_gloo_pipeline.py: its table goes in the page")
     ap.add_argument("--second", type=pathlib.Path,
                     help="the --json of an earlier run: its rows become the main tables, this run the second run")
     a = ap.parse_args(argv)
@@ -475,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.second:
         first = json.loads(a.second.read_text())
         rows, second, depth = first["rows"], rows, depth or first.get("depth", [])
-    text = markdown(rows, a.repeat, depth, second)
+    pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
+    text = markdown(rows, a.repeat, depth, second, pipeline)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)

@@ -123,3 +123,21 @@ def test_plan_to_balance_refuses_an_unknown_mode():
     assert sum(plan_to_balance(plan, trace)) == 2
     with pytest.raises(InvalidArgumentError, match="mode"):
         plan_to_balance(plan, trace, mode="closest")
+
+
+def test_plan_to_balance_nearest_keeps_layers_in_order():
+    # layers 0..3 (one node each); the plan puts layer 2 back on layer 0's stage
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in "abcd"], [("a", "b"), ("b", "c"), ("c", "d")])
+    trace = types.SimpleNamespace(graph=g, order=tuple("abcd"), modules={v: (str(i),) for i, v in enumerate("abcd")},
+                                  children=("0", "1", "2", "3"), calls={str(i): 1 for i in range(4)})
+    on = {"a": 0, "b": 1, "c": 0, "d": 1}
+    from stagecut.frontends import NotExpressibleError
+    from stagecut.results import DeviceLoad, Plan
+
+    stages = tuple(DeviceLoad(index=i, device=f"accelerator:{i}", nodes=tuple(v for v in "abcd" if on[v] == i),
+                              load=0.0, kind="accelerator", kind_index=i) for i in range(2))
+    bad = Plan(objective=2.0, status="feasible", method="manual", stages=stages, devices=2, cpus=0,
+               memory=float("inf"))
+    with pytest.raises(NotExpressibleError, match="not contiguous in layer order"):
+        plan_to_balance(bad, trace)
+    assert plan_to_balance(bad, trace, mode="nearest") == [1, 3]  # layer 2 stays with layer 1's stage

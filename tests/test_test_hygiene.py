@@ -17,6 +17,7 @@ loops over a collection that cannot be empty for the reason given. The list may 
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -104,13 +105,14 @@ def _nonempty(e: ast.AST, names: set[str]) -> bool:
     return False
 
 
-def _modules() -> dict[pathlib.Path, _Module]:
-    return {p: _Module(p) for p in sorted(TESTS.rglob("*.py")) if "data" not in p.relative_to(TESTS).parts}
+def _modules(root: pathlib.Path) -> dict[pathlib.Path, _Module]:
+    return {p: _Module(p) for p in sorted(root.rglob("*.py")) if "data" not in p.relative_to(root).parts}
 
 
-def flagged_tests() -> list[str]:
-    """The test functions that check nothing that always runs ("path:function")."""
-    mods = _modules()
+@functools.lru_cache(maxsize=2)
+def flagged_tests(root: pathlib.Path = TESTS) -> tuple[str, ...]:
+    """The test functions under ``root`` that check nothing that always runs ("path:function")."""
+    mods = _modules(root)
     by_stem: dict[str, list[_Module]] = {}
     for m in mods.values():
         by_stem.setdefault(m.path.stem, []).append(m)
@@ -147,8 +149,8 @@ def flagged_tests() -> list[str]:
         for f in ast.walk(m.tree):
             if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test_"):
                 if not always(f, set(consts)):
-                    out.append(f"{m.path.relative_to(TESTS).as_posix()}:{f.name}")
-    return out
+                    out.append(f"{m.path.relative_to(root).as_posix()}:{f.name}")
+    return tuple(out)
 
 
 def test_every_test_checks_something_that_always_runs() -> None:
@@ -207,14 +209,8 @@ def test_while_only():
     # a module's own flags only: run the check over a scratch directory holding it
     import tempfile
 
-    global TESTS
-    saved = TESTS
     with tempfile.TemporaryDirectory() as d:
         (pathlib.Path(d) / "test_x.py").write_text(src)
-        TESTS = pathlib.Path(d)
-        try:
-            got = {t.split(":", 1)[1] for t in flagged_tests()}
-        finally:
-            TESTS = saved
+        got = {t.split(":", 1)[1] for t in flagged_tests(pathlib.Path(d))}
     # note: `assert all(...)` over a computed collection is not caught (it is an assert outside a loop)
     assert got == {"test_nothing", "test_loop_over_computed", "test_loop_over_empty_range", "test_while_only"}

@@ -21,7 +21,9 @@ Every solver returns a frozen dataclass derived from :class:`Result` (the pipeli
     The solver that ran, its seed (``None`` when deterministic) and the wall-clock seconds.
 ``stats``
     Counters under one naming: ``ideals``, ``pairs`` (ideal pairs visited), ``decodes``,
-    ``mip_nodes``, ``mip_vars``, ``mip_constraints``, ``build_s``, ``solve_s``...
+    ``mip_nodes``, ``mip_vars``, ``mip_constraints``, ``build_s``, ``solve_s``... A front end
+    may add ``time_unit`` and ``objective_name`` (strings: ``"s"``, ``"time per traced batch"``):
+    :meth:`Result.summary` then prints them instead of its defaults.
 ``stages``
     The stages in pipeline order (:class:`Stage` or a subclass), each with its nodes, its load
     and the parts of the load, and its memory.
@@ -407,14 +409,15 @@ class Result:
     def summary(self, display: Display | None = None) -> str:
         """The summary block every CLI subcommand prints (objective, status, bound/gap, method,
         time, notes); ``display`` gives the input's units (:class:`~stagecut.units.Display`)."""
-        d = display or Display()
+        unit, name = self.stats.get("time_unit"), self.stats.get("objective_name")  # set by the front ends
+        d = display or Display(time=unit if isinstance(unit, str) else None)
         gap = self.gap
         bound = "none known" if self.lower_bound is None else d.with_unit(self.lower_bound)
         if gap is not None:
             bound += f" (gap {100 * gap:.2f}%)"
         objective = "none" if self.objective is None else d.with_unit(self.objective)
         lines = [
-            f"objective  {objective} ({self.objective_name})",
+            f"objective  {objective} ({name if isinstance(name, str) else self.objective_name})",
             f"status     {self.status}",
             f"bound      {bound}",
             f"method     {self.method}" + (f" (seed {self.seed})" if self.seed is not None else ""),

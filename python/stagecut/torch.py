@@ -149,8 +149,9 @@ def trace(
         Keyword inputs.
     cost : {"flops", "measure"} or callable
         ``"flops"`` (the default, as ``trace_torch``'s ``timing``): seconds = FLOPs /
-        ``flops_per_s``. ``"measure"``: median wall time of ``repeat`` runs after ``warmup``, on
-        ``device`` (or, without it, on the device the model and inputs are on). A callable:
+        ``flops_per_s``. ``"measure"``: median time (thread CPU time on the CPU, wall time
+        elsewhere) of ``repeat`` runs after ``warmup``, on ``device`` (or, without it, on the
+        device the model and inputs are on). A callable:
         called once per placed operator, in program order, with an :class:`OpRecord` (node id,
         target, module paths, FLOPs, output bytes, parameter bytes), it returns that node's time
         in seconds (a finite number >= 0); the trace's ``timing`` is then ``"callable"``.

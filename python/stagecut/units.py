@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.validate import shown
@@ -298,7 +299,7 @@ class Display:
     time: str | None = None
     memory: str | None = None
     bytes: bool = True
-    names: Mapping[Hashable, str] | None = None
+    names: Mapping[Any, str] | None = None  # Any: Mapping is invariant in its key, and {str: str} must pass
     bandwidth: str | None = None
 
     def with_unit(self, value: float | None, digits: int = 6) -> str:

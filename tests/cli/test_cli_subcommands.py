@@ -22,7 +22,7 @@ def _check_block(out, objective_text=None):
 
 
 def _same_result(a, b):
-    drop = {"runtime_s", "stats"}
+    drop = {"runtime_s", "stats", "units"}  # units: also the units the sizes were given in
     return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
 
 

@@ -109,5 +109,21 @@ def test_untied_model_partition_is_plain_partition():
 
 def test_partition_says_the_times_are_per_traced_batch():
     _, t = tied_trace()
-    assert any("per traced batch" in n for n in t.partition(2).notes)
-    assert any("per traced batch" in n for n in t.colocate_tied().partition(2).notes)
+    for plan in (t.partition(2), t.colocate_tied().partition(2)):
+        first = plan.summary().splitlines()
+        assert first[0].endswith(" s (time per traced batch)") and "time per sample" not in plan.summary()
+        assert first[2].startswith("bound") and " s (gap" in first[2]
+        assert any("divide by its batch size for seconds per sample" in n for n in plan.notes)
+        back = sc.Plan.from_json(plan.to_json())
+        assert back.summary().splitlines()[0] == first[0]  # the labels travel with a saved plan
+    plain = sc.partition(t.graph, devices=2)  # the generic result keeps its own label
+    assert plain.summary().splitlines()[0].endswith("(time per sample)")
+
+
+def test_display_names_the_stages_by_module():
+    _, t = tied_trace()
+    plan = t.partition(2)
+    table = plan.table(display=t.display())
+    head, first, last = table.splitlines()
+    assert "load (s)" in head and "first node" in head
+    assert "embedding (emb)" in first and "(head)" in last

@@ -106,11 +106,43 @@ def residual_star(rng, n):
     return LatencyProblem(sc.Graph(nodes, edges), Devices.pcie_star(k, memory=cap))
 
 
+def module_star(rng, n):
+    """Modules as in an inception network: a node forks into one to three branches (one or two
+    nodes each) that join again, on accelerators that run one node at a time and hold part of it
+    (so a module's branches either share a device, their times adding up, or cross)."""
+    k = rng.randint(1, 2)
+    edges, last, v = [], 0, 1
+    while v < n:
+        width = rng.randint(1, 3)
+        if v + width >= n:
+            edges.append((last, v))
+            last, v = v, v + 1
+            continue
+        ends = []
+        for _ in range(width):
+            edges.append((last, v))
+            if rng.random() < 0.3 and v + width + 1 < n:
+                edges.append((v, v + 1))
+                v += 1
+            ends.append(v)
+            v += 1
+        edges += [(e, v) for e in ends]
+        last, v = v, v + 1
+    nodes = []
+    for x in range(v):
+        acc = float(rng.choice([0, 1, 1, 2, 3]))
+        nodes.append(sc.Node(x, {"cpu": acc * rng.choice([3, 5, 10]) or 1.0, "accelerator": acc},
+                             memory=float(rng.randint(0, 3)), comm=float(rng.choice([0, 1, 2, 4]))))
+    total = sum(x.memory for x in nodes)
+    cap = max(3.0, math.ceil(total * rng.uniform(0.4, 1.2) / k))
+    return LatencyProblem(sc.Graph(nodes, edges), Devices.pcie_star(k, memory=cap))
+
+
 def check_skip(count, seed):
     rng = random.Random(seed)
     stats = {"infeasible": 0, "above_simple": 0, "tight": 0, "above_memory_path": 0}
-    for _ in range(count):
-        p = residual_star(rng, rng.randint(3, 7))
+    for i in range(count):
+        p = residual_star(rng, rng.randint(3, 7)) if i % 2 else module_star(rng, rng.randint(3, 7))
         check(p, stats)
         b = latency_bound(p)
         if "skip-path" in b.parts:
@@ -155,6 +187,50 @@ def test_a_cut_inside_a_module_pays_for_the_branch_off_the_path():
     assert long_paths(p) == [[0, 1, 3]]
     assert memory_path_bound(p) == pytest.approx(6.0)
     assert skip_path_bound(p) == pytest.approx(19.0) == solve_brute(p).objective
+
+
+def test_a_module_on_one_accelerator_runs_its_branches_one_after_another():
+    # a -> x -> b on the path, a -> y -> b beside it; one accelerator (it holds everything) and a
+    # CPU ten times slower: y on the CPU pays two crossings (4 each) and 20, so y shares the
+    # accelerator and the module takes 1 + 3 + 2 + 1, more than the path's 5
+    spec = {"a": (1, 4), "x": (3, 4), "y": (2, 4), "b": (1, 0)}
+    nodes = [sc.Node(v, {"accelerator": float(t), "cpu": 10.0 * t}, memory=1.0, comm=float(c))
+             for v, (t, c) in spec.items()]
+    g = sc.Graph(nodes, [("a", "x"), ("x", "b"), ("a", "y"), ("y", "b")])
+    p = LatencyProblem(g, Devices.pcie_star(1, memory=4.0))
+    assert memory_path_bound(p) == pytest.approx(5.0)
+    assert skip_path_bound(p) == pytest.approx(7.0) == solve_brute(p).objective
+    # with a second accelerator y runs there: 1 + (4 / 0.5 + 2 + 4 / 0.5) = 19 for y's route, so still 7
+    two = LatencyProblem(g, Devices.pcie_star(2, memory=4.0))
+    assert skip_path_bound(two) == pytest.approx(7.0) == solve_brute(two).objective
+    # a heavy branch with small tensors goes to the second accelerator: 1 + (2 + 10 + 2) + 1; and
+    # with a's output larger and y's none: 1 + (4 + 10 + 0) + 1 (on the CPU y's route takes 2 + 100,
+    # cutting the path after a costs 1 + 4 + 12 + 1)
+    for a_out, x_out, y_out in ((1, 1, 1), (2, 8, 0)):
+        spec = {"a": (1, a_out), "x": (12, x_out), "y": (10, y_out), "b": (1, 0)}
+        nodes = [sc.Node(v, {"accelerator": float(t), "cpu": 10.0 * t}, memory=1.0, comm=float(c))
+                 for v, (t, c) in spec.items()]
+        g = sc.Graph(nodes, [("a", "x"), ("x", "b"), ("a", "y"), ("y", "b")])
+        p = LatencyProblem(g, Devices.pcie_star(2, memory=4.0))
+        assert memory_path_bound(p) == pytest.approx(14.0)
+        assert skip_path_bound(p) == pytest.approx(16.0) == solve_brute(p).objective
+
+
+@pytest.mark.parametrize("nodes, edges, cap, optimum", [
+    # random modules and residual chains where variants that overcount a window's work exceed the optimum
+    ([(1, 0, 3, 8), (6, 2, 1, 4), (2, 0, 1, 8), (10, 2, 3, 8)], [(0, 1), (0, 2), (2, 1), (0, 3), (3, 1)], [3.0, 3.0],
+     17.0),
+    ([(6, 2, 0, 0), (10, 1, 0, 0), (20, 2, 1, 2), (10, 1, 0, 8), (1, 0, 3, 2), (3, 1, 3, 0)],
+     [(0, 1), (1, 2), (2, 3), (3, 4), (0, 3), (1, 3), (0, 5), (5, 3)], [3.0], 15.0),
+    ([(5, 1, 1, 1), (3, 1, 1, 0), (9, 3, 0, 1), (10, 2, 2, 1), (5, 1, 1, 2), (10, 1, 2, 2), (10, 2, 0, 2)],
+     [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4), (4, 5), (5, 6)], [7.0], 10.0),
+])
+def test_skip_path_meets_the_optimum_on_small_modules(nodes, edges, cap, optimum):
+    g = sc.Graph([sc.Node(v, {"cpu": float(c), "accelerator": float(a)}, memory=float(m), comm=float(x))
+                  for v, (c, a, m, x) in enumerate(nodes)], edges)
+    p = LatencyProblem(g, Devices.pcie_star(len(cap), memory=cap[0]))
+    assert solve_brute(p).objective == pytest.approx(optimum)
+    assert skip_path_bound(p) == pytest.approx(optimum)
 
 
 def test_a_skip_into_a_run_s_first_node_delays_what_the_run_sends_on():

@@ -24,8 +24,8 @@ TOL = 1e-9
 SLACK = 20.0
 
 
-def slow_rows(monkeypatch, seconds=0.01):
-    """Every row added to a RowSink sleeps first (and every block of rows, once per row in it)."""
+def slow_rows(monkeypatch, seconds=0.02):
+    """Every row (and every block of rows) added to a RowSink sleeps first."""
     added = {"rows": 0}
     real_add, real_block = RowSink.add, RowSink.add_block
 
@@ -34,9 +34,9 @@ def slow_rows(monkeypatch, seconds=0.01):
         time.sleep(seconds)
         return real_add(self, *args)
 
-    def add_block(self, idx, val, sense, rhs):
+    def add_block(self, idx, val, sense, rhs):   # (one vectorised call: one sleep)
         added["rows"] += len(rhs)
-        time.sleep(seconds * len(rhs))
+        time.sleep(seconds)
         return real_block(self, idx, val, sense, rhs)
 
     monkeypatch.setattr(RowSink, "add", add)
@@ -128,3 +128,38 @@ def test_auto_with_a_planted_slow_quickp_build_ends_soon_after_the_limit(monkeyp
     assert "quickp" in phases and added["rows"] > 0
     assert s.status == "time_limit" and s.objective <= heft(p).objective * (1 + TOL)
     assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def test_milp_refuses_a_model_past_its_row_cap_and_returns_its_start(monkeypatch):
+    # (a 10,000-node operator graph would need tens of millions of disjunctive rows: refused
+    # before they are allocated; here the cap is lowered instead)
+    from stagecut.latency import milp as milp_mod
+
+    p = random_problem()
+    start = heft(p)
+    monkeypatch.setattr(milp_mod, "MAX_PAIR_ROWS", 10)
+    flushed = []
+    monkeypatch.setattr(RowSink, "flush", lambda self, m, *check: flushed.append(len(self)))
+    s = sc.place(p, method="milp", time_limit=30.0, start=start)
+    assert flushed == []
+    assert s.status == "feasible" and any("model is too large" in n for n in s.notes)
+    assert s.objective <= start.objective * (1 + TOL)
+    assert rescored(p, s) == pytest.approx(s.objective)
+    assert s.lower_bound <= s.objective
+
+
+def test_auto_gives_its_bounds_a_share_of_the_limit(monkeypatch):
+    # the bounds run under their own deadline (a bound that checks the clock stops there), so
+    # that a slow bound on a large graph leaves the searches most of the limit
+    from stagecut._deadline import remaining
+
+    seen = []
+
+    def spy(q):
+        seen.append(remaining())
+        return bounds_mod.LatencyBound(q.lower_bound(), "simple")
+
+    monkeypatch.setattr(bounds_mod, "best_bound", spy)
+    sc.place(random_problem(), method="auto", time_limit=4.0)
+    assert len(seen) == 1 and seen[0] is not None
+    assert seen[0] <= solve_mod.AUTO_BOUND_SHARE * 4.0 + 1e-6

@@ -20,7 +20,7 @@ from tests.mtpp.test_combinatorial import random_problem
 import stagecut as sc
 from helpers import brute_force_mtpp
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
-from stagecut.mtpp.improve import _Plan, _Window, improve_plan
+from stagecut.mtpp.improve import _boundary, _Plan, _Window, improve_plan
 from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -74,6 +74,23 @@ def test_bad_arguments_and_plans():
         improve_plan(p, [[0, 2], [1]])  # a cyclic quotient
 
 
+def _check_window(p: MtppProblem, plan: _Plan, win: _Window, bit: dict[int, int], what: str) -> int:
+    """Every split of ``win``: both sides' costs are the evaluator's; returns the splits checked."""
+    g = p.graph
+    units = sorted(bit)
+    for mask, c1, c2 in zip(win.ideals.tolist(), win.first.tolist(), win.second.tolist()):
+        first = [i for u in units if mask >> bit[u] & 1 for i in plan.units[u]]
+        second = [i for u in units if not mask >> bit[u] & 1 for i in plan.units[u]]
+        for got, side in ((c1, first), (c2, second)):
+            want = block_cost(p, [g.nodes[i].id for i in side]) if side else 0.0
+            assert got == want or math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-12), \
+                f"{what}: window cost {got} != evaluator {want} for {side}"
+        # a valid partition with the other blocks (the evaluator raises on a cyclic quotient)
+        evaluate(p, [[g.nodes[i].id for i in side] for side in (first, second) if side] +
+                 [[g.nodes[i].id for i in plan.nodes(plan.blocks[x])] for x in range(2, len(plan.blocks))])
+    return len(win.ideals)
+
+
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_window_split_costs_are_the_evaluators():
     checked = 0
@@ -89,18 +106,45 @@ def test_window_split_costs_are_the_evaluators():
             assert math.isclose(plan.cost[b], block_cost(p, blocks[b]), rel_tol=1e-12, abs_tol=1e-12) or \
                 plan.cost[b] == block_cost(p, blocks[b])
         units = sorted(plan.blocks[0] | plan.blocks[1])
-        win = _Window(plan, units, 10_000)
+        bit = {u: j for j, u in enumerate(units)}
+        win = _Window(plan, bit, 10_000)
+        if win.ok:
+            checked += _check_window(p, plan, win, bit, f"seed {seed}")
+    assert checked > 1000
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_boundary_windows_keep_the_fixed_parts_and_cost_as_the_evaluator():
+    """Windows with only the groups nearest the boundary free: every split keeps each block's
+    fixed part on its side, is a valid partition (the evaluator accepts it) and is costed right."""
+    checked = 0
+    for seed in range(800):
+        rng = random.Random(seed)
+        p = random_problem(seed, n_max=10, k_max=4)
+        blocks = random_start(p, rng)
+        if len(blocks) < 2:
+            continue
+        g = p.graph
+        plan = _Plan(p, [[g.index[v] for v in b] for b in blocks])
+        first, second = plan.blocks[0], plan.blocks[1]
+        if 0 in plan.quotient()[1]:
+            first, second = second, first
+        found = _boundary(plan, first, second, rng.randint(1, 3))
+        if found is None:
+            continue
+        bit, must_first, must_second = found
+        win = _Window(plan, bit, 10_000, must_first=must_first, must_second=must_second)
         if not win.ok:
             continue
-        for mask, c1, c2 in zip(win.ideals.tolist(), win.first.tolist(), win.second.tolist()):
-            first = [i for j, u in enumerate(units) if mask >> j & 1 for i in plan.units[u]]
-            second = [i for j, u in enumerate(units) if not mask >> j & 1 for i in plan.units[u]]
-            for got, side in ((c1, first), (c2, second)):
-                want = block_cost(p, [g.nodes[i].id for i in side])
-                assert got == want or math.isclose(got, want, rel_tol=1e-12, abs_tol=1e-12), \
-                    f"seed {seed}: window cost {got} != evaluator {want} for {side}"
-            checked += 1
-    assert checked > 1000
+        for mask in win.ideals.tolist():
+            assert mask & must_first == must_first and not mask & must_second
+        fixed_first = [u for u in first if must_first and bit[u] == must_first.bit_length() - 1]
+        fixed_second = [u for u in second if must_second and bit[u] == must_second.bit_length() - 1]
+        for mask in win.ideals.tolist():
+            assert all(mask >> bit[u] & 1 for u in fixed_first)
+            assert not any(mask >> bit[u] & 1 for u in fixed_second)
+        checked += _check_window(p, plan, win, bit, f"seed {seed}")
+    assert checked > 500
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
@@ -133,7 +177,7 @@ def test_never_worse_than_the_start_nor_below_the_optimum(chunk):
         opt = slice_graph(p, method="dp").objective
         start = random_start(p, rng)
         before = evaluate(p, start).objective
-        plan = improve_plan(p, start, time_limit=None)
+        plan = improve_plan(p, start, time_limit=None, max_ideals=rng.choice([3, 50_000]), max_free=rng.randint(0, 3))
         if not math.isfinite(before):
             assert plan.objective is None and plan.status == "infeasible"
             continue
@@ -165,3 +209,13 @@ def test_the_time_limit_stops_the_search_with_the_start():
     chain = MtppProblem(sc.Graph.chain([1.0, 1.0, 1.0, 1.0]), devices=2)
     one = improve_plan(chain, [[0, 1, 2, 3]], time_limit=1e-9)  # (the split of a lone block waits for it too)
     assert one.stats["moves"] == 0 and len(one.stages) == 1
+
+
+def test_boundary_windows_move_the_cut_of_a_long_chain():
+    """100 groups: no window fits whole, yet the boundary windows walk the cut to the middle
+    (from either side: the costlier block is the later one or the earlier one)."""
+    p = MtppProblem(sc.Graph.chain([1.0] * 100), devices=2)
+    for cut in (20, 80):
+        plan = improve_plan(p, [list(range(cut)), list(range(cut, 100))], time_limit=None)
+        assert plan.objective == 50.0 and plan.status == "optimal"
+    assert improve_plan(p, [list(range(20)), list(range(20, 100))], max_free=0).objective == 80.0

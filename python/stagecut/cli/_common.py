@@ -26,6 +26,7 @@ import argparse
 import functools
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -473,24 +474,39 @@ def settings_of(result: Any, display: Display) -> str | None:
 
 def saved_display(data: Any) -> Display:
     """The :class:`~stagecut.units.Display` of a saved result: its ``units`` key (what
-    :func:`report` writes: ``{"time": "ms", "memory": "bytes"}``, the units of the JSON's numbers);
-    no units when it has none."""
+    :func:`report` writes: ``{"time": "ms", "memory": "bytes", "shown": {"memory": "GiB",
+    "bandwidth": null}}``: the units of the JSON's numbers, and the units the user gave, in
+    which they were shown); no units when it has none."""
     units = data.get("units") if isinstance(data, Mapping) else None
     if not isinstance(units, Mapping):
         return Display()
     time = units.get("time")
-    return Display(time=time if isinstance(time, str) else None, bytes=units.get("memory") == "bytes")
+    shown: Mapping[str, Any] = units["shown"] if isinstance(units.get("shown"), Mapping) else {}
+    memory, rate = size_unit(f"1{shown.get('memory')}"), rate_unit(f"1{shown.get('bandwidth')}")
+    known = (*TIME_LABELS.values(), "units")
+    return Display(time=time if time in known else None, bytes=units.get("memory") == "bytes",
+                   memory=memory, bandwidth=rate)
 
 
 def _from_spec(text: str, spec: str) -> str:
     """Notes true for an input that is not a file (``example:``, ``rwnn:``): its settings come
     from the built-in graph's defaults, not from "the file"."""
-    import re
-
     if not spec.startswith(("example:", "regal:", "rwnn:")):
         return text
     text = re.sub(r"the file's \w+ adds", f"the defaults of {spec} add", text)
     return re.sub(r"(from )?the file's (max\w+|\w+)", rf"\1the defaults of {spec}", text)
+
+
+#: the throughput evaluator's memory issue, whose numbers are bytes in the CLI's inputs
+_MEMORY_ISSUE = re.compile(r"memory ([0-9.e+]+) exceeds the limit ([0-9.e+]+)")
+
+
+def _human_sizes(text: str, display: Display) -> str:
+    """The evaluator's ``memory 3.49643e+08 exceeds the limit 3e+08`` in the display's units."""
+    if not display.bytes:
+        return text
+    return _MEMORY_ISSUE.sub(lambda m: f"memory {display.size_text(float(m.group(1)))} exceeds the limit "
+                                       f"{display.size_text(float(m.group(2)))}", text)
 
 
 def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] = (),
@@ -501,14 +517,16 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     :meth:`~stagecut.results.Result.table`, and what the node lists need said about them, with
     the input's units (``display``, see :func:`display_of`). ``--json``: the result's
     :meth:`~stagecut.results.Result.to_json` on one line (or ``data`` when given), with the
-    units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes"}``).
+    units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes", "shown": {...}}``,
+    see :func:`saved_display`).
     """
     from stagecut.results import node_list_notes
 
     display = display or Display()
     if data is None:
         data = result.to_json()
-    units = {"time": display.time, "memory": "bytes" if display.bytes else "units"}
+    units = {"time": display.time, "memory": "bytes" if display.bytes else "units",
+             "shown": {"memory": display.memory, "bandwidth": display.bandwidth}}
     data = formats.json_safe({**data, "units": units})
     out = getattr(args, "output", None)
     if out:
@@ -522,7 +540,7 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     settings = settings_of(result, display)
     if settings:
         lines.append(f"settings   {settings}")
-    print(_from_spec("\n".join(lines), spec))
+    print(_human_sizes(_from_spec("\n".join(lines), spec), display))
     table = stage_table(result, display)
     if table:
         print()

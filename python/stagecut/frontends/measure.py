@@ -228,9 +228,13 @@ def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tu
     subs = [getattr(parts, name) for name in names]
     inputs: list[tuple[Any, ...]] = [() for _ in subs]
     handles = []
+    state = {id(x) for x in (*parts.parameters(), *parts.buffers())}  # passed to a piece as an input:
+    # kept as they are (a buffer must not become a leaf that requires grad, a parameter gets its .grad)
+
     for i, sub in enumerate(subs):
         def hook(_m: Any, a: tuple[Any, ...], i: int = i) -> None:
-            inputs[i] = tuple(x.detach().clone() if isinstance(x, torch.Tensor) else x for x in a)
+            inputs[i] = tuple(_State(x) if id(x) in state else x.detach().clone() if isinstance(x, torch.Tensor)
+                              else x for x in a)
         handles.append(sub.register_forward_pre_hook(hook))
     try:
         with torch.no_grad():
@@ -241,27 +245,54 @@ def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tu
     return subs, inputs, parts
 
 
+@dataclass(frozen=True)
+class _State:
+    """A parameter or buffer of the split program that a piece takes as an input."""
+
+    tensor: Any
+
+
 def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tuple[float, float]]:
     """A call of ``sub`` on ``args`` that returns its (forward, backward) thread CPU seconds.
     With ``backward``, the floating-point tensor inputs are fresh leaves that require grad (as a
     pipeline stage receives them), the forward runs with autograd on, and the backward pass
     from every output that requires grad (gradient of ones) is timed apart; parameter gradients
-    accumulate across calls, as over the micro-batches of a step."""
+    accumulate across calls, as over the micro-batches of a step. A piece that writes in place
+    to an input gets a copy of it (timed), as the pipeline runtime makes one."""
     if not backward:
+        args = tuple(x.tensor if isinstance(x, _State) else x for x in args)
+
         def fwd() -> tuple[float, float]:
             t0 = time.thread_time()
             sub(*args)
             return time.thread_time() - t0, 0.0
         return fwd
     torch = require("torch", "torch")
-    leaves = tuple(x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
+    leaves = tuple(x.tensor if isinstance(x, _State) else
+                   x.detach().clone().requires_grad_(True) if isinstance(x, torch.Tensor) and x.is_floating_point()
                    else x for x in args)
     grads: list[Any] = []
+    try:  # an in-place operator on an input: give it a copy, as the pipeline runtime does
+        with torch.enable_grad():
+            sub(*leaves)
+        copy = False
+    except RuntimeError as e:
+        if "in-place" not in str(e):
+            raise
+        copy = True
+    grad_leaves = [j for j, x in enumerate(leaves) if isinstance(x, torch.Tensor) and x.requires_grad
+                   and not isinstance(x, torch.nn.Parameter)]
 
     def fwd_bwd() -> tuple[float, float]:
         with torch.enable_grad():
             t0 = time.thread_time()
-            out = sub(*leaves)
+            if copy:
+                ins = list(leaves)
+                for j in grad_leaves:
+                    ins[j] = leaves[j].clone()
+                out = sub(*ins)
+            else:
+                out = sub(*leaves)
             t1 = time.thread_time()
             outs = [o for o in torch.utils._pytree.tree_leaves(out)
                     if isinstance(o, torch.Tensor) and o.requires_grad]
@@ -272,7 +303,7 @@ def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tup
                 torch.autograd.backward(outs, grads)
             t3 = time.thread_time()
         for x in leaves:
-            if isinstance(x, torch.Tensor):
+            if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter):
                 x.grad = None
         return t1 - t0, t3 - t2
     return fwd_bwd

@@ -162,10 +162,10 @@ def colocate_tied(trace: Any) -> Any:
 
 def partition_shared(trace: Any, devices: int, **options: Any) -> Any:
     """The better of :func:`stagecut.partition` on ``trace.graph`` (tied parameters replicated)
-    and on :func:`colocate_tied` ``(trace).graph`` (kept with one stage); its notes say which,
-    and that the times are per traced batch (``summary()`` calls the objective "time per
-    sample": here a sample is one run of the example inputs). Without tied parameters,
-    ``partition(trace.graph, ...)`` with that note.
+    and on :func:`colocate_tied` ``(trace).graph`` (kept with one stage); its notes say which.
+    Its ``summary()`` gives the objective in seconds per traced batch (one run of the example
+    inputs: ``stats["time_unit"]`` and ``stats["objective_name"]``), and a note says how to get
+    seconds per sample. Without tied parameters, ``partition(trace.graph, ...)`` so labelled.
 
     Raises
     ------
@@ -176,14 +176,17 @@ def partition_shared(trace: Any, devices: int, **options: Any) -> Any:
 
     from stagecut.throughput import partition
 
-    rep = partition(trace.graph, devices=devices, **options)
-    units = ("objective and stage loads in seconds per traced batch (one run of the example inputs; divide by "
-             "its batch size for seconds per sample)")
-    rep = dc.replace(rep, notes=(*rep.notes, units))
+    units = ("a traced batch is one run of the example inputs: divide by its batch size for seconds per "
+             "sample")
+    labels = {"time_unit": "s", "objective_name": "time per traced batch"}  # what summary() prints
+
+    def labelled(p: Any) -> Any:
+        return dc.replace(p, notes=(*p.notes, units), stats={**p.stats, **labels})
+
+    rep = labelled(partition(trace.graph, devices=devices, **options))
     if not trace.tied:
         return rep
-    col = partition(colocate_tied(trace).graph, devices=devices, **options)
-    col = dc.replace(col, notes=(*col.notes, units))
+    col = labelled(partition(colocate_tied(trace).graph, devices=devices, **options))
     names = ", ".join(trace.tied)
 
     def key(p: Any) -> float:

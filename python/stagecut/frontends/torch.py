@@ -124,9 +124,9 @@ class TorchTrace:
     example: tuple[tuple[Any, ...], dict[str, Any]] = field(default=((), {}), compare=False, repr=False)
     #: the :class:`~stagecut.frontends.measure.Calibration` behind ``timing="calibrated"``
     calibration: Any = field(default=None, compare=False, repr=False)
-    #: ``timing="measure"``: how far the node times vary over the ``repeat`` runs (the
-    #: time-weighted half-range: the sum over nodes of (slowest - fastest run) / 2 over the sum of
-    #: the medians); ``None`` for other timings
+    #: ``timing="measure"``: how far the node times vary over the ``repeat`` runs (the sum over
+    #: nodes of half the interquartile range of their runs, over the sum of their medians);
+    #: ``None`` for other timings
     timing_spread: float | None = field(default=None, compare=False)
 
     def split_spec(self, plan: Plan, *, mode: str = "error") -> dict[str, Any]:
@@ -211,6 +211,20 @@ class TorchTrace:
         """
         return export.plan_to_balance(plan, self, mode=mode)
 
+    def display(self) -> Any:
+        """How to print this trace's plans (``plan.table(display=t.display())``,
+        ``plan.summary(t.display())``): times in seconds, sizes in bytes, each stage's first and
+        last node named with the module it runs in.
+
+        Returns
+        -------
+        stagecut.units.Display
+        """
+        from stagecut.units import Display
+
+        names = {v: f"{v} ({self.modules[v][-1]})" if self.modules.get(v) else str(v) for v in self.order}
+        return Display(time="s", names=names)
+
     def colocate_tied(self) -> TorchTrace:
         """:func:`~stagecut.frontends.shared.colocate_tied` ``(self)``: each tied parameter kept
         with one stage instead of replicated."""
@@ -261,12 +275,12 @@ def trace_torch(
         The link between stages: bytes per second (``25e9``) or a string with units
         (``"25GB/s"``). Every node's ``comm`` is its output bytes divided by it.
     timing : {"flops", "measure", "calibrated"}
-        ``"flops"``: seconds = FLOPs / ``flops_per_s``. ``"measure"``: the median wall time of
+        ``"flops"``: seconds = FLOPs / ``flops_per_s``. ``"measure"``: the median time of
         ``repeat`` runs of each node after ``warmup`` runs, on the inputs' device (each node
-        alone: per-call overhead included). ``"calibrated"``: whole segments of the program
-        timed as built, a per-operator-kind model fitted on them and scaled to them
-        (:func:`stagecut.frontends.measure.calibrate`; CPU thread time: call
-        ``torch.set_num_threads(1)`` first).
+        alone: per-call overhead included; thread CPU time on the CPU, wall time elsewhere).
+        ``"calibrated"``: whole segments of the program timed as built, a per-operator-kind
+        model fitted on them and scaled to them (:func:`stagecut.frontends.measure.calibrate`;
+        CPU thread time: call ``torch.set_num_threads(1)`` first).
     flops_per_s : float
         Sustained FLOP rate of a device, for ``timing="flops"`` (default 1e12, a nominal
         1 TFLOP/s: set your device's).
@@ -337,11 +351,14 @@ def trace_torch(
     trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, base)
     trace = dataclasses.replace(trace, model=model, example=(args, kwargs))
     if runs:
+        import numpy as np
+
         total = sum(seconds.values())
-        spread = sum((max(r) - min(r)) / 2 for r in runs.values()) / total if total > 0 else 0.0
+        spread = float(sum((np.percentile(r, 75) - np.percentile(r, 25)) / 2 for r in runs.values()) / total
+                       if total > 0 else 0.0)
         trace = dataclasses.replace(trace, timing_spread=spread, notes=(
             *trace.notes, f"measured node times vary by +-{100 * spread:.1f}% over {repeat} runs (time-weighted "
-            "half-range): plans whose bottlenecks differ by less may swap between traces"))
+            "half interquartile range): plans whose bottlenecks differ by less may swap between traces"))
     if timing == "calibrated":
         from stagecut.frontends.measure import calibrated_trace
 

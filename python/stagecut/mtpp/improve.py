@@ -12,8 +12,10 @@ the latest at its time limit). A plan with fewer blocks than devices also tries 
 costliest block in two.
 
 The enumeration is vectorised over the window's ideals (bit masks, at most 62 forced groups in a
-window) and skipped past ``max_ideals``; the result is re-scored by the evaluator, and is never
-worse than the plan it starts from.
+window). A window with more groups or more than ``max_ideals`` ideals is re-split near the
+boundary of its two blocks only: the ``max_free`` groups nearest it are free, the rest of each
+block stays where it is (a fixed part, with any free group on a cycle through it). The result
+is re-scored by the evaluator, and is never worse than the plan it starts from.
 
 Examples
 --------
@@ -114,30 +116,41 @@ def _long_reach(succ: list[set[int]]) -> list[int]:
 
 
 class _Window:
-    """Two blocks merged: every ideal of the window, and the cost of each side of each split."""
+    """Two blocks merged: every split of the window, and the cost of each side of each split.
 
-    def __init__(self, plan: _Plan, units: list[int], max_ideals: int) -> None:
-        self.units = units
+    ``bit`` maps each unit of the window to a bit; several units may share one (a part held
+    fixed); a split is a set of bits closed under predecessors (an ideal), holding every bit of
+    ``must_first`` and none of ``must_second``."""
+
+    def __init__(self, plan: _Plan, bit: dict[int, int], max_ideals: int, must_first: int = 0,
+                 must_second: int = 0) -> None:
         self.ok = False
         g = plan.p.graph
-        bit = {u: j for j, u in enumerate(units)}
-        m = len(units)
+        m = max(bit.values()) + 1
         pred = [0] * m
-        for j, u in enumerate(units):
+        for u, j in bit.items():
             for i in plan.units[u]:
                 for a in g.pred[i]:
                     ua = plan.unit_of[a]
-                    if ua in bit and ua != u:
+                    if ua in bit and bit[ua] != j:
                         pred[j] |= 1 << bit[ua]
         order = kahn_order(range(m), [[j for j in range(m) if pred[j] >> i & 1] for i in range(m)])
+        if len(order) < m:
+            return  # (the caller merges cycles through fixed parts first)
         ideals: npt.NDArray[np.int64] = np.zeros(1, dtype=np.int64)
         for j in order:
+            if must_second >> j & 1:
+                continue
             pj = np.int64(pred[j])
             ideals = np.concatenate([ideals, ideals[(ideals & pj) == pj] | np.int64(1 << j)])
             if len(ideals) > max_ideals:
                 return
         full = np.int64((1 << m) - 1)
         ideals = ideals[ideals != 0]  # (the whole window is one block: the other one is dropped)
+        if must_first:
+            ideals = ideals[(ideals & np.int64(must_first)) == must_first]
+        if not len(ideals):
+            return
         self.ideals = ideals
         self.first = self._costs(plan, bit, ideals)
         self.second = self._costs(plan, bit, full & ~ideals)
@@ -203,21 +216,91 @@ def _smaller(new: tuple[float, float], old: tuple[float, float]) -> bool:
     return new[0] <= old[0] * (1 + _TOL) and new[1] < old[1] * (1 - _TOL)
 
 
-def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int) -> bool:
+def _boundary(plan: _Plan, first: set[int], second: set[int], most: int) -> tuple[dict[int, int], int, int] | None:
+    """A window over the units of two blocks (``first`` before ``second``) too large to split
+    whole: the ``most`` units nearest the boundary between them (breadth first from the units
+    with a neighbour in the other block) are free, one bit each; the rest of each block is one
+    fixed bit (``first``'s is bit 0, ``second``'s bit 1), merged with any free unit on a cycle
+    through it. Returns the bits and the masks of the two fixed bits (0 when a block is all free);
+    ``None`` when the blocks touch nowhere, or a cycle runs through both fixed parts."""
+    g = plan.p.graph
+
+    def neighbours(u: int) -> set[int]:
+        out: set[int] = set()
+        for i in plan.units[u]:
+            out.update(plan.unit_of[x] for x in (*g.succ[i], *g.pred[i]))
+        return out
+
+    both = first | second
+    frontier = [u for u in sorted(both) if any((v in second) != (u in second) for v in neighbours(u) if v in both)]
+    free: list[int] = []
+    seen = set(frontier)
+    while frontier and len(free) < most:
+        nxt: list[int] = []
+        for u in frontier:
+            if len(free) < most:
+                free.append(u)
+            nxt.extend(v for v in sorted(neighbours(u)) if v in both and v not in seen)
+            seen.update(nxt)
+        frontier = nxt
+    if not free:
+        return None
+    bit = {u: 0 if u in first else 1 for u in both}
+    for j, u in enumerate(free, start=2):
+        bit[u] = j
+    import networkx as nx
+
+    dg: nx.DiGraph[int] = nx.DiGraph()
+    dg.add_nodes_from(set(bit.values()))
+    for u, j in bit.items():
+        for i in plan.units[u]:
+            for x in g.succ[i]:
+                ux = plan.unit_of[x]
+                if ux in bit and bit[ux] != j:
+                    dg.add_edge(j, bit[ux])
+    merge: dict[int, int] = {}
+    for comp in nx.strongly_connected_components(dg):
+        if len(comp) > 1:
+            if 0 in comp and 1 in comp:
+                return None
+            to = 0 if 0 in comp else 1 if 1 in comp else None
+            if to is None:
+                return None  # (forced groups are acyclic: cannot happen)
+            merge.update({j: to for j in comp})
+    bit = {u: merge.get(j, j) for u, j in bit.items()}
+    renum = {j: r for r, j in enumerate(sorted(set(bit.values())))}
+    bit = {u: renum[j] for u, j in bit.items()}
+    return bit, (1 << renum[0] if 0 in renum else 0), (1 << renum[1] if 1 in renum else 0)
+
+
+def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int, max_free: int) -> bool:
     """Re-split blocks ``b`` and ``c`` (``c=None``: split ``b`` into a new block); apply and say
-    whether the pair's sorted costs got smaller."""
+    whether the pair's sorted costs got smaller. A window too large to split whole frees only
+    the units nearest the boundary between the two blocks (:func:`_boundary`)."""
     units = sorted(plan.blocks[b] | (plan.blocks[c] if c is not None else set()))
-    if len(units) < 2 or len(units) > _MAX_UNITS:
+    if len(units) < 2:
         return False
     old = (plan.cost[b], plan.cost[c]) if c is not None else (plan.cost[b], 0.0)
     old = (max(old), min(old))
-    win = _Window(plan, units, max_ideals)
-    if not win.ok:
+    win = _Window(plan, {u: j for j, u in enumerate(units)}, max_ideals) if len(units) <= _MAX_UNITS else None
+    if (win is None or not win.ok) and c is not None and max_free > 0:
+        first, second = plan.blocks[b], plan.blocks[c]
+        succ = plan.quotient()
+        if b in succ[c]:
+            first, second = second, first
+        found = _boundary(plan, first, second, max_free)
+        if found is None:
+            return False
+        bit, must_first, must_second = found
+        win = _Window(plan, bit, max_ideals, must_first=must_first, must_second=must_second)
+    else:
+        bit = {u: j for j, u in enumerate(units)}
+    if win is None or not win.ok:
         return False
     hi, lo, mask = win.best()
     if not _smaller((hi, lo), old) or not math.isfinite(hi):
         return False
-    first = {u for j, u in enumerate(units) if mask >> j & 1}
+    first = {u for u in units if mask >> bit[u] & 1}
     second = set(units) - first
     if c is None:
         plan.blocks.append(set())
@@ -231,7 +314,7 @@ def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int) -> bool:
     return True
 
 
-def _search(plan: _Plan, deadline: float, max_ideals: int) -> tuple[int, int, bool]:
+def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0) -> tuple[int, int, bool]:
     """Moves until none improves or the deadline: ``(moves, windows tried, stopped by the deadline)``."""
     moves = tried = 0
     while True:
@@ -241,7 +324,7 @@ def _search(plan: _Plan, deadline: float, max_ideals: int) -> tuple[int, int, bo
         moved = False
         if len(plan.blocks) < plan.p.devices:
             tried += 1
-            if _try_pair(plan, ranked[0], None, max_ideals):
+            if _try_pair(plan, ranked[0], None, max_ideals, max_free):
                 moves += 1
                 continue
         far = _long_reach(plan.quotient())
@@ -254,7 +337,7 @@ def _search(plan: _Plan, deadline: float, max_ideals: int) -> tuple[int, int, bo
                 if time.monotonic() >= deadline:
                     return moves, tried, True
                 tried += 1
-                if _try_pair(plan, b, c, max_ideals):
+                if _try_pair(plan, b, c, max_ideals, max_free):
                     moves += 1
                     moved = True
                     break
@@ -265,7 +348,7 @@ def _search(plan: _Plan, deadline: float, max_ideals: int) -> tuple[int, int, bo
 
 
 def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 10.0,
-                 max_ideals: int = 50_000) -> SlicePlan:
+                 max_ideals: int = 50_000, max_free: int = 20) -> SlicePlan:
     """Improve an MTPP plan by exact pairwise re-splits of its blocks (module docs).
 
     Parameters
@@ -276,7 +359,11 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     time_limit : float, optional
         Seconds for the search (``None``: until no move improves); the plan so far is returned then.
     max_ideals : int
-        Windows whose induced graph has more ideals are skipped.
+        A window whose induced graph has more ideals (or more than 62 forced groups) is re-split
+        only near the boundary of its two blocks: ``max_free`` groups free, the rest fixed; it is
+        skipped if that has more ideals too.
+    max_free : int
+        The groups set free in such a window (0: skip it).
 
     Returns
     -------
@@ -306,12 +393,14 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     if time_limit is not None:
         check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
     max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
+    max_free = check_int(max_free, "max_free", minimum=0)
     g = problem.graph
     start = plan_blocks(g, plan)
     ev0 = evaluate(problem, start)
     deadline = math.inf if time_limit is None else time.monotonic() + float(time_limit)
     state = _Plan(problem, [[g.index[v] for v in b] for b in start])
-    moves, tried, timed_out = _search(state, deadline, max_ideals) if math.isfinite(ev0.objective) else (0, 0, False)
+    moves, tried, timed_out = (_search(state, deadline, max_ideals, max_free) if math.isfinite(ev0.objective)
+                               else (0, 0, False))
     blocks = _ordered(state)
     ev = evaluate(problem, blocks)
     if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)

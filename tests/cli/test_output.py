@@ -1,0 +1,60 @@
+"""The human output says what is true of the input at hand, in units a person reads."""
+
+import json
+import re
+
+import pytest
+
+import stagecut as sc
+from stagecut.cli._common import saved_display
+from stagecut.results import format_ranges, node_list_notes
+from stagecut.units import Display
+
+
+def test_ranges_are_sorted_and_cut_in_words():
+    assert format_ranges([4, 1, 3, 2]) == "1-4"
+    assert format_ranges([9, 1, 5]) == "1, 5, 9"
+    assert format_ranges(list(range(0, 100, 2)), limit=12) == "0, 2, 4, 6, ... and 46 more"
+
+
+def test_footnotes_only_when_true():
+    single = [sc.Stage(index=0, device="a", nodes=(1, 3, 5), load=1.0)]
+    ranged = [sc.Stage(index=0, device="a", nodes=(1, 2, 3), load=1.0)]
+    long = [sc.Stage(index=0, device="a", nodes=tuple(range(0, 200, 2)), load=1.0)]
+    assert node_list_notes(single) == []
+    assert node_list_notes(ranged) == ["ids a-b: every id from a to b"]
+    assert node_list_notes(long) == ["lists cut short: the full lists are in --json and -o FILE"]
+
+
+def test_memory_in_the_unit_given_else_one_that_fits(run, big_chain):
+    code, out, _ = run("partition", big_chain, "--memory", "16GiB")
+    assert code == 0 and "settings   2 accelerators, 0 CPUs, memory 16 GiB per accelerator" in out
+    head = next(line for line in out.splitlines() if line.startswith("stage "))
+    assert "memory (GiB)" in head and "load" in head
+    code, out, _ = run("partition", big_chain, "--memory", str(16 * 2**30))
+    assert "memory (GiB)" in out and "16 GiB per accelerator" in out  # plain bytes: a binary unit that fits
+    code, out, _ = run("partition", big_chain, "--memory", "17.2GB")
+    assert "memory (GB)" in out and "17.2 GB per accelerator" in out
+    assert not re.search(r"\de[+-]\d", out), out
+
+
+def test_notes_of_a_built_in_example_name_no_file(run):
+    code, out, _ = run("partition", "example:transformer")
+    assert code == 0 and "file" not in out
+    assert "devices=4 from the defaults of example:transformer" in out
+
+
+def test_show_prints_the_units_the_result_was_given_in(run, big_chain, tmp_path):
+    saved = tmp_path / "r.json"
+    code, out, _ = run("partition", big_chain, "--memory", "16GiB", "-o", saved)
+    data = json.loads(saved.read_text())
+    assert data["units"] == {"time": "ms", "memory": "bytes", "shown": {"memory": "GiB", "bandwidth": None}}
+    code, shown, _ = run("show", saved)
+    assert code == 0 and shown.splitlines()[5:] == out.splitlines()[5:-1]
+
+
+@pytest.mark.parametrize("units", [None, 7, "ms", {"time": "<script>", "memory": 5, "shown": [1]},
+                                   {"time": "ms", "shown": {"memory": "lots", "bandwidth": "GB"}}])
+def test_saved_units_from_a_file_are_checked(units):
+    d = saved_display({"units": units})
+    assert isinstance(d, Display) and d.time in (None, "ms") and d.memory is None and d.bandwidth is None
