@@ -59,7 +59,7 @@ def graphs(names: list[str] | None) -> list[tuple[str, Any]]:
 
 def synthetic_note() -> str:
     """The synthetic graphs' sentence of the page (what each graph is)."""
-    return ("Synthetic operator graphs (`stagecut.latency.opgraph.synthetic_operator_graph`, seed 0): "
+    return ("Synthetic operator graphs (`stagecut.latency.quickp.opgraph.synthetic_operator_graph`, seed 0): "
             "`alexnet` and `vgg` are training graphs as TensorFlow writes them (forward, loss, gradients, "
             "momentum updates, shape plumbing: most operators cost nothing or a few microseconds), `cnn` and "
             "`transformer` inference graphs; on 4 GPUs, 2 per server, 50/20 GB/s, each GPU holding 40% of "

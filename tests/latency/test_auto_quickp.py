@@ -6,11 +6,11 @@ import pytest
 
 import stagecut as sc
 from stagecut.latency import LatencyProblem, evaluate_schedule, heft
-from stagecut.latency import bounds as bounds_mod
-from stagecut.latency import lns as lns_mod
-from stagecut.latency import milp as milp_mod
-from stagecut.latency import search as search_mod
-from stagecut.latency.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
+from stagecut.latency.exact import bounds as bounds_mod
+from stagecut.latency.exact import milp as milp_mod
+from stagecut.latency.heuristics import lns as lns_mod
+from stagecut.latency.heuristics import search as search_mod
+from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
 TOL = 1e-9
 QP = __import__("stagecut.latency.quickp", fromlist=["quickp"])

@@ -133,7 +133,7 @@ def test_auto_with_a_planted_slow_quickp_build_ends_soon_after_the_limit(monkeyp
 def test_milp_refuses_a_model_past_its_row_cap_and_returns_its_start(monkeypatch):
     # (a 10,000-node operator graph would need tens of millions of disjunctive rows: refused
     # before they are allocated; here the cap is lowered instead)
-    from stagecut.latency import milp as milp_mod
+    from stagecut.latency.exact import milp as milp_mod
 
     p = random_problem()
     start = heft(p)
