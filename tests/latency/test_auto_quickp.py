@@ -13,7 +13,7 @@ from stagecut.latency.heuristics import search as search_mod
 from stagecut.latency.quickp.opgraph import operator_devices, operator_graph_from_data, synthetic_operator_graph
 
 TOL = 1e-9
-QP = __import__("stagecut.latency.quickp", fromlist=["quickp"])
+QP = __import__("stagecut.latency.quickp.ip", fromlist=["quickp"])
 
 
 def training_problem(n=400, gpus=2):
