@@ -422,7 +422,7 @@ def allreduce_data_parallel(modules: Any, *, group: Any = None) -> int:
 def pipeline_grid(stages: int, replicas: int) -> tuple[int, int, Any, Any]:
     """This rank's place in a pipeline x data-parallel grid over the ``torch.distributed`` world
     (a training plan's stages, each replicated ``replicas`` times: see
-    ``stagecut.training.io.trace_plan_stages``): rank ``replica * stages + stage``. Every rank
+    ``stagecut.training.io.trace_plan_pipeline``): rank ``replica * stages + stage``. Every rank
     must call it (it creates one pipeline group per replica and one data-parallel group per
     stage, in the same order everywhere).
 
