@@ -511,8 +511,8 @@ def trace_plan_pipeline(trace: Any, plan: Any) -> tuple[Any, int]:
         parallelism (naming the stages), or a layer id that is not a layer of ``trace``.
     """
     from stagecut.errors import InvalidArgumentError
-    from stagecut.throughput.evaluate import evaluate
     from stagecut.results import Plan
+    from stagecut.throughput.evaluate import evaluate
 
     stages = tuple(getattr(plan, "stages", ()) or ())
     if not stages:
