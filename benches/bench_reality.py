@@ -322,17 +322,21 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
 
 
 def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
-             second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None) -> str:
+             second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None,
+             twice: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     import torch
 
     lines = [
         "# The PyTorch path against measurement",
         "",
-        "Regenerate: `python benches/bench_reality.py --json run1.json` then "
-        "`python benches/bench_reality.py --no-peers --depths --second run1.json --pipeline pipeline.json "
-        "--markdown docs/results/pytorch.md` "
-        f"(the second run repeats the measurements to show their stability; this run: `--repeat {repeat}`).",
+        "Regenerate: `python benches/bench_reality.py --no-peers --depths --json run1.json`, "
+        "`python benches/bench_reality.py --no-peers --no-training --json run2.json` (the same measurements again, "
+        "to show their stability, and the exact-plan table), `python benches/bench_reality.py --twice --json "
+        "twice.json`, `python benches/bench_gloo_pipeline.py --json pipeline.json`, then `python "
+        "benches/bench_reality.py --from run1.json run2.json twice.json --pipeline pipeline.json --markdown "
+        f"docs/results/pytorch.md` (this run: `--repeat {repeat}`; leave `--no-peers` out of the first run to add "
+        "the table against DeepSpeed and torchgpipe).",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
         "mode; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
@@ -481,6 +485,25 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
             lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
                          f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | "
                          f"{cell('torchgpipe_by_time')} |")
+    if twice:
+        lines += [
+            "",
+            "## `cost=\"measure\"` traced twice",
+            "",
+            "Each operator timed alone (`stagecut.torch.trace(..., cost=\"measure\", repeat=5, seed=0)`: the median "
+            "thread CPU time of 5 runs per operator), the same model traced twice a few seconds apart. *spread*: "
+            "what each trace reports in `timing_spread` (half the interquartile range of the runs, weighted by "
+            "time). *cross*: the first trace's plan scored on the second trace's times, above the second trace's "
+            "optimum. Per-operator timing charges each operator the cost of a call and leaves its caches cold, "
+            "so it over-predicts stages (the `flops`-scale problem of the table above); `t.calibrated()` is the "
+            "model to plan on.",
+            "",
+            "| model | k | spread (trace 1 / trace 2) | same plan | cross |",
+            "|---|---|---|---|---|",
+        ]
+        for r in twice:
+            lines.append(f"| {r['model']} | {r['k']} | +-{100 * r['spread'][0]:.1f}% / +-{100 * r['spread'][1]:.1f}% "
+                         f"| {'yes' if r['same_plan'] else 'no'} | +{100 * r['cross']:.1f}% |")
     if pipeline:
         lines += _pipeline_section(pipeline)
     if depth:
@@ -505,6 +528,28 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
     return "\n".join(lines) + "\n"
 
 
+def twice_rows(models: list[str], ks: list[int], repeat: int = 5) -> list[dict[str, Any]]:
+    """``cost="measure"`` (each node timed alone) twice on each model: the spread each trace
+    reports, whether the two traces give the same plan, and the first trace's plan scored on the
+    second's times against the second's optimum."""
+    import torch
+
+    from stagecut.frontends.torch import trace_torch
+
+    torch.set_num_threads(1)
+    out = []
+    for name in models:
+        model, args = build(name)
+        ts = [trace_torch(model, args, bandwidth="10GB/s", timing="measure", repeat=repeat, seed=0) for _ in range(2)]
+        for k in ks:
+            a, b = (partition_trace(t, k) for t in ts)
+            cross = sc.evaluate(ts[1].graph, a.device_of(), devices=k).objective / b.objective - 1
+            out.append({"model": name, "k": k, "spread": [round(t.timing_spread or 0.0, 4) for t in ts],
+                        "same_plan": a.assignment() == b.assignment(), "cross": round(cross, 4)})
+            print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
@@ -513,24 +558,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", type=pathlib.Path)
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--depths", nargs="*", type=int, default=[12, 48, 96],
-                    help="GPT depths for the exact-plan table (none: skip it, or take it from --second)")
+                    help="GPT depths for the exact-plan table (none: skip it)")
     ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
     ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
+    ap.add_argument("--twice", action="store_true", help="only: cost='measure' traced twice per model")
     ap.add_argument("--pipeline", type=pathlib.Path,
                     help="the --json of benches/bench_gloo_pipeline.py: its table goes in the page")
-    ap.add_argument("--second", type=pathlib.Path,
-                    help="the --json of an earlier run: its rows become the main tables, this run the second run")
+    ap.add_argument("--from", dest="sources", nargs="+", type=pathlib.Path,
+                    help="run nothing: the --json files of earlier runs (the first run's rows are the main tables, "
+                         "a second run's the run-to-run table; depth and --twice rows from whichever has them)")
     a = ap.parse_args(argv)
-    depth = depth_rows(a.depths, a.k) if a.depths else []
-    rows = run(a.models, a.k, a.repeat, peers=not a.no_peers, training=not a.no_training) if a.models else []
+    if a.sources:
+        docs = [json.loads(p.read_text()) for p in a.sources]
+        rows = docs[0].get("rows", [])
+        second = next((d["rows"] for d in docs[1:] if d.get("rows")), None)
+        depth = next((d["depth"] for d in docs if d.get("depth")), [])
+        twice = next((d["twice"] for d in docs if d.get("twice")), [])
+    else:
+        twice = twice_rows(a.models, a.k) if a.twice else []
+        depth = depth_rows(a.depths, a.k) if a.depths and not a.twice else []
+        rows = (run(a.models, a.k, a.repeat, peers=not a.no_peers, training=not a.no_training)
+                if a.models and not a.twice else [])
+        second = None
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "depth": depth}, indent=1))
-    second = None
-    if a.second:
-        first = json.loads(a.second.read_text())
-        rows, second, depth = first["rows"], rows, depth or first.get("depth", [])
+        a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
-    text = markdown(rows, a.repeat, depth, second, pipeline)
+    text = markdown(rows, a.repeat, depth, second, pipeline, twice)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)
