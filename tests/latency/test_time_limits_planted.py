@@ -121,6 +121,8 @@ def test_auto_with_a_planted_slow_quickp_build_ends_soon_after_the_limit(monkeyp
     # on this graph, and this test is about QuickP's build)
     p = training_problem()
     monkeypatch.setattr(bounds_mod, "best_bound", lambda q: bounds_mod.LatencyBound(q.lower_bound(), "simple"))
+    # (a few quick constructive methods, so that QuickP's phase has its time on a loaded machine too)
+    monkeypatch.setattr(solve_mod, "CONSTRUCTIVE", ("best-device", "heft", "greedy"))
     added = slow_rows(monkeypatch)
     s, wall = timed(sc.place, p, method="auto", time_limit=6.0)
     assert wall < 6.0 + SLACK

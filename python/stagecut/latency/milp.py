@@ -282,7 +282,8 @@ def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float 
         else f"the MILP was not built (the model is too large: {too_large})"
     status: Status = "time_limit" if too_large is None else "unknown" if start is None else "feasible"
     if start is None or start.objective is None:
-        return Schedule.infeasible("milp", why, devices=problem.devices.names, status=status, lower_bound=lb,
+        return Schedule.infeasible("milp", why, devices=problem.devices.names,
+                                   status="time_limit" if too_large is None else "unknown", lower_bound=lb,
                                    runtime_s=time.perf_counter() - t0)
     return dataclasses.replace(start, status=status, lower_bound=min(lb, start.objective),
                                notes=(*start.notes, why + ": its warm start"), runtime_s=time.perf_counter() - t0)
