@@ -216,11 +216,14 @@ def _row(m: Measurement) -> dict[str, Any]:
     return out
 
 
-def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True
-        ) -> list[dict[str, Any]]:
+def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True,
+        forward: bool = True, on_row: Any = None) -> list[dict[str, Any]]:
+    """The rows of each model and k: forward (``forward``) and forward+backward (``training``)
+    measurements; ``on_row(rows)`` after each row (to save partial results)."""
     import torch
 
     from stagecut.frontends._common import trace_with_backward
+    from stagecut.frontends.measure import calibrated_trace
     from stagecut.frontends.torch import trace_torch
 
     torch.set_num_threads(1)
@@ -230,35 +233,36 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
         c0 = time.process_time()
         t = trace_torch(model, args, bandwidth="10GB/s", flops_per_s=1e10)
         c1 = time.process_time()
-        tc = t.calibrated(warmup=2, repeat=repeat)
+        tc = t.calibrated(warmup=2, repeat=repeat) if forward else None
         c2 = time.process_time()
         tt = t.calibrated(warmup=2, repeat=repeat, training=True) if training else None
         c3 = time.process_time()
         print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU "
-              f"(with the backward {c3 - c2:.1f} s), model misfit before scaling {100 * tc.calibration.fit_error:.0f}%",
-              file=sys.stderr, flush=True)
+              f"(with the backward {c3 - c2:.1f} s)", file=sys.stderr, flush=True)
         for k in ks:
             r0 = time.process_time()
             row: dict[str, Any] = {"model": name, "k": k, "nodes": len(t.order)}
-            plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
-            row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
-            row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
-            for label, plan in plans.items():
-                row[label]["family"] = plan.stats.get("family")
-            if peers:
-                refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
-                row["refined"] = _row(m)
-                row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
-                # ours, refined and every peer split timed in the same passes (load drifts over minutes)
-                group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
-                         **peer_plans(tc, model, k)}
-                for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
-                    row[key] = _row(m)
+            if tc is not None:
+                plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
+                row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
+                row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
+                for label, plan in plans.items():
+                    row[label]["family"] = plan.stats.get("family")
+                if peers:
+                    refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
+                    row["refined"] = _row(m)
+                    row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
+                    # ours, refined and every peer split timed in the same passes (load drifts over minutes)
+                    group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
+                             **peer_plans(tc, model, k)}
+                    for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
+                        row[key] = _row(m)
             if tt is not None:
                 cal = tt.calibration
                 row["backward_factors"] = {kk: round(v, 2) for kk, v in (cal.backward_factors or {}).items()}
                 ours = partition_trace(tt, k)
-                fixed = partition_trace(trace_with_backward(tc, 2.0), k)  # the usual 2x-the-forward rule
+                # the usual rule, backward = 2x forward, on the same forward times
+                fixed = partition_trace(trace_with_backward(calibrated_trace(t, cal), 2.0), k)
                 group = {"training": ours}
                 if fixed.assignment() != ours.assignment():
                     group["training_2x"] = fixed
@@ -269,6 +273,8 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
             row["cpu_s"] = round(time.process_time() - r0, 1)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+            if on_row is not None:
+                on_row(rows)
     return rows
 
 
@@ -577,9 +583,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         twice = twice_rows(a.models, a.k) if a.twice else []
         depth = depth_rows(a.depths, a.k) if a.depths and not a.twice else []
-        rows = (run(a.models, a.k, a.repeat, peers=not a.no_peers, training=not a.no_training)
-                if a.models and not a.twice else [])
-        second = None
+        rows, second = [], None
+        if a.models and not a.twice:  # the forward rows of every model first, then the training rows
+
+            def save(partial: list[dict[str, Any]], done: list[dict[str, Any]] = rows) -> None:
+                if a.json:
+                    a.json.write_text(json.dumps({"rows": done + partial, "depth": depth, "partial": True}, indent=1))
+
+            rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save)
+            if not a.no_training:
+                by = {(r["model"], r["k"]): r for r in rows}
+
+                def merge(partial: list[dict[str, Any]]) -> None:
+                    r = partial[-1]
+                    by[(r["model"], r["k"])].update({k: v for k, v in r.items() if k not in ("model", "k", "nodes")})
+                    save([])
+
+                run(a.models, a.k, a.repeat, forward=False, on_row=merge)
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
