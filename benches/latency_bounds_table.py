@@ -47,8 +47,9 @@ def main() -> None:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             assert s.objective is not None
             found = s.stats.get("found_by", s.method)
-            row += (f" {s.objective:.1f} | {found} | {wall:.1f} | {cpu:.1f} | "
-                    f"{(s.objective - b.value) / s.objective:.1%} |")
+            gap = (s.objective - b.value) / s.objective
+            gap = 0.0 if abs(gap) < 1e-9 else gap  # (a bound met up to rounding)
+            row += f" {s.objective:.1f} | {found} | {wall:.1f} | {cpu:.1f} | {gap:.1%} |"
         print(row, flush=True)
 
 
