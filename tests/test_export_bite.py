@@ -141,3 +141,24 @@ def test_plan_to_balance_nearest_keeps_layers_in_order():
     with pytest.raises(NotExpressibleError, match="not contiguous in layer order"):
         plan_to_balance(bad, trace)
     assert plan_to_balance(bad, trace, mode="nearest") == [1, 3]  # layer 2 stays with layer 1's stage
+
+
+def test_a_refused_stage_start_names_the_operator_and_its_module():
+    from stagecut.frontends import NotExpressibleError
+    from stagecut.frontends.export import plan_to_pipelining
+
+    order = ("e0", "e1", "m0")
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in order], [("e0", "e1"), ("e1", "m0")])
+    trace = types.SimpleNamespace(graph=g, order=order, modules={"e0": ("emb",), "e1": ("emb",), "m0": ("mlp",)},
+                                  calls={"emb": 1, "mlp": 1}, children=("emb", "mlp"),
+                                  targets={"e0": "aten.embedding", "e1": "aten.add", "m0": "aten.mm"})
+    split = {"e0": ("accelerator", 0), "e1": ("accelerator", 1), "m0": ("accelerator", 1)}  # starts inside emb
+    plan = sc.partition(g, devices=2)
+    from stagecut.results import DeviceLoad, Plan
+
+    stages = tuple(DeviceLoad(index=i, device=f"accelerator:{i}", nodes=tuple(v for v in order if split[v][1] == i),
+                              load=0.0, kind="accelerator", kind_index=i) for i in range(2))
+    inside = Plan(objective=plan.objective, status="feasible", method="manual", stages=stages, devices=2, cpus=0,
+                  memory=float("inf"))
+    with pytest.raises(NotExpressibleError, match=r"node 'e1' \(aten\.add, in module 'emb'\)"):
+        plan_to_pipelining(inside, trace)
