@@ -500,9 +500,9 @@ def trace_plan_pipeline(trace: Any, plan: Any) -> tuple[Any, int]:
     Returns
     -------
     (stagecut.Plan, int)
-        One stage per training-plan stage, in pipeline order: its layers' nodes in program order
-        (and their backward nodes when the trace has them), scored by :func:`stagecut.evaluate`
-        on one device per stage; and ``d``.
+        One stage per training-plan stage, in pipeline order: its layers' nodes (and their
+        backward nodes when the trace has them), scored by :func:`stagecut.evaluate` on one
+        device per stage; and ``d``.
 
     Raises
     ------
@@ -523,7 +523,6 @@ def trace_plan_pipeline(trace: Any, plan: Any) -> tuple[Any, int]:
                                    "data-parallel degree and t = 1; the plan's stages have (d, t) = "
                                    + ", ".join(f"{s.index}: {d}" for s, d in zip(stages, degrees)))
     layers = trace_layers(trace)
-    position = {v: j for j, v in enumerate(trace.order)}
     ids = set(trace.graph.index)
     out: list[list[str]] = []
     for s in stages:
@@ -533,7 +532,6 @@ def trace_plan_pipeline(trace: Any, plan: Any) -> tuple[Any, int]:
                 raise InvalidArgumentError(f"plan: stage {s.index} names layer {shown(i)}, not one of the trace's "
                                            f"{len(layers)} layers")
             vs.extend(layers[i][1])
-        vs.sort(key=position.__getitem__)
         out.append(vs + [f"{v}_bwd" for v in vs if f"{v}_bwd" in ids])
     ev = evaluate(trace.graph, {v: ("accelerator", i) for i, vs in enumerate(out) for v in vs}, devices=len(out))
     loads = tuple(sorted(ev.stages, key=lambda st: st.index))
