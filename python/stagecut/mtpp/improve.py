@@ -408,7 +408,7 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     lb = lower_bound(problem)
     obj = ev.objective if math.isfinite(ev.objective) else None
     status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
-    notes = [f"{moves} re-splits improved the start ({ev0.objective:.9g} -> {ev.objective:.9g}); "
+    notes = [f"{moves} re-splits of two blocks; the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
              + ("stopped at the time limit" if timed_out else "no re-split of two blocks improves it")]
     return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
                      stats={"start_objective": ev0.objective, "moves": moves, "windows": tried}, stages=ev.stages,
