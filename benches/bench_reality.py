@@ -299,15 +299,19 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
         "cores of its own (the pipeline's bubble, the same for both plans, left out); *wall*: seconds per step "
         "as run here, where the 2 ranks shared 2 cores with other jobs (waiting for a core included).",
         "",
-        "| model (one micro-batch) | schedule | ours CPU s/step | uniform CPU s/step | ours steps/s | uniform "
-        "steps/s | ours against uniform | wall s/step ours / uniform |",
-        "|---|---|---|---|---|---|---|---|",
+        "*predicted*: the calibrated forward+backward milliseconds of each stage per micro-batch (ours; "
+        "uniform).",
+        "",
+        "| model (one micro-batch) | predicted ms | schedule | ours CPU s/step | uniform CPU s/step | ours steps/s | "
+        "uniform steps/s | ours against uniform | wall s/step ours / uniform |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    imbalance: list[tuple[float, float]] = []
     for r in doc["rows"]:
         got: dict[tuple[str, str], list[dict[str, Any]]] = {}
         errors = [x.get("error") for rank in r["ranks"] for x in rank if not x.get("ok")]
         if errors:
-            lines.append(f"| {r['model']} ({r['size']}) | failed: {errors[0]} | | | | | | |")
+            lines.append(f"| {r['model']} ({r['size']}) | | failed: {errors[0]} | | | | | | |")
             continue
         for rank in r["ranks"]:
             for x in rank:
@@ -320,10 +324,23 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
                 wall = max(statistics.median(x["wall_s"]) for x in xs)
                 cell[plan] = (cpu, wall, 1.0 / max(cpu))
             o, u = cell["ours"], cell["uniform"]
+            pm = r["predicted_ms"]
+            pred = "; ".join(" / ".join(f"{v:.0f}" for v in pm[p]) for p in ("ours", "uniform"))
+            imbalance.append((max(o[0]) / min(o[0]), max(pm["ours"]) / min(pm["ours"])))
             lines.append(
-                f"| {r['model']} ({r['size']}) | {'GPipe' if sched == 'gpipe' else '1F1B'} | "
+                f"| {r['model']} ({r['size']}) | {pred} | {'GPipe' if sched == 'gpipe' else '1F1B'} | "
                 f"{o[0][0]:.2f} / {o[0][1]:.2f} | {u[0][0]:.2f} / {u[0][1]:.2f} | {o[2]:.3f} | {u[2]:.3f} | "
                 f"{100 * (o[2] / u[2] - 1):+.0f}% | {o[1]:.1f} / {u[1]:.1f} |")
+    if imbalance:
+        lines += [
+            "",
+            "Our plans' busier rank over the other, in CPU seconds per step: "
+            f"{min(m for m, _ in imbalance):.2f}-{max(m for m, _ in imbalance):.2f} (predicted "
+            f"{min(p for _, p in imbalance):.2f}-{max(p for _, p in imbalance):.2f}). The stage model times each "
+            "stage's forward and backward alone; the real pipeline adds what it costs each rank to send and "
+            "receive with gloo, to run the schedule and to copy what the runtime copies, which the model does not "
+            "charge.",
+        ]
     return lines
 
 
