@@ -216,11 +216,14 @@ def _row(m: Measurement) -> dict[str, Any]:
     return out
 
 
-def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True
-        ) -> list[dict[str, Any]]:
+def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True,
+        forward: bool = True, on_row: Any = None) -> list[dict[str, Any]]:
+    """The rows of each model and k: forward (``forward``) and forward+backward (``training``)
+    measurements; ``on_row(rows)`` after each row (to save partial results)."""
     import torch
 
     from stagecut.frontends._common import trace_with_backward
+    from stagecut.frontends.measure import calibrated_trace
     from stagecut.frontends.torch import trace_torch
 
     torch.set_num_threads(1)
@@ -230,35 +233,36 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
         c0 = time.process_time()
         t = trace_torch(model, args, bandwidth="10GB/s", flops_per_s=1e10)
         c1 = time.process_time()
-        tc = t.calibrated(warmup=2, repeat=repeat)
+        tc = t.calibrated(warmup=2, repeat=repeat) if forward else None
         c2 = time.process_time()
         tt = t.calibrated(warmup=2, repeat=repeat, training=True) if training else None
         c3 = time.process_time()
         print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU "
-              f"(with the backward {c3 - c2:.1f} s), model misfit before scaling {100 * tc.calibration.fit_error:.0f}%",
-              file=sys.stderr, flush=True)
+              f"(with the backward {c3 - c2:.1f} s)", file=sys.stderr, flush=True)
         for k in ks:
             r0 = time.process_time()
             row: dict[str, Any] = {"model": name, "k": k, "nodes": len(t.order)}
-            plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
-            row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
-            row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
-            for label, plan in plans.items():
-                row[label]["family"] = plan.stats.get("family")
-            if peers:
-                refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
-                row["refined"] = _row(m)
-                row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
-                # ours, refined and every peer split timed in the same passes (load drifts over minutes)
-                group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
-                         **peer_plans(tc, model, k)}
-                for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
-                    row[key] = _row(m)
+            if tc is not None:
+                plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
+                row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
+                row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
+                for label, plan in plans.items():
+                    row[label]["family"] = plan.stats.get("family")
+                if peers:
+                    refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
+                    row["refined"] = _row(m)
+                    row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
+                    # ours, refined and every peer split timed in the same passes (load drifts over minutes)
+                    group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
+                             **peer_plans(tc, model, k)}
+                    for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
+                        row[key] = _row(m)
             if tt is not None:
                 cal = tt.calibration
                 row["backward_factors"] = {kk: round(v, 2) for kk, v in (cal.backward_factors or {}).items()}
                 ours = partition_trace(tt, k)
-                fixed = partition_trace(trace_with_backward(tc, 2.0), k)  # the usual 2x-the-forward rule
+                # the usual rule, backward = 2x forward, on the same forward times
+                fixed = partition_trace(trace_with_backward(calibrated_trace(t, cal), 2.0), k)
                 group = {"training": ours}
                 if fixed.assignment() != ours.assignment():
                     group["training_2x"] = fixed
@@ -269,6 +273,8 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
             row["cpu_s"] = round(time.process_time() - r0, 1)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+            if on_row is not None:
+                on_row(rows)
     return rows
 
 
@@ -293,15 +299,19 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
         "cores of its own (the pipeline's bubble, the same for both plans, left out); *wall*: seconds per step "
         "as run here, where the 2 ranks shared 2 cores with other jobs (waiting for a core included).",
         "",
-        "| model (one micro-batch) | schedule | ours CPU s/step | uniform CPU s/step | ours steps/s | uniform "
-        "steps/s | ours against uniform | wall s/step ours / uniform |",
-        "|---|---|---|---|---|---|---|---|",
+        "*predicted*: the calibrated forward+backward milliseconds of each stage per micro-batch (ours; "
+        "uniform).",
+        "",
+        "| model (one micro-batch) | predicted ms | schedule | ours CPU s/step | uniform CPU s/step | ours steps/s | "
+        "uniform steps/s | ours against uniform | wall s/step ours / uniform |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    imbalance: list[tuple[float, float]] = []
     for r in doc["rows"]:
         got: dict[tuple[str, str], list[dict[str, Any]]] = {}
         errors = [x.get("error") for rank in r["ranks"] for x in rank if not x.get("ok")]
         if errors:
-            lines.append(f"| {r['model']} ({r['size']}) | failed: {errors[0]} | | | | | | |")
+            lines.append(f"| {r['model']} ({r['size']}) | | failed: {errors[0]} | | | | | | |")
             continue
         for rank in r["ranks"]:
             for x in rank:
@@ -314,25 +324,42 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
                 wall = max(statistics.median(x["wall_s"]) for x in xs)
                 cell[plan] = (cpu, wall, 1.0 / max(cpu))
             o, u = cell["ours"], cell["uniform"]
+            pm = r["predicted_ms"]
+            pred = "; ".join(" / ".join(f"{v:.0f}" for v in pm[p]) for p in ("ours", "uniform"))
+            imbalance.append((max(o[0]) / min(o[0]), max(pm["ours"]) / min(pm["ours"])))
             lines.append(
-                f"| {r['model']} ({r['size']}) | {'GPipe' if sched == 'gpipe' else '1F1B'} | "
+                f"| {r['model']} ({r['size']}) | {pred} | {'GPipe' if sched == 'gpipe' else '1F1B'} | "
                 f"{o[0][0]:.2f} / {o[0][1]:.2f} | {u[0][0]:.2f} / {u[0][1]:.2f} | {o[2]:.3f} | {u[2]:.3f} | "
                 f"{100 * (o[2] / u[2] - 1):+.0f}% | {o[1]:.1f} / {u[1]:.1f} |")
+    if imbalance:
+        lines += [
+            "",
+            "Our plans' busier rank over the other, in CPU seconds per step: "
+            f"{min(m for m, _ in imbalance):.2f}-{max(m for m, _ in imbalance):.2f} (predicted "
+            f"{min(p for _, p in imbalance):.2f}-{max(p for _, p in imbalance):.2f}). The stage model times each "
+            "stage's forward and backward alone; the real pipeline adds what it costs each rank to send and "
+            "receive with gloo, to run the schedule and to copy what the runtime copies, which the model does not "
+            "charge.",
+        ]
     return lines
 
 
 def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
-             second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None) -> str:
+             second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None,
+             twice: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     import torch
 
     lines = [
         "# The PyTorch path against measurement",
         "",
-        "Regenerate: `python benches/bench_reality.py --json run1.json` then "
-        "`python benches/bench_reality.py --no-peers --depths --second run1.json --pipeline pipeline.json "
-        "--markdown docs/results/pytorch.md` "
-        f"(the second run repeats the measurements to show their stability; this run: `--repeat {repeat}`).",
+        "Regenerate: `python benches/bench_reality.py --no-peers --depths --json run1.json`, "
+        "`python benches/bench_reality.py --no-peers --no-training --json run2.json` (the same measurements again, "
+        "to show their stability, and the exact-plan table), `python benches/bench_reality.py --twice --json "
+        "twice.json`, `python benches/bench_gloo_pipeline.py --json pipeline.json`, then `python "
+        "benches/bench_reality.py --from run1.json run2.json twice.json --pipeline pipeline.json --markdown "
+        f"docs/results/pytorch.md` (this run: `--repeat {repeat}`; leave `--no-peers` out of the first run to add "
+        "the table against DeepSpeed and torchgpipe).",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
         "mode; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
@@ -481,6 +508,25 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
             lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | {cell('refined_again')} | {cell('uniform')} | "
                          f"{cell('deepspeed_parameters')} | {cell('deepspeed_balanced')} | "
                          f"{cell('torchgpipe_by_time')} |")
+    if twice:
+        lines += [
+            "",
+            "## `cost=\"measure\"` traced twice",
+            "",
+            "Each operator timed alone (`stagecut.torch.trace(..., cost=\"measure\", repeat=5, seed=0)`: the median "
+            "thread CPU time of 5 runs per operator), the same model traced twice a few seconds apart. *spread*: "
+            "what each trace reports in `timing_spread` (half the interquartile range of the runs, weighted by "
+            "time). *cross*: the first trace's plan scored on the second trace's times, above the second trace's "
+            "optimum. Per-operator timing charges each operator the cost of a call and leaves its caches cold, "
+            "so it over-predicts stages (the `flops`-scale problem of the table above); `t.calibrated()` is the "
+            "model to plan on.",
+            "",
+            "| model | k | spread (trace 1 / trace 2) | same plan | cross |",
+            "|---|---|---|---|---|",
+        ]
+        for r in twice:
+            lines.append(f"| {r['model']} | {r['k']} | +-{100 * r['spread'][0]:.1f}% / +-{100 * r['spread'][1]:.1f}% "
+                         f"| {'yes' if r['same_plan'] else 'no'} | +{100 * r['cross']:.1f}% |")
     if pipeline:
         lines += _pipeline_section(pipeline)
     if depth:
@@ -505,6 +551,28 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
     return "\n".join(lines) + "\n"
 
 
+def twice_rows(models: list[str], ks: list[int], repeat: int = 5) -> list[dict[str, Any]]:
+    """``cost="measure"`` (each node timed alone) twice on each model: the spread each trace
+    reports, whether the two traces give the same plan, and the first trace's plan scored on the
+    second's times against the second's optimum."""
+    import torch
+
+    from stagecut.frontends.torch import trace_torch
+
+    torch.set_num_threads(1)
+    out = []
+    for name in models:
+        model, args = build(name)
+        ts = [trace_torch(model, args, bandwidth="10GB/s", timing="measure", repeat=repeat, seed=0) for _ in range(2)]
+        for k in ks:
+            a, b = (partition_trace(t, k) for t in ts)
+            cross = sc.evaluate(ts[1].graph, a.device_of(), devices=k).objective / b.objective - 1
+            out.append({"model": name, "k": k, "spread": [round(t.timing_spread or 0.0, 4) for t in ts],
+                        "same_plan": a.assignment() == b.assignment(), "cross": round(cross, 4)})
+            print(json.dumps(out[-1]), file=sys.stderr, flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
@@ -513,24 +581,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", type=pathlib.Path)
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--depths", nargs="*", type=int, default=[12, 48, 96],
-                    help="GPT depths for the exact-plan table (none: skip it, or take it from --second)")
+                    help="GPT depths for the exact-plan table (none: skip it)")
     ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
     ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
+    ap.add_argument("--twice", action="store_true", help="only: cost='measure' traced twice per model")
     ap.add_argument("--pipeline", type=pathlib.Path,
                     help="the --json of benches/bench_gloo_pipeline.py: its table goes in the page")
-    ap.add_argument("--second", type=pathlib.Path,
-                    help="the --json of an earlier run: its rows become the main tables, this run the second run")
+    ap.add_argument("--from", dest="sources", nargs="+", type=pathlib.Path,
+                    help="run nothing: the --json files of earlier runs (the first run's rows are the main tables, "
+                         "a second run's the run-to-run table; depth and --twice rows from whichever has them)")
     a = ap.parse_args(argv)
-    depth = depth_rows(a.depths, a.k) if a.depths else []
-    rows = run(a.models, a.k, a.repeat, peers=not a.no_peers, training=not a.no_training) if a.models else []
+    if a.sources:
+        docs = [json.loads(p.read_text()) for p in a.sources]
+        rows = docs[0].get("rows", [])
+        second = next((d["rows"] for d in docs[1:] if d.get("rows")), None)
+        depth = next((d["depth"] for d in docs if d.get("depth")), [])
+        twice = next((d["twice"] for d in docs if d.get("twice")), [])
+    else:
+        twice = twice_rows(a.models, a.k) if a.twice else []
+        depth = depth_rows(a.depths, a.k) if a.depths and not a.twice else []
+        rows, second = [], None
+        if a.models and not a.twice:  # the forward rows of every model first, then the training rows
+
+            def save(partial: list[dict[str, Any]], done: list[dict[str, Any]] = rows) -> None:
+                if a.json:
+                    a.json.write_text(json.dumps({"rows": done + partial, "depth": depth, "partial": True}, indent=1))
+
+            rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save)
+            if not a.no_training:
+                by = {(r["model"], r["k"]): r for r in rows}
+
+                def merge(partial: list[dict[str, Any]]) -> None:
+                    r = partial[-1]
+                    by[(r["model"], r["k"])].update({k: v for k, v in r.items() if k not in ("model", "k", "nodes")})
+                    save([])
+
+                run(a.models, a.k, a.repeat, forward=False, on_row=merge)
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "depth": depth}, indent=1))
-    second = None
-    if a.second:
-        first = json.loads(a.second.read_text())
-        rows, second, depth = first["rows"], rows, depth or first.get("depth", [])
+        a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
-    text = markdown(rows, a.repeat, depth, second, pipeline)
+    text = markdown(rows, a.repeat, depth, second, pipeline, twice)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)

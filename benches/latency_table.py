@@ -38,6 +38,11 @@ SYNTHETIC = (("alexnet", 1600), ("cnn", 2000), ("vgg", 3600), ("transformer", 10
 METHODS = ("best-device", "met", "greedy", "heft", "m-heft", "m-greedy", "m-topo", "m-chain", "pcie-greedy (asap)",
            "metis", "sa", "ea", "local", "mcmc", "lns", "quickp", "milp", "auto")
 TIMED = ("local", "mcmc", "milp", "quickp")
+#: ``--limits``: every method on these 10,000-node graphs with one time limit
+LIMIT_GRAPHS = (("vgg", 10000), ("transformer", 10000))
+LIMIT_METHODS = ("best-device", "met", "greedy", "heft", "m-heft", "m-greedy", "m-topo", "m-chain", "metis", "sa",
+                 "ea", "local", "mcmc", "lns", "quickp", "quickp-p1", "milp", "split", "auto")
+TAKES_LIMIT = ("sa", "ea", "local", "mcmc", "lns", "quickp", "quickp-p1", "milp", "split", "auto")
 
 
 def graphs(names: list[str] | None) -> list[tuple[str, Any]]:
@@ -48,13 +53,61 @@ def graphs(names: list[str] | None) -> list[tuple[str, Any]]:
     for n in TRACED_NAMES:
         out.append((f"traced/{n}", lambda n=n: LatencyProblem.from_workload(sc.read_workload(TRACED / f"{n}.json"))))
     for shape, size in SYNTHETIC:
-        def make(shape: str = shape, size: int = size) -> LatencyProblem:
-            g, out_bytes, _ = operator_graph_from_data(synthetic_operator_graph(size, shape, seed=0, devices=4))
-            total = sum(v.memory for v in g.nodes)
-            return LatencyProblem(g, operator_devices(4, memory=0.4 * total if total > 0 else math.inf),
-                                  output_bytes=out_bytes)
-        out.append((f"synthetic/{shape}-{size}", make))
+        out.append((f"synthetic/{shape}-{size}", lambda shape=shape, size=size: synthetic(shape, size)))
     return [x for x in out if not names or x[0] in names or x[0].split("/")[1] in names]
+
+
+def synthetic(shape: str, size: int) -> LatencyProblem:
+    """A synthetic operator graph on 4 GPUs (2 per server), each holding 40% of its memory."""
+    g, out_bytes, _ = operator_graph_from_data(synthetic_operator_graph(size, shape, seed=0, devices=4))
+    total = sum(v.memory for v in g.nodes)
+    return LatencyProblem(g, operator_devices(4, memory=0.4 * total if total > 0 else math.inf),
+                          output_bytes=out_bytes)
+
+
+def run_limited(problem: LatencyProblem, method: str, limit: float) -> dict[str, Any]:
+    """One method with ``limit`` (those that take one), wall and CPU seconds."""
+    t, c = time.perf_counter(), time.process_time()
+    kw = {"time_limit": limit} if method in TAKES_LIMIT else {}
+    s = sc.place(problem, method=method, seed=0, threads=1, **kw) if method in ("milp", "split", "quickp",
+                                                                                "quickp-p1") else \
+        sc.place(problem, method=method, seed=0, **kw)
+    return {"objective": s.objective, "status": s.status, "found": s.method, "limit": kw.get("time_limit"),
+            "wall": time.perf_counter() - t, "cpu": time.process_time() - c,
+            "notes": [x for x in s.notes if len(x) < 400]}
+
+
+def limits_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The page's section on time limits at 10,000 operators (rows of ``--limits``)."""
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        if r["graph"].startswith("limits/"):
+            by.setdefault(r["graph"].removeprefix("limits/"), {})[r["method"]] = r
+    if not by:
+        return []
+    names = list(by)
+    limit = next((r["limit"] for ms in by.values() for r in ms.values() if r.get("limit")), None)
+    out = ["", "## Time limits on 10,000 operators", "",
+           f"Every method on {' and '.join(f'`{n}`' for n in names)} (the synthetic graphs above, 4 GPUs) with "
+           f"a {limit:g} s limit where it takes one (`python benches/latency_table.py --limits {limit:g}`); the "
+           f"promise is to end within the limit + max(2 s, 5%) = {limit + max(2.0, 0.05 * limit):g} s. Wall "
+           "seconds with CPU seconds in brackets: on this shared machine the process got a fraction of a core, "
+           "so the CPU seconds are what an idle machine would take.", "",
+           "| method | " + " | ".join(f"{n} makespan | {n} s (CPU s)" for n in names) + " |",
+           "|---|" + "---|---|" * len(names)]
+    for m in LIMIT_METHODS:
+        cells = []
+        for n in names:
+            r = by[n].get(m)
+            if r is None:
+                cells += ["-", "-"]
+                continue
+            star = "*" if r.get("status") == "time_limit" else ""
+            cells += [fmt(r.get("objective"), 0), f"{fmt(r.get('wall'))} ({fmt(r.get('cpu'))}){star}"]
+        out.append(f"| {m} | " + " | ".join(cells) + " |")
+    out += ["", "`*`: stopped by the time limit (its best answer so far). Methods without a limit (the "
+            "constructive ones) show what they cost at this size."]
+    return out
 
 
 def synthetic_note() -> str:
@@ -94,6 +147,8 @@ def page(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     by: dict[str, dict[str, dict[str, Any]]] = {}
     info: dict[str, dict[str, Any]] = {}
     for r in rows:
+        if r["graph"].startswith("limits/"):
+            continue
         by.setdefault(r["graph"], {})[r["method"]] = r
         info[r["graph"]] = r.get("info", {})
     out = ["# Latency placement on realistic graphs", "",
@@ -147,6 +202,7 @@ def page(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         if a and a.get("notes"):
             phases = [x for x in a["notes"] if x.startswith(("phases:", "lower bound from", "found by"))]
             out += ["", "auto: " + "; ".join(phases)]
+    out += limits_section(rows)
     return "\n".join(out) + "\n"
 
 
@@ -159,11 +215,28 @@ def main() -> None:
     ap.add_argument("--rows", default=str(ROOT / "benches" / "latency_rows.jsonl"))
     ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "latency.md"))
     ap.add_argument("--page-only", action="store_true")
+    ap.add_argument("--limits", type=float, default=None,
+                    help="instead: every method on the 10,000-node synthetic graphs with this time limit")
     args = ap.parse_args()
     rows_path = pathlib.Path(args.rows)
     rows = [json.loads(x) for x in rows_path.read_text().splitlines()] if rows_path.exists() else []
     done = {(r["graph"], r["method"]) for r in rows}
-    if not args.page_only:
+    if args.limits is not None and not args.page_only:
+        for shape, size in LIMIT_GRAPHS:
+            name = f"limits/{shape}-{size}"
+            todo = [m for m in LIMIT_METHODS if (name, m) not in done]
+            if not todo:
+                continue
+            problem = synthetic(shape, size)
+            for m in todo:
+                r = {**run_limited(problem, m, args.limits), "graph": name, "method": m,
+                     "info": {"nodes": len(problem), "devices": problem.num_devices}}
+                print(name, m, r.get("objective"), r.get("status"), f"{r['wall']:.1f}s ({r['cpu']:.1f} CPU)",
+                      flush=True)
+                rows.append(r)
+                with rows_path.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+    elif not args.page_only:
         for name, make in graphs(args.graphs):
             todo = [m for m in args.methods if (name, m) not in done]
             if not todo:

@@ -11,6 +11,7 @@ then the table (Markdown) with the geometric means and the gap closed against th
            [--decodes 10000] [--improve-budget 10] [--starts 1]
     python benches/mtpp_testbed.py table OUT.jsonl            # the Markdown table on stdout
     python benches/mtpp_testbed.py gap [--sizes 24] [--ks 4,8] # plan vs bound, where the exact DP runs
+    python benches/mtpp_testbed.py long [--sizes 80] [--k 8] [--mip-time 900] [--starts 8]  # both halves, long
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
@@ -147,7 +148,7 @@ def table(path: Path) -> str:
             if r["bound"] is not None:
                 bounds[key][r["level"]] = r["bound"]
     levels = [lv for lv in ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
-              if any(lv in b for b in bounds.values())]
+              if any(lv in b for b in bounds.values()) or any(r[-1] == lv for r in ran)]
     rows = sorted({(key[0], key[3]) for key in best})
     head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal", "BRKGA / best",
             "certified, BRKGA plan", "certified, best plan"]
@@ -228,6 +229,43 @@ def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], de
     return "\n".join(lines)
 
 
+def long_runs(sizes: list[int], models: list[str], k: int, mip_time: float, starts: int, decodes: int,
+              improve_budget: float) -> str:
+    """Both halves at one ``k`` on graphs the DP cannot solve: BRKGA (seed 0), improved; the best
+    of ``starts`` BRKGA seeds each improved; the exact MIP's partition (``mip_time`` s, the
+    crossing bound as its floor), improved; the crossing bound and the MIP's bound."""
+    lines = ["| graph | BRKGA | + improve_plan | best of seeds, each improved | exact MIP's partition, improved | "
+             "crossing bound | exact MIP's bound (wall, CPU s) | certified: BRKGA / best |", "|" + "---|" * 8]
+    for n in sizes:
+        for model in models:
+            p = MtppProblem(regal_graph(n, model=model, seed=0), devices=k)
+            plans = []
+            for seed in range(max(1, starts)):
+                plan = slice_graph(p, method="brkga", seed=seed, decodes=decodes)
+                imp = improve_plan(p, plan, time_limit=improve_budget)
+                assert plan.objective is not None and imp.objective is not None
+                plans.append((plan.objective, imp.objective))
+            cross = mtpp_bound(p, level="crossing").bound
+            assert cross is not None
+            t, c = time.perf_counter(), time.process_time()
+            r = mtpp_bound(p, level="exact", time_limit=mip_time, threads=1, known_bound=cross)
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+            mip_plan, mip_improved = "none", math.inf
+            if r.blocks is not None and r.objective is not None:
+                imp = improve_plan(p, [list(b) for b in r.blocks], time_limit=improve_budget)
+                assert imp.objective is not None
+                mip_improved = imp.objective
+                mip_plan = f"{r.objective:,.1f} -> {imp.objective:,.1f}"
+            bound = max(cross, r.bound if r.bound is not None else -math.inf)
+            best = min(min(q for _, q in plans), mip_improved)
+            lines.append(f"| {model}, {n} | {plans[0][0]:,.1f} | {plans[0][1]:,.1f} | "
+                         f"{min(q for _, q in plans):,.1f} | {mip_plan} | {cross:,.1f} | "
+                         f"{'none above it' if r.bound is None or r.bound <= cross else f'{r.bound:,.1f}'} "
+                         f"({wall:.0f}, {cpu:.0f}) | {bound / plans[0][0]:.4f} / {bound / best:.4f} |")
+            print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -253,6 +291,14 @@ def main(argv: list[str]) -> int:
     d.add_argument("--decodes", type=int, default=10_000)
     d.add_argument("--budget", type=float, default=60.0)
     d.add_argument("--improve-budget", type=float, default=20.0)
+    lr = sub.add_parser("long", help="long runs at one k: several plans, the exact MIP for long")
+    lr.add_argument("--sizes", default="80")
+    lr.add_argument("--models", default="erdos_renyi,barabasi_albert")
+    lr.add_argument("--k", type=int, default=8)
+    lr.add_argument("--mip-time", type=float, default=900.0)
+    lr.add_argument("--starts", type=int, default=8)
+    lr.add_argument("--decodes", type=int, default=10_000)
+    lr.add_argument("--improve-budget", type=float, default=20.0)
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -260,6 +306,10 @@ def main(argv: list[str]) -> int:
         print(table(a.path))
         return 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    if a.what == "long":
+        print(long_runs(ints(a.sizes), [m for m in a.models.split(",") if m], a.k, a.mip_time, a.starts, a.decodes,
+                        a.improve_budget))
+        return 0
     if a.what == "gap":
         print(gap(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.decodes,
                   a.budget, a.improve_budget))

@@ -141,3 +141,77 @@ def test_plan_to_balance_nearest_keeps_layers_in_order():
     with pytest.raises(NotExpressibleError, match="not contiguous in layer order"):
         plan_to_balance(bad, trace)
     assert plan_to_balance(bad, trace, mode="nearest") == [1, 3]  # layer 2 stays with layer 1's stage
+
+
+def test_a_refused_stage_start_names_the_operator_and_its_module():
+    from stagecut.frontends import NotExpressibleError
+    from stagecut.frontends.export import plan_to_pipelining
+
+    order = ("e0", "e1", "m0")
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in order], [("e0", "e1"), ("e1", "m0")])
+    trace = types.SimpleNamespace(graph=g, order=order, modules={"e0": ("emb",), "e1": ("emb",), "m0": ("mlp",)},
+                                  calls={"emb": 1, "mlp": 1}, children=("emb", "mlp"),
+                                  targets={"e0": "aten.embedding", "e1": "aten.add", "m0": "aten.mm"})
+    split = {"e0": ("accelerator", 0), "e1": ("accelerator", 1), "m0": ("accelerator", 1)}  # starts inside emb
+    plan = sc.partition(g, devices=2)
+    from stagecut.results import DeviceLoad, Plan
+
+    stages = tuple(DeviceLoad(index=i, device=f"accelerator:{i}", nodes=tuple(v for v in order if split[v][1] == i),
+                              load=0.0, kind="accelerator", kind_index=i) for i in range(2))
+    inside = Plan(objective=plan.objective, status="feasible", method="manual", stages=stages, devices=2, cpus=0,
+                  memory=float("inf"))
+    with pytest.raises(NotExpressibleError, match=r"node 'e1' \(aten\.add, in module 'emb'\)"):
+        plan_to_pipelining(inside, trace)
+
+
+def manual_plan(graph, order, stage_of):
+    from stagecut.results import DeviceLoad, Plan
+
+    k = max(stage_of.values()) + 1
+    stages = tuple(DeviceLoad(index=i, device=f"accelerator:{i}", nodes=tuple(v for v in order if stage_of[v] == i),
+                              load=0.0, kind="accelerator", kind_index=i) for i in range(k))
+    return Plan(objective=1.0, status="feasible", method="manual", stages=stages, devices=k, cpus=0,
+                memory=float("inf"))
+
+
+def layer_trace(modules, edges, times=None, calls=None):
+    order = tuple(v for v, _ in modules)
+    times = times or {}
+    g = sc.Graph([sc.Node(v, {"accelerator": times.get(v, 1.0)}) for v in order], edges)
+    mods = dict(modules)
+    children = tuple(dict.fromkeys(m[0] for m in mods.values() if m))
+    return types.SimpleNamespace(graph=g, order=order, modules=mods, children=children,
+                                 calls=calls or {m: 1 for ms in mods.values() for m in ms},
+                                 targets={v: "aten.op" for v in order})
+
+
+def test_a_layer_split_between_stages_goes_to_its_heavier_part():
+    t = layer_trace([("n0", ("0",)), ("m0", ("1",)), ("m1", ("1",)), ("p0", ("2",))],
+                    [("n0", "m0"), ("m0", "m1"), ("m1", "p0")], times={"m0": 1.0, "m1": 5.0})
+    plan = manual_plan(t.graph, t.order, {"n0": 0, "m0": 0, "m1": 1, "p0": 1})
+    assert plan_to_balance(plan, t, mode="nearest") == [1, 2]  # layer 1 (1 + 5) goes where its 5 is
+    t2 = layer_trace([("n0", ("0",)), ("m0", ("1",)), ("m1", ("1",)), ("p0", ("2",))],
+                     [("n0", "m0"), ("m0", "m1"), ("m1", "p0")], times={"m0": 5.0, "m1": 1.0})
+    assert plan_to_balance(plan, t2, mode="nearest") == [2, 1]
+
+
+def test_glue_before_every_layer_goes_only_with_the_first_layer():
+    # g0 (top-level forward) runs first; planned on the last stage, no layer before it can take it
+    t = layer_trace([("g0", ()), ("a", ("0",)), ("b", ("1",))], [("a", "b")])
+    from stagecut.frontends import NotExpressibleError
+
+    plan = manual_plan(t.graph, t.order, {"g0": 1, "a": 0, "b": 1})
+    with pytest.raises(NotExpressibleError, match=r"node 'g0' .* stage\(s\) \[0\]"):
+        plan_to_balance(plan, t)
+    assert plan_to_balance(manual_plan(t.graph, t.order, {"g0": 0, "a": 0, "b": 1}), t) == [1, 1]
+
+
+def test_the_outermost_module_split_is_named_first_at_a_stage_start():
+    # at position 2 module x ends and y.in begins (y itself is called twice: no split of its own);
+    # the split named is the outermost one, x's end
+    from stagecut.frontends.export import plan_to_pipelining
+
+    t = layer_trace([("e0", ("x",)), ("e1", ("x",)), ("r0", ("y", "y.in")), ("r1", ("y", "y.in"))],
+                    [("e0", "e1"), ("e1", "r0"), ("r0", "r1")], calls={"x": 1, "y": 2, "y.in": 1})
+    split = plan_to_pipelining(manual_plan(t.graph, t.order, {"e0": 0, "e1": 0, "r0": 1, "r1": 1}), t)
+    assert split.points == (("x", "end"),)

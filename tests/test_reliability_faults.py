@@ -339,18 +339,18 @@ def test_an_infinite_time_limit_is_no_limit():
 # ============================================================================ memory
 def test_device_counts_past_the_nodes_are_capped():
     g = sc.random_dag(96, edge_prob=0.5, seed=0, max_span=4)  # ~10,000 ideals
-    t0 = time.monotonic()
+    t0 = time.process_time()
     plan = sc.partition(g, devices=20000, method="dp")
-    assert time.monotonic() - t0 < 30  # was 20,001 DP columns per ideal: gigabytes
+    assert time.process_time() - t0 < 30  # CPU s; was 20,001 DP columns per ideal: gigabytes
     assert plan.objective == sc.partition(g, devices=96, method="dp").objective
     assert any("devices=20000" in n and "96" in n for n in plan.notes)
 
 
 def _refused(call, *words):
-    t0 = time.monotonic()
+    t0 = time.process_time()
     with pytest.raises(sc.MemoryLimitError) as info:
         call()
-    assert time.monotonic() - t0 < 5, "refused only after allocating"
+    assert time.process_time() - t0 < 5, "refused only after allocating"  # CPU s: not stretched by load
     assert isinstance(info.value, MemoryError) and isinstance(info.value, sc.StagecutError)
     msg = str(info.value)
     assert "memory budget" in msg and "STAGECUT_MEMORY_BUDGET" in msg

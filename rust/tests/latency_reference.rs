@@ -5,7 +5,10 @@
 //! the node before it on its device (unless the device is parallel) has finished and every
 //! predecessor's output has arrived.
 
-use stagecut_core::latency::{Order, Problem, ProblemData, Workspace, MAX_TRANSFER_TABLE};
+use stagecut_core::cancel::Cancel;
+use stagecut_core::latency::{
+    makespans, Order, Problem, ProblemData, Workspace, MAX_TRANSFER_TABLE,
+};
 
 /// A small deterministic generator (no dependency): xorshift64*.
 struct Rng(u64);
@@ -264,4 +267,66 @@ fn transfers_on_one_device_are_free_and_between_two_are_size_over_bandwidth() {
             "transfer {a} -> {b}"
         );
     }
+}
+
+#[test]
+fn many_placements_at_once_equal_the_reference_row_by_row() {
+    for (seed, n, nd) in [(3u64, 40usize, 4usize), (4, 1100, 64)] {
+        let c = case(seed, n, nd);
+        let p = problem(&c);
+        assert_eq!((p.len(), p.is_empty(), p.num_devices()), (n, false, nd));
+        assert_eq!(p.num_edges(), c.edges.len());
+        let mut r = Rng(seed + 11);
+        let m = 3;
+        let devs: Vec<i64> = (0..m * n).map(|_| r.below(nd as u64) as i64).collect();
+        let seqs: Vec<i64> = (0..m).flat_map(|_| random_sequence(&c, &mut r)).collect();
+        let got = makespans(&p, m, &devs, Some(&seqs), &Cancel::never()).unwrap();
+        for row in 0..m {
+            let want = reference(
+                &c,
+                &devs[row * n..(row + 1) * n],
+                &seqs[row * n..(row + 1) * n],
+            );
+            assert!(
+                close(got[row], want),
+                "row {row}: {} against {want}",
+                got[row]
+            );
+        }
+        assert!(makespans(
+            &p,
+            m,
+            &devs,
+            Some(&seqs[..seqs.len() - 1]),
+            &Cancel::never()
+        )
+        .is_err());
+    }
+}
+
+#[test]
+fn a_bad_placement_says_which_node_and_why() {
+    let mut c = case(9, 6, 3);
+    c.times[2 * 3 + 1] = f64::INFINITY; // node 2 cannot run on device 1
+    let p = problem(&c);
+    let mut ws = Workspace::new(&p);
+    let seq: Vec<i64> = (0..6).collect();
+    let e = ws
+        .evaluate(&p, &[0, 0, 1, 0, 0, 0], Order::Sequence(&seq))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("node 2 cannot run on device 1"),
+        "{e}"
+    );
+    let e = ws
+        .evaluate(&p, &[0, 0, 0, 3, 0, 0], Order::Sequence(&seq))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("node 3 is on device 3, but there are 3 devices"),
+        "{e}"
+    );
+    assert!(ws
+        .evaluate(&p, &[0, 0, 2, 0, 0, 0], Order::Sequence(&seq))
+        .is_ok());
 }

@@ -1,8 +1,9 @@
 """Runtime-valid cuts: every plan's stages, built by ``torch.distributed.pipelining``, run.
 
 Two checks. In one process, for every 2-stage program-order cut of the small test models (and
-their optimal plans at k = 2 and 3): the stages built from ``t.split_policy(plan)`` are run the
-way ``PipelineStage`` runs them (each stage's inputs detached leaves that require grad, each
+their optimal plans and ``t.partition``'s at k = 2 to 4): the stages built from
+``t.split_policy(plan)`` are run the way ``PipelineStage`` runs them (each stage's inputs
+detached leaves that require grad, each
 tensor sent to the next stage contiguous), forward and backward, and compared with the unsplit
 model (output and every parameter's gradient). On 2 gloo ranks (CPU, one thread each): the
 cuts that fail without the runtime pass (a non-contiguous tensor sent after ``transpose``, an
@@ -67,8 +68,11 @@ def test_every_cut_of_the_small_models_runs_forward_and_backward(name):
     t = trace_torch(model, (x,), bandwidth=BW)
     for stages in cuts(t):
         check_plan(name, stages, t)
-    for k in (2, 3):
+    for k in (2, 3, 4):
         check_plan(name, sc.partition(t.graph, devices=k), t)
+    t = trace_torch(model, (x,), bandwidth=BW, flops_per_s=1e8)  # the plans t.partition makes (tied weights)
+    for k in (2, 3, 4):
+        check_plan(name, t.partition(k), t)
 
 
 def clones_in(pipe, i):

@@ -48,6 +48,8 @@ def test_auto_runs_quickp_on_a_training_graph_and_is_never_worse_than_it(monkeyp
         return s
 
     monkeypatch.setattr(QP, "quickp", spy)
+    # (a few quick constructive methods, so that QuickP's phase has its time on a loaded machine too)
+    monkeypatch.setattr(sc.latency.solve, "CONSTRUCTIVE", ("best-device", "heft", "greedy", "m-heft"))
     s = sc.place(p, method="auto", time_limit=8.0)
     assert len(seen) == 1
     kwargs, q = seen[0]

@@ -246,6 +246,20 @@ def test_a_skip_into_a_run_s_first_node_delays_what_the_run_sends_on():
     assert solve_brute(p).objective == pytest.approx(23.0)
 
 
+def test_skip_path_stops_at_a_deadline():
+    from stagecut._deadline import deadline
+
+    # a residual chain of 64 blocks: the programme checks the deadline as it goes
+    n = 192
+    nodes = [sc.Node(v, {"accelerator": 1.0, "cpu": 10.0}, memory=1.0, comm=2.0 if v % 3 else 8.0) for v in range(n)]
+    edges = [(v, v + 1) for v in range(n - 1)] + [(v, v + 3) for v in range(0, n - 3, 3)]
+    p = LatencyProblem(sc.Graph(nodes, edges), Devices.pcie_star(3, memory=40.0))
+    assert skip_path_bound(p) > memory_path_bound(p)
+    with deadline(1e-9):
+        assert skip_path_bound(p) == 0.0  # (past it: no run programme, and 0 is a bound)
+        assert "skip-path" not in latency_bound(p).parts
+
+
 def test_memory_forces_a_crossing():
     # three nodes of 3 bytes, accelerators of 6: one crosses (2 / 0.5 = 4) or runs on the CPU (10)
     g = sc.Graph.chain([1.0, 1.0, 1.0], comm=2.0, memory=[3.0, 3.0, 3.0], cpu_costs=[10.0, 10.0, 10.0])

@@ -121,6 +121,8 @@ def test_auto_with_a_planted_slow_quickp_build_ends_soon_after_the_limit(monkeyp
     # on this graph, and this test is about QuickP's build)
     p = training_problem()
     monkeypatch.setattr(bounds_mod, "best_bound", lambda q: bounds_mod.LatencyBound(q.lower_bound(), "simple"))
+    # (a few quick constructive methods, so that QuickP's phase has its time on a loaded machine too)
+    monkeypatch.setattr(solve_mod, "CONSTRUCTIVE", ("best-device", "heft", "greedy"))
     added = slow_rows(monkeypatch)
     s, wall = timed(sc.place, p, method="auto", time_limit=6.0)
     assert wall < 6.0 + SLACK
@@ -163,3 +165,70 @@ def test_auto_gives_its_bounds_a_share_of_the_limit(monkeypatch):
     sc.place(random_problem(), method="auto", time_limit=4.0)
     assert len(seen) == 1 and seen[0] is not None
     assert seen[0] <= solve_mod.AUTO_BOUND_SHARE * 4.0 + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_milp_built_in_small_blocks_has_the_same_optimum(monkeypatch, seed):
+    # the pair rows are built a block of nodes at a time: one node per block gives the same model
+    from stagecut.latency.exact import milp as milp_mod
+
+    p = LatencyProblem(sc.random_dag(8, edge_prob=0.25, seed=seed), Devices.pcie_star(2), output_bytes="comm")
+    whole = milp_mod.solve_milp(p, time_limit=60)
+    monkeypatch.setattr(milp_mod, "PAIR_BLOCK", 1)
+    blocks = milp_mod.solve_milp(p, time_limit=60)
+    assert whole.status == blocks.status == "optimal"
+    assert blocks.objective == pytest.approx(whole.objective)
+    assert blocks.stats["mip_pairs"] == whole.stats["mip_pairs"] > 0
+
+
+def test_row_sink_flush_stops_when_its_check_raises():
+    from stagecut._mip import new_model
+
+    m = new_model("t", solver="cbc")
+    xs = m.vars.add_vars(3, name="x")
+    rows = RowSink()
+    for k in range(10_000):
+        rows.add([xs[0].idx, xs[1].idx], [1.0, float(k % 7)], "<", 100.0)
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def check():
+        calls.append(1)
+        if len(calls) == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        rows.flush(m, check)
+    assert 0 < m.solver.num_rows() < 10_000
+
+
+def test_quickp_stops_handing_rows_to_the_solver_when_the_deadline_passes_during_the_flush(monkeypatch):
+    # the deadline passes as the IP's rows are handed to CBC: the flush stops at its first check
+    # (almost no rows reach the solver), the IP is never solved, the answer is the best start
+    from stagecut._deadline import expired
+
+    QPmod = __import__("stagecut.latency.quickp.ip", fromlist=["quickp"])
+    p = training_problem()
+    late = {"now": False}
+    monkeypatch.setattr(QPmod, "expired", lambda: late["now"] or expired())
+    real_flush = RowSink.flush
+    reached = []
+
+    def flush(self, m, *check):
+        total = len(self)
+        late["now"] = True
+        try:
+            real_flush(self, m, *check)
+        finally:
+            reached.append((m.solver.num_rows(), total))
+
+    monkeypatch.setattr(RowSink, "flush", flush)
+    monkeypatch.setattr(QPmod, "solve", lambda *a, **k: pytest.fail("solved after the deadline"))
+    s = quickp(p, time_limit=600, threads=1)
+    assert len(reached) == 1
+    rows, total = reached[0]
+    assert total > 1000 and rows <= 10
+    assert s.status == "time_limit" and s.stats["built"] == 0
+    assert rescored(p, s) == pytest.approx(s.objective)

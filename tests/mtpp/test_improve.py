@@ -68,8 +68,14 @@ def test_bad_arguments_and_plans():
         improve_plan(p, [[0, 1, 2]], time_limit=-1)
     with pytest.raises(InvalidArgumentError):
         improve_plan(p, [[0, 1, 2]], max_ideals=0)
+    with pytest.raises(InvalidArgumentError, match="MtppProblem"):
+        improve_plan(p.graph, [[0, 1, 2]])  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        improve_plan(p, [[0, 1, 2]], max_free=-1)
     with pytest.raises(InvalidGraphError):
         improve_plan(p, [[0, 1]])
+    with pytest.raises(InvalidGraphError):
+        improve_plan(p, [[0, 1, 7], [2]])
     with pytest.raises(InvalidGraphError):
         improve_plan(p, [[0, 2], [1]])  # a cyclic quotient
 

@@ -19,11 +19,12 @@ def test_in_process_and_pool_give_the_same_ordered_answers():
     assert parallel_map(operator.neg, items, workers=1) == [-x for x in items]
     assert parallel_map(operator.neg, []) == []
     # spawned processes; a monotonic deadline is rebased through wall-clock time (on this host it
-    # comes back the same), None stays None
+    # comes back the same, up to the time between two clock reads: generous, a loaded machine can
+    # pause a process between them; without the rebase it would be off by decades), None stays None
     deadline = time.monotonic() + 50.0
     out = parallel_map(tuple, [(x, deadline if x % 2 else None) for x in items], workers=2, deadline_at=1)
     assert [x for x, _ in out] == items
-    assert all(d is None if x % 2 == 0 else d == pytest.approx(deadline, abs=0.05) for x, d in out)
+    assert all(d is None if x % 2 == 0 else d == pytest.approx(deadline, abs=1.0) for x, d in out)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(InvalidArgumentError, match="^workers"):
             parallel_map(operator.neg, items, workers=bad)
@@ -33,7 +34,7 @@ def test_on_a_client(dask_client):
     items = list(range(20))
     deadline = time.monotonic() + 50.0
     out = parallel_map(tuple, [(x, deadline) for x in items], client=dask_client, deadline_at=1)
-    assert [x for x, _ in out] == items and all(d == pytest.approx(deadline, abs=0.05) for _, d in out)
+    assert [x for x, _ in out] == items and all(d == pytest.approx(deadline, abs=1.0) for _, d in out)
     assert active_client() is None and active_client(dask_client) is dask_client
     assert parallel_width(None, dask_client) == 2 and parallel_width(1, dask_client) == 1
     with dask_client.as_current():  # the active client is found without being passed

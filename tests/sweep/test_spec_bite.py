@@ -28,7 +28,7 @@ def test_a_scalar_is_a_list_of_one():
 @pytest.mark.parametrize(("changes", "field"), [
     ({"memory": [True]}, "memory"),
     ({"memory": [[1]]}, "memory"),
-    ({"graphs": ["regal:8", "regal:8"]}, "graphs"),
+    ({"graphs": ["regal:8", "regal:8"]}, "graphs: a graph is named twice"),
     ({"methods": [3]}, "methods[0]"),
     ({"methods": [{"name": "dp", "options": "fast"}]}, "methods[0].options"),
     ({"results": ""}, "results"),
@@ -39,7 +39,7 @@ def test_a_scalar_is_a_list_of_one():
 def test_each_bad_value_names_its_field(changes, field):
     with pytest.raises(InvalidArgumentError) as info:
         make(**changes)
-    assert str(info.value).startswith(f"{field}:"), str(info.value)
+    assert str(info.value).startswith(f"{field}:" if ":" not in field else field), str(info.value)
 
 
 def test_not_a_table_is_refused():
@@ -83,3 +83,23 @@ def test_option_values_are_tried_on_a_small_chain_for_every_objective():
     # accepted values pass on every objective
     check_spec(make(objective="slice", methods=[{"name": "brkga", "options": {"population": 8}}]))
     check_spec(make(objective="latency", methods=[{"name": "sa", "options": {"max_evaluations": 20}}]))
+
+
+@pytest.mark.parametrize(("objective", "entry", "method", "options"), [
+    ("throughput", "partition", "dp", {"max_ideals": 1000}), ("slice", "slice_graph", "brkga", {"population": 8}),
+    ("latency", "place", "sa", {"max_evaluations": 20})])
+def test_the_dry_run_of_options_has_a_time_limit(monkeypatch, objective, entry, method, options):
+    import functools
+
+    import stagecut as sc
+
+    seen = []
+    real = getattr(sc, entry)
+
+    @functools.wraps(real)  # the same signature: check_spec reads the option names from it
+    def record(*a, **kw):
+        seen.append(kw.get("time_limit"))
+
+    monkeypatch.setattr(sc, entry, record)
+    check_spec(make(objective=objective, methods=[{"name": method, "options": options}]))
+    assert seen and all(t is not None and 0 < t <= 1.0 for t in seen), seen

@@ -106,3 +106,12 @@ def test_a_method_that_ran_on_some_instances_or_device_counts_only():
     assert sa.answer_baseline == pytest.approx(5.0 / 4.0)  # the baseline: dp, the table's first method
     with pytest.raises(InvalidArgumentError, match="format"):
         format_report(out, "html")
+
+
+def test_an_unreadable_part_with_an_empty_message_is_named_by_its_type(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    write_row(str(tmp_path), {"key": "a"})
+    monkeypatch.setattr(pq, "read_table", lambda *a, **kw: (_ for _ in ()).throw(OSError()))
+    with pytest.raises(InvalidArgumentError, match=r"not a Parquet results table \(OSError\)"):
+        read_results(tmp_path)

@@ -350,7 +350,9 @@ def allreduce_tied(model: Any, modules: Any, *, group: Any = None) -> int:
     user its own copy; each copy's gradient is only its stage's part. Summing them (what the
     unsplit model's single weight gets) and handing every copy the sum keeps the copies equal
     after the optimizer step. Every rank of ``group`` must call this with the same model (every
-    tied parameter is all-reduced in the same order; a rank holding no copy sends zeros).
+    tied parameter is all-reduced in the same order; a rank holding no copy sends zeros). The
+    planner charges a ring all-reduce over the ranks holding a copy; ranks of ``group`` that hold
+    none add traffic to that, so pass a group of the holders when the pipeline has many ranks.
 
     Parameters
     ----------
@@ -422,7 +424,7 @@ def allreduce_data_parallel(modules: Any, *, group: Any = None) -> int:
 def pipeline_grid(stages: int, replicas: int) -> tuple[int, int, Any, Any]:
     """This rank's place in a pipeline x data-parallel grid over the ``torch.distributed`` world
     (a training plan's stages, each replicated ``replicas`` times: see
-    ``stagecut.training.io.trace_plan_stages``): rank ``replica * stages + stage``. Every rank
+    ``stagecut.training.io.trace_plan_pipeline``): rank ``replica * stages + stage``. Every rank
     must call it (it creates one pipeline group per replica and one data-parallel group per
     stage, in the same order everywhere).
 

@@ -375,7 +375,8 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     Raises
     ------
     InvalidArgumentError
-        A bad time limit or ideal cap.
+        ``problem`` is not an :class:`~stagecut.mtpp.model.MtppProblem`; a bad time limit, ideal
+        cap or ``max_free``.
     InvalidGraphError
         ``plan`` is not a valid partition of ``problem`` (a node missing or repeated, a split
         colocation class, a cyclic quotient, more blocks than devices).
@@ -390,6 +391,10 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     from stagecut.mtpp.certify import plan_blocks  # (certify imports the bounds, which import slicegraph)
 
     t0 = time.perf_counter()
+    if not isinstance(problem, MtppProblem):
+        raise InvalidArgumentError(
+            f"problem: expected an MtppProblem, got {type(problem).__name__} "
+            "(build one with MtppProblem(graph, devices=k))")
     if time_limit is not None:
         check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
     max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
@@ -408,7 +413,7 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     lb = lower_bound(problem)
     obj = ev.objective if math.isfinite(ev.objective) else None
     status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
-    notes = [f"{moves} re-splits improved the start ({ev0.objective:.9g} -> {ev.objective:.9g}); "
+    notes = [f"{moves} re-splits of two blocks; the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
              + ("stopped at the time limit" if timed_out else "no re-split of two blocks improves it")]
     return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
                      stats={"start_objective": ev0.objective, "moves": moves, "windows": tried}, stages=ev.stages,

@@ -26,7 +26,7 @@ from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, Pipe
 from stagecut.validate import check_field, check_int, check_list, shown
 
 __all__ = ["piper_from_dict", "read_piper", "chain_problem", "insert_layer_copies", "trace_layers", "piper_from_trace",
-           "trace_plan_stages"]
+           "trace_plan_pipeline"]
 
 
 def _int_key(k: Any, where: str, what: str) -> int:
@@ -477,19 +477,18 @@ def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, b
     return PiperProblem(tuple(nodes), edges, devices, memory, bw, batch)
 
 
-def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
-    """The pipeline a training plan of :func:`piper_from_trace` runs: each stage's node ids of the
-    trace (program order) and the data-parallel degree.
+def trace_plan_pipeline(trace: Any, plan: Any) -> tuple[Any, int]:
+    """The pipeline a training plan of :func:`piper_from_trace` runs: a plan over the trace's
+    graph with the training plan's stages (for ``trace.split_policy``), and the data-parallel
+    degree.
 
     ``torch.distributed.pipelining`` replicates the whole pipeline for data parallelism: ``d``
     replicas of every stage, rank ``replica * stages + stage`` (see
     ``stagecut.frontends.runtime.pipeline_grid``), each replica on its share of the batch, the
     stages' gradients averaged over the replicas after backward. So the plan's stages must share
-    one data-parallel degree, with no tensor parallelism. The stages' node lists go to
-    ``trace.split_policy`` through a plan with those stages. A stage whose layers the plan
-    recomputes (``"activation recomp"``) runs plainly: recomputation saves memory, not time, and
-    the runtime does not apply it (wrap the stage's layers in ``torch.utils.checkpoint`` to get
-    the memory the plan counted).
+    one data-parallel degree, with no tensor parallelism. A stage whose layers the plan
+    recomputes (``"activation recomp"``) runs plainly: the runtime does not apply recomputation
+    (wrap the stage's layers in ``torch.utils.checkpoint`` to get the memory the plan counted).
 
     Parameters
     ----------
@@ -500,8 +499,10 @@ def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
 
     Returns
     -------
-    (list of list of str, int)
-        The stages' node ids, and ``d``.
+    (stagecut.Plan, int)
+        One stage per training-plan stage, in pipeline order: its layers' nodes (and their
+        backward nodes when the trace has them), scored by :func:`stagecut.evaluate` on one
+        device per stage; and ``d``.
 
     Raises
     ------
@@ -510,6 +511,8 @@ def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
         parallelism (naming the stages), or a layer id that is not a layer of ``trace``.
     """
     from stagecut.errors import InvalidArgumentError
+    from stagecut.results import Plan
+    from stagecut.throughput.evaluate import evaluate
 
     stages = tuple(getattr(plan, "stages", ()) or ())
     if not stages:
@@ -520,7 +523,8 @@ def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
                                    "data-parallel degree and t = 1; the plan's stages have (d, t) = "
                                    + ", ".join(f"{s.index}: {d}" for s, d in zip(stages, degrees)))
     layers = trace_layers(trace)
-    out = []
+    ids = set(trace.graph.index)
+    out: list[list[str]] = []
     for s in stages:
         vs: list[str] = []
         for i in s.nodes:
@@ -528,6 +532,10 @@ def trace_plan_stages(trace: Any, plan: Any) -> tuple[list[list[str]], int]:
                 raise InvalidArgumentError(f"plan: stage {s.index} names layer {shown(i)}, not one of the trace's "
                                            f"{len(layers)} layers")
             vs.extend(layers[i][1])
-        out.append(vs)
-    position = {v: j for j, v in enumerate(trace.order)}
-    return [sorted(vs, key=position.__getitem__) for vs in out], degrees[0][0]
+        out.append(vs + [f"{v}_bwd" for v in vs if f"{v}_bwd" in ids])
+    ev = evaluate(trace.graph, {v: ("accelerator", i) for i, vs in enumerate(out) for v in vs}, devices=len(out))
+    loads = tuple(sorted(ev.stages, key=lambda st: st.index))
+    notes = (f"the stages of a training plan ({len(out)} stages x {degrees[0][0]} data-parallel replicas; "
+             f"{plan.method}, {plan.objective:.6g} s per sample)",)
+    return Plan(objective=ev.objective, status="feasible", method="training-plan", stages=loads, devices=len(out),
+                cpus=0, memory=float("inf"), notes=notes), degrees[0][0]

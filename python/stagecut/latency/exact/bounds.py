@@ -446,36 +446,16 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
 def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
                devs: Sequence[int]) -> float:
     """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``."""
-    return _skip_programme(problem, path, tr, ok, devs)[0]
-
-
-def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
-                    devs: Sequence[int], attached: Sequence[Sequence[int]] | None = None
-                    ) -> tuple[float, list[tuple[int, int, int]]]:
-    """:func:`_skip_runs` and the runs that reach it: ``(first, last, device)`` positions in ``path``.
-
-    With ``attached`` (for each path position, nodes off the path that go with it), the runs carry
-    those nodes' memory and, on devices without parallelism, their time too: no longer a bound,
-    an estimate for :func:`path_placement`."""
     m = len(path)
     if not m:
-        return 0.0, []
+        return 0.0
     idx = np.asarray(path, dtype=np.int64)
     keep = np.asarray(devs, dtype=np.int64)
     nd = len(keep)
     can = ok[idx][:, keep]
     t = np.where(can, problem.times[idx][:, keep], 0.0)
-    mem = problem.memory[idx].astype(float)
-    if attached is not None:
-        for k, extra in enumerate(attached):
-            if len(extra):
-                xs = np.asarray(extra, dtype=np.int64)
-                can[k] &= ok[xs][:, keep].all(axis=0)
-                t[k] += np.where(problem.parallel[keep], 0.0, np.where(ok[xs][:, keep], problem.times[xs][:, keep],
-                                                                         0.0).sum(axis=0))
-                mem[k] += float(problem.memory[xs].sum())
     P = np.vstack([np.zeros(nd), np.cumsum(t, axis=0)])  # P[j, c]: time of path[:j] on device c
-    M = np.concatenate([[0.0], np.cumsum(mem)])
+    M = np.concatenate([[0.0], np.cumsum(problem.memory[idx])])
     bad = np.vstack([np.zeros(nd), np.cumsum(~can, axis=0)])
     cap = problem.capacity[keep] * (1 + 1e-12)
     trc = tr[idx][:, keep][:, :, keep]  # trc[k, c, e]: path[k]'s output from c to e
@@ -504,7 +484,6 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
         return out
 
     first[0] = 0.0
-    came = np.zeros((m, m, nd), dtype=np.int64)  # the run before (its first node x devices + its device)
     own = problem.memory[idx]
     xa, xb, xoff, xwork = _window_work(problem, path, pos, tr, ok, keep)
     serial = ~problem.parallel[keep]
@@ -537,6 +516,8 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
     last[0] = np.where(fits(0), span(0).T, math.inf)
     done = last[0].min(axis=1)  # done[k]: a lower bound on when path[k] finishes (any runs)
     for h in range(1, m):
+        if h % 16 == 0 and expired():  # (past a deadline: no bound from this stretch, 0 is one)
+            return 0.0
         g = np.arange(h)  # the run before starts at path[g] and ends at path[h - 1]
         J = np.arange(h, m)  # this run ends at path[j]
         arrive = last[g, h - 1][:, :, None] + trc[h - 1][None, :, :]  # (g, its device, this device)
@@ -549,11 +530,9 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
             near = first[g][:, :, None] + (P[a + 1][None, :] - P[g])[:, :, None] + delay[None, :, :]
             sent = np.where((g <= a)[:, None, None], near, -math.inf)
             # a in an earlier run: on another device than this run (it crosses) when the two do not
-            # fit together (always, for the estimate, which places such runs apart)
+            # fit together
             far = done[a] + delay.min(axis=0)  # (this device)
             apart = (M[J + 1] - M[h])[:, None] + own[a] > cap[None, :]  # (J, this device)
-            if attached is not None:
-                apart[:] = True
             far_end = np.where((J >= b)[:, None] & apart, far[None, :] + P[J + 1] - P[b][None, :], -math.inf)
             end = np.maximum(end, np.where((g > a)[:, None, None, None], far_end.T[None, None, :, :], -math.inf))
             if b == h:
@@ -565,20 +544,8 @@ def _skip_programme(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray
         first[h] = start.min(axis=(0, 1))
         flat = end.reshape(h * nd, nd, m - h)
         last[h, h:] = np.where(fits(h), flat.min(axis=0).T, math.inf)
-        came[h, h:] = flat.argmin(axis=0).T
         done[h:] = np.minimum(done[h:], last[h, h:].min(axis=1))
-    value = float(last[:, m - 1].min())
-    runs: list[tuple[int, int, int]] = []
-    if math.isfinite(value):
-        h, c = (int(x) for x in np.unravel_index(int(np.argmin(last[:, m - 1])), (m, nd)))
-        j = m - 1
-        while True:
-            runs.append((h, j, int(keep[c])))
-            if h == 0:
-                break
-            before, c = divmod(int(came[h, j, c]), nd)
-            h, j = before, h - 1
-    return value, runs[::-1]
+    return float(last[:, m - 1].min())
 
 
 def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,

@@ -209,6 +209,8 @@ def _build(problem: LatencyProblem, upper: float, *, solver: str, gap: float | N
 #: the most disjunctive rows the MILP builds: past this the model is refused (its warm start is
 #: the answer, with a note) before the rows are allocated
 MAX_PAIR_ROWS = 2_000_000
+#: the disjunctive rows are built for blocks of about this many node pairs at a time
+PAIR_BLOCK = 200_000
 
 
 class _TooLarge(Exception):
@@ -235,7 +237,7 @@ def _pair_rows(problem: LatencyProblem, h: _Model, rows: RowSink, ok: np.ndarray
     seq = np.flatnonzero(~problem.parallel).tolist()
     h.pruned_pairs = int(related.sum() // 2)
     total = 0
-    step = max(1, 200_000 // max(1, n))
+    step = max(1, PAIR_BLOCK // max(1, n))
     cols = np.arange(n)
     for lo in range(0, n, step):
         blk = np.arange(lo, min(n, lo + step))
@@ -282,7 +284,8 @@ def _unbuilt(problem: LatencyProblem, start: Schedule | None, time_limit: float 
         else f"the MILP was not built (the model is too large: {too_large})"
     status: Status = "time_limit" if too_large is None else "unknown" if start is None else "feasible"
     if start is None or start.objective is None:
-        return Schedule.infeasible("milp", why, devices=problem.devices.names, status=status, lower_bound=lb,
+        return Schedule.infeasible("milp", why, devices=problem.devices.names,
+                                   status="time_limit" if too_large is None else "unknown", lower_bound=lb,
                                    runtime_s=time.perf_counter() - t0)
     return dataclasses.replace(start, status=status, lower_bound=min(lb, start.objective),
                                notes=(*start.notes, why + ": its warm start"), runtime_s=time.perf_counter() - t0)

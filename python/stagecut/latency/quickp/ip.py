@@ -307,10 +307,10 @@ def _build_and_solve(problem: LatencyProblem, units: _Units, w: Mapping[tuple[in
                 rows.add(iu + [int(X[kv, b])], [1.0, -1.0] + [r - c for r, c in zip(run_u, t)] + [-big], ">",
                          -big)
     _check_clock()
-    rank = np.asarray(units.rank, dtype=np.int64)
+    rank_of = np.asarray(units.rank, dtype=np.int64)
     related = node_closure(problem)
     _check_clock()
-    us, vs = np.nonzero(~related & (rank[:, None] < rank[None, :]))
+    us, vs = np.nonzero(~related & (rank_of[:, None] < rank_of[None, :]))
     same = of[us] == of[vs]
     # two members of a group that the DAG leaves unordered: along the topological order
     for u, v in zip(us[same].tolist(), vs[same].tolist()):
@@ -344,19 +344,19 @@ def _build_and_solve(problem: LatencyProblem, units: _Units, w: Mapping[tuple[in
         one = np.ones_like(pu)
         if order == "free":
             mvu = np.maximum(0.0, U - tail[v] + pvd - head[u])
-            idx = np.stack([Sx[v], Sx[u], Y[pick], X[ku[pick], d], X[kv[pick], d]], axis=1)
+            pair = np.stack([Sx[v], Sx[u], Y[pick], X[ku[pick], d], X[kv[pick], d]], axis=1)
             # S[v] >= S[u] + p[u, d] - muv (3 - y - x[ku, d] - x[kv, d])
-            rows.add_block(idx, np.stack([one, -one, -muv, -muv, -muv], axis=1), ">", pu - 3 * muv)
+            rows.add_block(pair, np.stack([one, -one, -muv, -muv, -muv], axis=1), ">", pu - 3 * muv)
             # S[u] >= S[v] + p[v, d] - mvu (2 + y - x[ku, d] - x[kv, d])
-            rows.add_block(idx, np.stack([-one, one, mvu, -mvu, -mvu], axis=1), ">", pvd - 2 * mvu)
+            rows.add_block(pair, np.stack([-one, one, mvu, -mvu, -mvu], axis=1), ">", pvd - 2 * mvu)
         else:
-            idx = np.stack([Sx[v], Sx[u], X[ku[pick], d], X[kv[pick], d]], axis=1)
+            pair = np.stack([Sx[v], Sx[u], X[ku[pick], d], X[kv[pick], d]], axis=1)
             # S[v] >= S[u] + p[u, d] - muv (2 - x[ku, d] - x[kv, d])
-            rows.add_block(idx, np.stack([one, -one, -muv, -muv], axis=1), ">", pu - 2 * muv)
+            rows.add_block(pair, np.stack([one, -one, -muv, -muv], axis=1), ">", pu - 2 * muv)
         _check_clock()
     pairs = len(used)
     _check_clock()
-    rows.flush(m)
+    rows.flush(m, _check_clock)
     hint = None
     if start is not None:
         sdev, sorder = _canonical(classes, units, start[0], start[1])
@@ -385,7 +385,7 @@ def _build_and_solve(problem: LatencyProblem, units: _Units, w: Mapping[tuple[in
     best: tuple[float, list[int], list[list[int]]] | None = None
     if out.objective is not None:
         dev = [next(d for d in allowed[units.of[v]] if x[units.of[v], d].x >= 0.5) for v in range(n)]
-        seq = _orders(problem, dev, [float(s.x) for s in S], rank)
+        seq = _orders(problem, dev, [float(s.x) for s in S], units.rank)
         best = (max(edge_asap(problem, w, dev, seq)[1]), dev, seq)
     if start is not None:
         dev, seq = _canonical(classes, units, start[0], start[1])
