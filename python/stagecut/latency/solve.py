@@ -35,8 +35,10 @@ method           semantics  what it does
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
 ``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
                             PCIe star, the authors' greedy re-scored under asap included),
-                            local search, LNS, local search again from the best, then the
-                            MILP when the model is small, else EA, LNS and SA in turn until
+                            QuickP from all of them where fusion leaves at most a quarter
+                            of the nodes, local search, LNS, local search again from the
+                            best, then the MILP when the model is small, else EA, LNS and
+                            SA in turn until
                             the limit (default 60 s);
                             never worse than any of them; its notes say which method found
                             the answer, the bound's source and each phase's time
