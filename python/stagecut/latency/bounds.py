@@ -41,7 +41,11 @@ of small random problems, memory-tight ones included.
   thing at a time), or elsewhere, and then its route out and back must fit between its window's
   ends; the run takes at least the least over these choices (a threshold over the nodes sorted
   by the time their route out takes). This is what a module of parallel branches costs when it
-  stays on one accelerator.
+  stays on one accelerator. Last, a short run (at most :data:`EXCURSION` nodes) on a parallel
+  device (the CPU pool) between two runs is taken with the run before it: a skip edge from that
+  run over the short one crosses unless the runs on either side share a device, and then their
+  memory must fit on it together (otherwise a node or two moved to the CPU would let the bound
+  count one accelerator's memory twice).
 
 :func:`latency_bound` returns the largest with its source.
 
