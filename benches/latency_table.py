@@ -106,7 +106,11 @@ def limits_section(rows: list[dict[str, Any]]) -> list[str]:
             cells += [fmt(r.get("objective"), 0), f"{fmt(r.get('wall'))} ({fmt(r.get('cpu'))}){star}"]
         out.append(f"| {m} | " + " | ".join(cells) + " |")
     out += ["", "`*`: stopped by the time limit (its best answer so far). Methods without a limit (the "
-            "constructive ones) show what they cost at this size."]
+            "constructive ones) show what they cost at this size. `sa`, `ea`, `local` and `lns` first build "
+            "their start from every constructive method (about 10 s of CPU at this size, which their limit "
+            "does not cut): on this loaded machine that alone took several times the limit, so they overrun "
+            "it by far in wall time while their CPU time stays near it. `milp` refuses a model of more than "
+            "2,000,000 disjunctive rows before building it, and returns its start."]
     return out
 
 
@@ -162,6 +166,12 @@ def page(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
            "it knows); gap = (makespan - bound) / makespan. Times are wall seconds on a shared 2-core "
            "machine under load, with CPU seconds in brackets.", "",
            synthetic_note(), "",
+           "On `synthetic/alexnet-1600` `auto` is above `lns` (66,221.63 against 66,081.68) and ended at "
+           "302 s of its 120 s: its bounds phase took 278 s there (the skip-path bound, which did not look at "
+           "the clock inside a path) and left no time to search. `auto` now waits for the bounds at most "
+           "15% of the time left on graphs over 400 nodes; that row was not re-run. On the other synthetic "
+           "graphs the bounds took 24-79 s of the 120 s (on a machine that gave the process a tenth of a "
+           "core: 8-36 s of CPU for the whole call).", "",
            "`auto` runs `quickp` (its fused IP, from every constructive answer) when fusion leaves at most a "
            "quarter of the nodes: on the synthetic graphs, not on the LayerGraphs or traced graphs, which "
            "have no zero-cost operators to fuse. The bounds are the methods' own (critical path and "

@@ -57,7 +57,8 @@ def test_partition_program_order_is_the_best_split_in_program_order():
         # never above the best split in program order (it may be below it: see the xfail below)
         assert plan.objective <= want + 1e-9, (trace.graph.edges, devices, memory)
         exact += plan.objective == pytest.approx(want, abs=1e-9)
-        assert sc.evaluate(trace.graph, plan.device_of(), devices=devices, **kw).objective == plan.objective
+        ev = sc.evaluate(trace.graph, plan.device_of(), devices=devices, **kw)
+        assert ev.feasible and ev.objective == plan.objective  # within the memory it was given
         # the cost of the restriction against the unrestricted optimum, and what it proves
         assert plan.stats["unrestricted_objective"] == free.objective <= plan.objective + 1e-9
         cost = plan.objective / free.objective - 1.0 if free.objective > 0 else 0.0
@@ -215,3 +216,15 @@ def test_the_outermost_module_split_is_named_first_at_a_stage_start():
                     [("e0", "e1"), ("e1", "r0"), ("r0", "r1")], calls={"x": 1, "y": 2, "y.in": 1})
     split = plan_to_pipelining(manual_plan(t.graph, t.order, {"e0": 0, "e1": 0, "r0": 1, "r1": 1}), t)
     assert split.points == (("x", "end"),)
+
+
+def test_a_plan_over_another_graph_names_a_node_the_trace_lacks():
+    from stagecut.frontends import NotExpressibleError
+    from stagecut.frontends.export import plan_to_pipelining
+
+    t = layer_trace([("a", ("0",)), ("b", ("1",))], [("a", "b")])
+    other = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in ("a", "b", "zz")], [("a", "b")])
+    plan = manual_plan(other, ("a", "b", "zz"), {"a": 0, "b": 1, "zz": 1})
+    for export in (plan_to_pipelining, plan_to_balance):
+        with pytest.raises(NotExpressibleError, match="node 'zz' is not in the trace"):
+            export(plan, t)

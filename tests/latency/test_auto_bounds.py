@@ -7,7 +7,7 @@ import stagecut as sc
 from helpers import SHARED, require_shared
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import place
-from stagecut.latency.exact.bounds import latency_bound
+from stagecut.latency.exact.bounds import latency_bound, memory_path_bound
 from stagecut.latency.model.problem import LatencyProblem
 
 LAYER_GRAPHS = SHARED / "latency-inputs" / "LayerGraphs"
@@ -29,7 +29,9 @@ def test_auto_s_bound_is_at_least_the_memory_path_bound_and_below_its_answer():
     g = sc.read_workload(require_shared(LAYER_GRAPHS / "resnet50_inference.json"))
     p = LatencyProblem.from_workload(g)
     s = place(p, method="auto", time_limit=3)
-    assert s.lower_bound >= latency_bound(p).value - 1e-9 > p.lower_bound() + 1.0
+    # (the skip-path bound, about a second of CPU here, may not fit in the bounds phase's share)
+    assert s.lower_bound >= memory_path_bound(p) - 1e-9 > p.lower_bound() + 1.0
+    assert latency_bound(p).value <= s.objective
     assert s.lower_bound <= s.objective
     assert s.status != "optimal"
 

@@ -224,6 +224,15 @@ def test_a_module_on_one_accelerator_runs_its_branches_one_after_another():
      [(0, 1), (1, 2), (2, 3), (3, 4), (0, 3), (1, 3), (0, 5), (5, 3)], [3.0], 15.0),
     ([(5, 1, 1, 1), (3, 1, 1, 0), (9, 3, 0, 1), (10, 2, 2, 1), (5, 1, 1, 2), (10, 1, 2, 2), (10, 2, 0, 2)],
      [(0, 1), (0, 2), (0, 3), (1, 4), (2, 4), (3, 4), (4, 5), (5, 6)], [7.0], 10.0),
+    # and where a variant letting the runs on either side of a CPU excursion share a device
+    # without their memory adding up stays below it
+    ([(3, 1, 2, 1), (1, 0, 3, 0), (3, 1, 2, 4), (1, 0, 2, 0), (1, 0, 0, 0), (1, 0, 3, 0), (1, 0, 3, 2)],
+     [(0, 1), (1, 2), (0, 3), (3, 4), (2, 5), (4, 5), (5, 6)], [8.0], 5.0),
+    ([(20, 2, 3, 8), (5, 1, 2, 1), (5, 1, 0, 1), (2, 0, 3, 0)], [(0, 1), (0, 2), (2, 1), (0, 3), (3, 1)],
+     [3.0, 3.0], 17.0),
+    # (one where timing a skip from the end of the run before the excursion exceeds it)
+    ([(1, 0, 2, 1), (10, 1, 0, 4), (10, 2, 2, 4), (1, 0, 3, 2), (10, 1, 3, 2)],
+     [(0, 1), (1, 2), (2, 3), (3, 4), (0, 2), (1, 4)], [4.0, 4.0], 11.0),
 ])
 def test_skip_path_meets_the_optimum_on_small_modules(nodes, edges, cap, optimum):
     g = sc.Graph([sc.Node(v, {"cpu": float(c), "accelerator": float(a)}, memory=float(m), comm=float(x))

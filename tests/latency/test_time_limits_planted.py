@@ -232,3 +232,19 @@ def test_quickp_stops_handing_rows_to_the_solver_when_the_deadline_passes_during
     assert total > 1000 and rows <= 10
     assert s.status == "time_limit" and s.stats["built"] == 0
     assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def test_auto_does_not_wait_for_a_bound_past_its_share(monkeypatch):
+    # a bound that never looks at the clock (planted: it sleeps 30 s) is abandoned at its share of
+    # the limit; auto goes on with the simple bound and ends soon after its limit
+    def stuck(q):
+        time.sleep(30)
+        return bounds_mod.LatencyBound(q.lower_bound(), "simple")
+
+    monkeypatch.setattr(bounds_mod, "best_bound", stuck)
+    p = random_problem(n=solve_mod.AUTO_BOUND_ALL + 50)
+    s, wall = timed(sc.place, p, method="auto", time_limit=3.0)
+    assert wall < 3.0 + SLACK
+    assert any("bounds: abandoned" in n for n in s.notes)
+    assert s.objective <= heft(p).objective * (1 + TOL) and s.lower_bound <= s.objective
+    assert rescored(p, s) == pytest.approx(s.objective)

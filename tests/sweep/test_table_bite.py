@@ -115,3 +115,14 @@ def test_an_unreadable_part_with_an_empty_message_is_named_by_its_type(tmp_path,
     monkeypatch.setattr(pq, "read_table", lambda *a, **kw: (_ for _ in ()).throw(OSError()))
     with pytest.raises(InvalidArgumentError, match=r"not a Parquet results table \(OSError\)"):
         read_results(tmp_path)
+
+
+def test_two_memory_values_are_two_instances():
+    rows = [{**row("a", "g1", 2, "dp", 4.0, lb=4.0, status="optimal"), "memory": "1GB"},
+            {**row("b", "g1", 2, "dp", 6.0, lb=6.0, status="optimal"), "memory": "2GB"},
+            {**row("c", "g1", 2, "sa", 5.0), "memory": "1GB"},
+            {**row("d", "g1", 2, "sa", 6.0), "memory": "2GB"}]
+    by = {r.method: r for r in summarize(rows)}
+    assert by["all"].instances == by["sa"].instances == 2
+    # sa against the bound of its own memory: 4/5 and 6/6, not one merged instance
+    assert by["sa"].bound_best == pytest.approx(math.sqrt(0.8)) and by["sa"].optimal == 0.5

@@ -41,7 +41,11 @@ of small random problems, memory-tight ones included.
   thing at a time), or elsewhere, and then its route out and back must fit between its window's
   ends; the run takes at least the least over these choices (a threshold over the nodes sorted
   by the time their route out takes). This is what a module of parallel branches costs when it
-  stays on one accelerator.
+  stays on one accelerator. Last, a short run (at most :data:`EXCURSION` nodes) on a parallel
+  device (the CPU pool) between two runs is taken with the run before it: a skip edge from that
+  run over the short one crosses unless the runs on either side share a device, and then their
+  memory must fit on it together (otherwise a node or two moved to the CPU would let the bound
+  count one accelerator's memory twice).
 
 :func:`latency_bound` returns the largest with its source.
 
@@ -299,6 +303,11 @@ def _kept_devices(problem: LatencyProblem) -> list[int]:
     return [d for d in range(problem.num_devices) if d not in drop]
 
 
+#: The longest run on a parallel device (the CPU pool) that :func:`skip_path_bound` accounts for
+#: with the run before it (a skip edge over it crosses unless the runs on either side share a
+#: device, and then their memory adds up).
+EXCURSION = 3
+
 #: The most nodes off the path that :func:`skip_path_bound` visits, per stretch of a path, to find
 #: detours and windows (past it, the rest are left out: the bound only gets weaker).
 REGION_WORK = 20000
@@ -513,16 +522,62 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
             out[c] = np.maximum(base[c], np.minimum(cand.min(axis=0), every))
         return out
 
+    par = problem.parallel[keep]
+
+    def excursions(h: int, end: np.ndarray, sp: np.ndarray) -> np.ndarray:
+        """(this device, J): the least end of a run path[h..j] whose run before, path[g..h - 1]
+        (``g >= 1``, at most :data:`EXCURSION` nodes), sits on a parallel device: with the run
+        before that one, path[f..g - 1] on its device, known, a skip edge from it crosses unless
+        that run is on this run's device, and then the two runs' memory must fit on it together.
+        Those entries of ``end`` are set to inf (this replaces them)."""
+        out = np.full((nd, m - h), math.inf)
+        if h < 2 or not par.any():
+            return out
+        ok_run = fits(h)  # (runs that fit somewhere: a prefix, memory only grows)
+        reach = int(ok_run[:, ~par].any(axis=1).sum()) if (~par).any() else 0
+        J = np.arange(h, h + reach)
+        sp = sp[:, :reach]
+        for g in range(max(1, h - EXCURSION), h):
+            for c1 in np.flatnonzero(par):
+                end[g, c1] = math.inf
+                f = np.arange(g)
+                into = last[f, g - 1] + trc[g - 1][:, c1][None, :]  # (f, device 2 before): path[g] starts
+                arrive = (into + P[h, c1] - P[g, c1])[:, :, None] + trc[h - 1][c1][None, None, :]  # (f, c2, c)
+                ends = arrive[:, :, :, None] + sp[None, None, :, :]  # (f, c2, c, J)
+                for a, b, delay in skips:
+                    if not a < h <= b:
+                        continue
+                    later = (P[J + 1] - P[b][None, :]).T  # (c, J)
+                    if a >= g:  # from the parallel run
+                        sent = into[:, :, None] + P[a + 1, c1] - P[g, c1] + delay[c1][None, None, :]
+                    else:  # from the run before it, or earlier (then as before)
+                        sent = first[f][:, :, None] + (P[a + 1][None, :] - P[f])[:, :, None] + delay[None, :, :]
+                        sent[:, np.arange(nd), np.arange(nd)] = -math.inf  # (one device: no crossing)
+                        sent = np.where((f <= a)[:, None, None], sent, -math.inf)
+                        far = done[a] + delay.min(axis=0)
+                        apart = (M[J + 1] - M[h])[:, None] + own[a] > cap[None, :]
+                        far_end = np.where((J >= b)[:, None] & apart, far[None, :] + later.T, -math.inf).T
+                        ends = np.maximum(ends, np.where((f > a)[:, None, None, None], far_end[None, None], -math.inf))
+                    term = sent[:, :, :, None] + later[None, None, :, :]
+                    ends = np.maximum(ends, np.where(J >= b, term, -math.inf))
+                # the runs on either side on one device: their memory together
+                both = (M[g] - M[f])[:, None] + (M[J + 1] - M[h])[None, :]  # (f, J)
+                for c in range(nd):
+                    ends[:, c, c] = np.where(both > cap[c], math.inf, ends[:, c, c])
+                out[:, :reach] = np.minimum(out[:, :reach], ends.min(axis=(0, 1)))
+        return out
+
     last[0] = np.where(fits(0), span(0).T, math.inf)
     done = last[0].min(axis=1)  # done[k]: a lower bound on when path[k] finishes (any runs)
     for h in range(1, m):
-        if h % 16 == 0 and expired():  # (past a deadline: no bound from this stretch, 0 is one)
+        if expired():  # (past a deadline: no bound from this stretch, 0 is one)
             return 0.0
         g = np.arange(h)  # the run before starts at path[g] and ends at path[h - 1]
         J = np.arange(h, m)  # this run ends at path[j]
         arrive = last[g, h - 1][:, :, None] + trc[h - 1][None, :, :]  # (g, its device, this device)
         start = arrive
-        end = arrive[:, :, :, None] + span(h)[None, None, :, :]
+        sp = span(h)
+        end = arrive[:, :, :, None] + sp[None, None, :, :]
         for a, b, delay in skips:
             if not a < h <= b:
                 continue
@@ -542,8 +597,9 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
             term = sent[:, :, :, None] + (P[J + 1] - P[b][None, :]).T[None, None, :, :]
             end = np.maximum(end, np.where(J >= b, term, -math.inf))  # (only runs that reach b)
         first[h] = start.min(axis=(0, 1))
+        best = excursions(h, end, sp)  # (short runs on a parallel device in between: their own account)
         flat = end.reshape(h * nd, nd, m - h)
-        last[h, h:] = np.where(fits(h), flat.min(axis=0).T, math.inf)
+        last[h, h:] = np.where(fits(h), np.minimum(flat.min(axis=0), best).T, math.inf)
         done[h:] = np.minimum(done[h:], last[h, h:].min(axis=1))
     return float(last[:, m - 1].min())
 
