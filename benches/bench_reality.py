@@ -353,20 +353,23 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
     lines = [
         "# The PyTorch path against measurement",
         "",
-        "Regenerate: `python benches/bench_reality.py --no-peers --depths --json run1.json`, "
-        "`python benches/bench_reality.py --no-peers --no-training --json run2.json` (the same measurements again, "
-        "to show their stability, and the exact-plan table), `python benches/bench_reality.py --twice --json "
-        "twice.json`, `python benches/bench_gloo_pipeline.py --json pipeline.json`, then `python "
-        "benches/bench_reality.py --from run1.json run2.json twice.json --pipeline pipeline.json --markdown "
-        f"docs/results/pytorch.md` (this run: `--repeat {repeat}`; leave `--no-peers` out of the first run to add "
-        "the table against DeepSpeed and torchgpipe).",
+        "Regenerate (in `benches/`, each run writing its JSON into `pytorch_runs/`, as kept in the repository): "
+        f"`python bench_reality.py --no-peers --depths --repeat {repeat} --json pytorch_runs/run1.json`, "
+        f"`python bench_reality.py --no-peers --no-training --repeat {repeat} --json pytorch_runs/run2.json` (the "
+        "same forward measurements again, to show their stability, and the exact-plan table), `python "
+        "bench_reality.py --twice --json pytorch_runs/twice.json`, `python bench_gloo_pipeline.py --steps 2 "
+        "--repeat 2 --json pytorch_runs/pipeline.json`, then `python bench_reality.py --from pytorch_runs/run1.json "
+        "pytorch_runs/run2.json pytorch_runs/twice.json --pipeline pytorch_runs/pipeline.json --repeat "
+        f"{repeat} --markdown ../docs/results/pytorch.md`. Leave `--no-peers` out of the first run to add the "
+        "table against DeepSpeed and torchgpipe (not in this run: the machine was too loaded to time six plans "
+        "per row).",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
         "mode; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
         "torchvision ResNet-50 (batch 1, 224x224) and Inception-v3 (batch 1, 299x299). Stage times are the median "
         "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program), "
         "after warm-up, the cost of calling an empty piece subtracted. The machine is shared by other jobs (2 "
-        "cores, load average 8-16 while this ran): its speed moves by up to ~25% between minutes even in CPU "
+        "cores, load average 15-27 while this ran): its speed moves by up to ~50% between minutes even in CPU "
         "time (caches and memory bandwidth are shared), so compare ratios, not milliseconds across rows.",
         "",
         "How to get these plans and checks on your own model:",
@@ -397,7 +400,8 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "prediction at the speed of each pass (`StageTiming.ratio_now`: each segment's node times rescaled to "
         "that segment's time in the same pass; the median over the passes): the model's error with the "
         "machine's drift taken out. *bottleneck*: the stage measured slowest is the one the same-pass "
-        "prediction calls slowest (`yes`), or was predicted within 5% of it (`tie`).",
+        "prediction calls slowest (`yes`), or was predicted within 5% of it (`tie`); in parentheses, the "
+        "stage predicted slowest measured against the slowest.",
         "",
     ]
 
@@ -406,12 +410,17 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
 
     def bott(r: dict[str, Any], now: bool = True) -> str:
         if now and "same_bottleneck_now" in r:
-            return "yes" if r["same_bottleneck_now"] else ("tie" if r["bottleneck_now_within_5pct"] else "**no**")
+            if r["same_bottleneck_now"]:
+                return "yes"
+            pn, ms = r["predicted_now_ms"], r["measured_ms"]
+            gap = 100 * (ms[pn.index(max(pn))] / max(ms) - 1)
+            return f"{'tie' if r['bottleneck_now_within_5pct'] else '**no**'} ({gap:+.0f}%)"
         return "yes" if r["same_bottleneck"] else ("tie" if r["bottleneck_within_5pct"] else "**no**")
 
     def spread(rs: list[dict[str, Any]], key: str) -> str:
-        xs = [x for r in rs for x in r[key]]
-        return f"{min(xs):.2f}-{max(xs):.2f}" if xs else "-"
+        xs = [x for r in rs for x in r.get(key, [])]
+        inside = sum(0.85 <= x <= 1.15 for x in xs)
+        return f"{min(xs):.2f}-{max(xs):.2f} ({inside} of {len(xs)} stages within 0.85-1.15)" if xs else "-"
 
     has_refined = any("refined" in r for r in rows)
     head = "| model | k | flops ratios | calibrated ratios | drift | same passes | bottleneck |"
@@ -422,7 +431,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         lines.append(f"| {r['model']} | {r['k']} | {ratios(r['flops'])} | {ratios(c)} | {c.get('drift', 0):.2f} | "
                      f"{ratios(c, 'ratios_now')} | {bott(c)} |" + (f" {ratios(r['refined'])} |" if has_refined
                                                                    and 'refined' in r else ""))
-    cal_rows = [r["calibrated"] for r in rows]
+    cal_rows = [r["calibrated"] for r in rows if "calibrated" in r]
     lines += ["", f"Same-pass ratios over all rows: {spread(cal_rows, 'ratios_now')}; as calibrated: "
               f"{spread(cal_rows, 'ratios')}."]
     if second:
