@@ -279,6 +279,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
     from stagecut.latency.brute import colocated
     from stagecut.latency.evaluate import schedule_from
     from stagecut.latency.memaware import pcie_asap
+    from stagecut.latency.milp_parts import greedy_schedule
 
     end = t0 + limit
     phases: list[str] = []
@@ -302,6 +303,12 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         s2 = pcie_asap(problem)
         if s2 is not None:
             found.append(s2)
+        # the MILP's own start: topological order, each node where it finishes first (memory reserved)
+        eft = greedy_schedule(problem) if not found or time.perf_counter() - t0 <= 0.4 * limit else None
+        if eft is not None:
+            s4 = schedule_from(problem, eft[0], eft[1], method="earliest-finish")
+            if not s4.violations:
+                found.append(s4)
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         # the bounds that see memory and communication, and the placement behind the memory-path one
         t = time.perf_counter()
