@@ -33,8 +33,9 @@ method           semantics  what it does
 ``brute``        asap       every placement and order (n <= 8; the tests' oracle)
 ``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
-``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
-                            PCIe star, the authors' greedy re-scored under asap included),
+``auto``         asap       every constructive heuristic (memory-aware ones, Metis, the
+                            MILP's earliest-finish start and, on a PCIe star, the authors'
+                            greedy re-scored under asap included),
                             QuickP from all of them where fusion leaves at most a quarter
                             of the nodes, local search, LNS, local search again from the
                             best, then the MILP when the model is small, else EA, LNS and
