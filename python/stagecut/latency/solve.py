@@ -33,8 +33,9 @@ method           semantics  what it does
 ``brute``        asap       every placement and order (n <= 8; the tests' oracle)
 ``pcie-greedy``  pieces     the throughput workloads' authors' greedy on the PCIe star
 ``ip``           pieces     their latency IP on the PCIe star (``q`` slots per accelerator)
-``auto``         asap       every constructive heuristic (memory-aware ones, Metis and, on a
-                            PCIe star, the authors' greedy re-scored under asap included),
+``auto``         asap       every constructive heuristic (memory-aware ones, Metis, the
+                            MILP's earliest-finish start and, on a PCIe star, the authors'
+                            greedy re-scored under asap included),
                             QuickP from all of them where fusion leaves at most a quarter
                             of the nodes, local search, LNS, local search again from the
                             best, then the MILP when the model is small, else EA, LNS and
@@ -271,6 +272,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
     from stagecut.latency.exact.bounds import SMALL as BOUND_SMALL
     from stagecut.latency.exact.bounds import best_bound, memory_binds, path_placement
     from stagecut.latency.exact.brute import colocated
+    from stagecut.latency.exact.milp_build import greedy_schedule
     from stagecut.latency.heuristics.memaware import pcie_asap
     from stagecut.latency.model.evaluate import schedule_from
 
@@ -296,6 +298,12 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         s2 = pcie_asap(problem)
         if s2 is not None:
             found.append(s2)
+        # the MILP's own start: topological order, each node where it finishes first (memory reserved)
+        eft = greedy_schedule(problem) if not found or time.perf_counter() - t0 <= 0.4 * limit else None
+        if eft is not None:
+            s4 = schedule_from(problem, eft[0], eft[1], method="earliest-finish")
+            if not s4.violations:
+                found.append(s4)
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         # the bounds that see memory and communication, and the placement behind the memory-path one
         t = time.perf_counter()
