@@ -116,7 +116,7 @@ def test_auto_starts_from_the_milp_s_earliest_finish_schedule_too():
     p = LatencyProblem(sc.random_dag(30, edge_prob=0.15, seed=2), sc.latency.Devices.pcie_star(3),
                        output_bytes="comm")
     dev, order = greedy_schedule(p)
-    eft = sc.latency.evaluate.schedule_from(p, dev, order, method="x").objective
+    eft = sc.latency.schedule_from(p, dev, order, method="x").objective
     s = sc.place(p, method="auto", time_limit=1.0)
     values = parts(s)
     assert values["earliest-finish"] == pytest.approx(eft)
