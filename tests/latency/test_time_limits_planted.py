@@ -249,3 +249,41 @@ def test_auto_does_not_wait_for_a_bound_past_its_share(monkeypatch):
     assert any("bounds: abandoned" in n for n in s.notes)
     assert s.objective <= heft(p).objective * (1 + TOL) and s.lower_bound <= s.objective
     assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def slow_memory_aware_starts(monkeypatch, seconds=1.5):
+    """Every memory-aware constructive heuristic sleeps first; returns the names of those called."""
+    from stagecut.latency.heuristics import memaware
+
+    called = []
+    for name in ("m_heft", "m_greedy", "m_topo", "m_chain", "pcie_asap"):
+        real = getattr(memaware, name)
+
+        def slow(q, real=real, name=name):
+            called.append(name)
+            time.sleep(seconds)
+            return real(q)
+
+        monkeypatch.setattr(memaware, name, slow)
+    return called
+
+
+@pytest.mark.parametrize("method", ["sa", "ea", "local", "lns"])
+def test_search_starts_share_the_time_limit(monkeypatch, method):
+    # the constructive starts run cheapest first under the search's own limit: once it has passed,
+    # no further (slow) start is built, and the search returns the best start it has
+    p = random_problem()
+    h = heft(p)
+    called = slow_memory_aware_starts(monkeypatch)
+    s, wall = timed(sc.place, p, method=method, time_limit=1.0)
+    assert len(called) == 1, called
+    assert wall < 1.0 + SLACK
+    assert s.status == "time_limit" and s.objective <= h.objective * (1 + TOL)
+    assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def test_search_without_a_limit_still_builds_every_start(monkeypatch):
+    p = random_problem()
+    called = slow_memory_aware_starts(monkeypatch, seconds=0.0)
+    sc.place(p, method="local", max_evaluations=10)
+    assert sorted(called) == sorted(["m_heft", "m_greedy", "m_topo", "m_chain", "pcie_asap"])

@@ -266,7 +266,7 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
     budget = _Budget(time_limit, None, None)
     if iters is None and budget.seconds is None:
         iters = DEFAULT_ITERATIONS
-    state = _State(problem, start, "lns", seed)
+    state = _State(problem, start, "lns", seed, budget)
     if state.failed is not None:
         return state.failed
     n = len(problem)
