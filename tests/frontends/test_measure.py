@@ -15,7 +15,8 @@ nn = torch.nn
 import stagecut as sc  # noqa: E402
 from stagecut.errors import InvalidArgumentError  # noqa: E402
 from stagecut.frontends import NotExpressibleError  # noqa: E402
-from stagecut.frontends.measure import _nnls, calibrate, measure, refine  # noqa: E402
+from stagecut.frontends.calibrate import _nnls  # noqa: E402
+from stagecut.frontends.measure import calibrate, measure, refine  # noqa: E402
 from stagecut.frontends.program_order import partition_trace  # noqa: E402
 from stagecut.frontends.torch import trace_torch  # noqa: E402
 
