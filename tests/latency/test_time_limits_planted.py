@@ -287,3 +287,34 @@ def test_search_without_a_limit_still_builds_every_start(monkeypatch):
     called = slow_memory_aware_starts(monkeypatch, seconds=0.0)
     sc.place(p, method="local", max_evaluations=10)
     assert sorted(called) == sorted(["m_heft", "m_greedy", "m_topo", "m_chain", "pcie_asap"])
+
+
+def slow_plain_starts(monkeypatch, seconds=1.5):
+    """The plain constructive heuristics but best-device sleep first; returns the names of those called."""
+    from stagecut.latency.heuristics import constructive
+
+    called = []
+    for name in ("met", "greedy", "heft"):
+        real = getattr(constructive, name)
+
+        def slow(q, real=real, name=name):
+            called.append(name)
+            time.sleep(seconds)
+            return real(q)
+
+        monkeypatch.setattr(constructive, name, slow)
+    return called
+
+
+def test_split_start_shares_the_time_limit(monkeypatch):
+    p = LatencyProblem(rwnn(3, size=6, seed=0), rwnn_devices(), output_bytes="comm")
+    # (the start is the better of best-device and greedy, the only ones built before the limit)
+    first = min(x.objective for x in (sc.place(p, method="greedy"), sc.place(p, method="best-device"))
+                if x.objective is not None)
+    called = slow_plain_starts(monkeypatch)
+    s, wall = timed(sc.place, p, method="split", time_limit=1.0, threads=1)
+    assert called == ["greedy"]
+    assert wall < 1.0 + SLACK
+    assert s.status == "time_limit" and s.objective is not None
+    assert s.objective <= first * (1 + 1e-6)
+    assert rescored(p, s) == pytest.approx(s.objective)

@@ -180,7 +180,8 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         spawned processes; default: the active Dask client's workers, else in this process.
     start : Schedule, optional
         A schedule of the whole problem (e.g. the best heuristic's; default: the shortest of
-        :func:`~stagecut.latency.heuristics.constructive.best_constructive`). Each module solve whose
+        :func:`~stagecut.latency.heuristics.constructive.best_constructive`, built cheapest first
+        within the time limit: the ones done when it passes, at least one). Each module solve whose
         (entry, exit) devices are the start's starts from the start's schedule of that module, so
         the chain DP can always rebuild the start: SPLIT's makespan is at most the start's, even
         when the module solves stop at their limits. A start with a different device list or
@@ -225,9 +226,10 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
     with deadline(time_limit):  # the start, the module solves and the fallback: one time limit
         if start is None:
-            from stagecut.latency.heuristics.constructive import best_constructive
+            from stagecut.latency.heuristics.search import start_within
 
-            start = best_constructive(problem)
+            # (the plain constructive heuristics, cheapest first, until the time limit: at least one)
+            start = start_within(problem, expired, plain_only=True)
             runs = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
             if runs is not None:  # the memory-path bound's runs, when shorter
                 other = schedule_from(problem, runs, None, method="path-runs")
