@@ -235,18 +235,58 @@ def test_quickp_stops_handing_rows_to_the_solver_when_the_deadline_passes_during
     assert rescored(p, s) == pytest.approx(s.objective)
 
 
-def test_auto_does_not_wait_for_a_bound_past_its_share(monkeypatch):
-    # a bound that never looks at the clock (planted: it sleeps 30 s) is abandoned at its share of
-    # the limit; auto goes on with the simple bound and ends soon after its limit
-    def stuck(q):
-        time.sleep(30)
-        return bounds_mod.LatencyBound(q.lower_bound(), "simple")
+def long_chain(n=2100):
+    """A chain longer than the bounds' SMALL (the memory-path programme looks at the deadline)."""
+    assert n > bounds_mod.SMALL
+    costs = [1.0 + (v % 7) for v in range(n)]
+    g = sc.Graph.chain(costs, memory=1.0, comm=0.5)
+    return LatencyProblem(g, Devices.pcie_star(2, memory=0.6 * n), output_bytes="comm")
 
-    monkeypatch.setattr(bounds_mod, "best_bound", stuck)
-    p = random_problem(n=solve_mod.AUTO_BOUND_ALL + 50)
-    s, wall = timed(sc.place, p, method="auto", time_limit=3.0)
-    assert wall < 3.0 + SLACK
-    assert any("bounds: abandoned" in n for n in s.notes)
+
+class _SlowNumpy:
+    """numpy as the bounds module sees it, with one slow step in the memory-path programme's
+    inner loop (planted: every ``fill_diagonal`` sleeps)."""
+
+    def __init__(self, seconds):
+        import numpy
+
+        self._np, self._seconds, self.calls = numpy, seconds, 0
+
+    def fill_diagonal(self, *args, **kwargs):
+        self.calls += 1
+        time.sleep(self._seconds)
+        return self._np.fill_diagonal(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._np, name)
+
+
+def test_memory_path_bound_stops_itself_at_a_deadline(monkeypatch):
+    # unchecked, the programme over the 2,000-node stretch would take 2,000 x 20 ms = 40 s
+    from stagecut._deadline import deadline
+
+    p = long_chain()
+    slow = _SlowNumpy(0.02)
+    monkeypatch.setattr(bounds_mod, "np", slow)
+    with deadline(1.0):
+        b, wall = timed(bounds_mod.latency_bound, p)
+    assert wall < 1.0 + SLACK
+    assert 0 < slow.calls < 1000
+    assert b.value <= heft(p).objective * (1 + TOL)   # (what was cut short adds nothing: still a bound)
+
+
+def test_auto_runs_its_bounds_under_their_deadline_without_a_thread(monkeypatch):
+    # the bound stops itself at its share of the limit: no helper thread is left running
+    import threading
+
+    p = long_chain()
+    slow = _SlowNumpy(0.02)
+    monkeypatch.setattr(bounds_mod, "np", slow)
+    before = threading.active_count()
+    s, wall = timed(sc.place, p, method="auto", time_limit=4.0)
+    assert threading.active_count() == before
+    assert 0 < slow.calls < 1000
+    assert wall < 4.0 + SLACK
     assert s.objective <= heft(p).objective * (1 + TOL) and s.lower_bound <= s.objective
     assert rescored(p, s) == pytest.approx(s.objective)
 

@@ -82,8 +82,8 @@ AUTO_MILP_SIZE = 240
 #: ``auto`` runs QuickP when fusion leaves at most this fraction of the nodes of a graph of at
 #: least ``AUTO_QUICKP_NODES`` nodes, for this share of the time left
 AUTO_QUICKP_RATIO, AUTO_QUICKP_NODES, AUTO_QUICKP_SHARE = 0.25, 200, 0.3
-#: the share of the time left that ``auto`` gives its bounds (waited for in full up to this many nodes)
-AUTO_BOUND_SHARE, AUTO_BOUND_ALL = 0.15, 400
+#: the share of the time left that ``auto`` gives its bounds (a deadline they look at in their loops)
+AUTO_BOUND_SHARE = 0.15
 
 
 def problem_of(graph: Graph | LatencyProblem, devices: Devices | int | None,
@@ -308,12 +308,9 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         # the bounds that see memory and communication, and the placement behind the memory-path one
         t = time.perf_counter()
         share = max(0.5, AUTO_BOUND_SHARE * left())
-        with deadline(share):   # (the bounds leave out what they cannot finish)
-            # (graphs of a few hundred nodes get every bound, whatever the time: well under a second)
-            lb = best_bound(problem) if len(problem) <= AUTO_BOUND_ALL else _waited(best_bound, problem, share)
-        if lb is None:
-            phases.append(f"bounds: abandoned after {share:.3g} s")
-        elif lb.value > bound:
+        with deadline(share):   # (the bounds look at it in their loops and leave out what they cannot finish)
+            lb = best_bound(problem)
+        if lb.value > bound:
             bound, bound_from = lb.value, f"the {lb.source} bound"
         witness = path_placement(problem) if len(problem) <= BOUND_SMALL and memory_binds(problem) else None
         if witness is not None:
@@ -398,35 +395,6 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
     out = _with(best, method=f"auto ({best.method})", runtime_s=time.perf_counter() - t0, status=status,
                 lower_bound=max(bound, best.lower_bound or 0.0), notes=notes)
     return _with(out, stats={**out.stats, "found_by": best.method})
-
-
-def _waited(fn: Callable[[LatencyProblem], Any], problem: LatencyProblem, seconds: float) -> Any:
-    """``fn(problem)`` on a helper thread (in this deadline's context), waited for at most
-    ``seconds`` (in 50 ms steps, so that Ctrl-C stops the wait); ``None`` when it takes longer:
-    the thread is left to end on its own (a daemon; its answer is dropped). A bound that does
-    not check the deadline inside a long step cannot hold ``auto`` past its share."""
-    import contextvars
-    import threading
-
-    got: dict[str, Any] = {}
-    ctx = contextvars.copy_context()
-
-    def work() -> None:
-        try:
-            got["out"] = ctx.run(fn, problem)
-        except BaseException as exc:  # re-raised on the calling thread
-            got["error"] = exc
-
-    worker = threading.Thread(target=work, name="stagecut-auto-bound", daemon=True)
-    end = time.perf_counter() + seconds
-    worker.start()
-    while worker.is_alive() and time.perf_counter() < end:
-        worker.join(0.05)
-    if worker.is_alive():
-        return None
-    if "error" in got:
-        raise got["error"]
-    return got["out"]
 
 
 def _key(s: Schedule) -> float:

@@ -66,7 +66,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,6 +85,10 @@ __all__ = ["LatencyBound", "latency_bound", "best_bound", "path_placement", "mem
 #: in this length only.
 MAX_PATH = 2000
 
+
+#: The run programme of :func:`memory_path_bound` looks at the deadline every this many path nodes
+#: (on problems of more than :data:`SMALL` nodes).
+_LOOK = 32
 
 #: Problems of at most this many nodes get every bound even past a deadline (tens of milliseconds).
 SMALL = 2000
@@ -170,14 +174,17 @@ def long_paths(problem: LatencyProblem) -> list[list[int]]:
     return out
 
 
-def _path_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray) -> float:
-    """The least time of ``path`` over its splits into runs (see the module docs)."""
-    return _runs(problem, path, tr, ok)[0]
+def _path_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
+               stop: Callable[[], bool] | None = None) -> float:
+    """The least time of ``path`` over its splits into runs (see the module docs; 0 once ``stop()``)."""
+    return _runs(problem, path, tr, ok, stop)[0]
 
 
-def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray,
-          ok: np.ndarray) -> tuple[float, list[tuple[int, int, int]]]:
-    """:func:`_path_runs` and the runs that reach it: ``(first, last, device)`` positions in ``path``."""
+def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
+          stop: Callable[[], bool] | None = None) -> tuple[float, list[tuple[int, int, int]]]:
+    """:func:`_path_runs` and the runs that reach it: ``(first, last, device)`` positions in ``path``;
+    ``(0.0, [])`` (0 is a bound) when ``stop()`` says the time is up (looked at every
+    :data:`_LOOK` nodes)."""
     m, nd = len(path), problem.num_devices
     idx = np.asarray(path, dtype=np.int64)
     can = ok[idx]
@@ -192,6 +199,8 @@ def _runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray,
     first = np.zeros((m, nd), dtype=np.int64)  # the first node of the best run ending at path[j] on d
     end = np.full(nd, math.inf)
     for j in range(m):
+        if stop is not None and j % _LOOK == _LOOK - 1 and stop():
+            return 0.0, []
         i = np.arange(j + 1)
         fits = ((M[j + 1] - M[i])[:, None] <= cap[None, :]) & (bad[j + 1][None, :] == bad[i])
         cost = np.where(fits, arrive[:j + 1] + P[j + 1][None, :] - P[i], math.inf)
@@ -269,6 +278,8 @@ def path_placement(problem: LatencyProblem) -> list[int] | None:
 def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | None = None,
                       tr: np.ndarray | None = None) -> float:
     """The ``"memory-path"`` bound of the module docs over ``paths`` (default :func:`long_paths`).
+    On a problem of more than :data:`SMALL` nodes, the programme stops when a
+    :func:`stagecut._deadline.deadline` passes (a stretch cut short adds nothing: a weaker bound).
 
     Raises
     ------
@@ -277,6 +288,7 @@ def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | 
     """
     tr = _transfers(problem) if tr is None else tr
     ok = _runnable(problem)
+    stop = None if len(problem) <= SMALL else expired  # (past a deadline: a stretch cut short gives 0)
     best = 0.0
     for path in long_paths(problem) if paths is None else paths:
         path = list(path)
@@ -287,7 +299,7 @@ def memory_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | 
         for k in range(0, len(path), MAX_PATH):  # (stretches of a long path, each a path of its own)
             if k and expired():
                 break
-            value += _path_runs(problem, path[k:k + MAX_PATH], tr, ok)
+            value += _path_runs(problem, path[k:k + MAX_PATH], tr, ok, stop)
         best = max(best, value)
     return best
 

@@ -188,7 +188,7 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
                devs: Sequence[int]) -> float:
     """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``."""
     m = len(path)
-    if not m:
+    if not m or expired():  # (past a deadline: no bound from this stretch, 0 is one)
         return 0.0
     idx = np.asarray(path, dtype=np.int64)
     keep = np.asarray(devs, dtype=np.int64)
