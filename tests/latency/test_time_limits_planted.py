@@ -358,3 +358,41 @@ def test_split_start_shares_the_time_limit(monkeypatch):
     assert s.status == "time_limit" and s.objective is not None
     assert s.objective <= first * (1 + 1e-6)
     assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def test_milp_builds_no_further_start_past_its_deadline(monkeypatch):
+    # the bound takes the whole limit (planted: it sleeps past it); the given start fits, so the
+    # (planted: slow) greedy start is not built, and the start is returned soon after the limit
+    from stagecut.latency.exact import milp as milp_mod
+
+    p = random_problem()
+    start = heft(p)
+
+    def late_bound(q):
+        time.sleep(1.5)
+        return bounds_mod.LatencyBound(q.lower_bound(), "simple")
+
+    called = []
+
+    def slow_greedy(q):
+        called.append(1)
+        time.sleep(30)
+
+    monkeypatch.setattr(milp_mod, "best_bound", late_bound)
+    monkeypatch.setattr(milp_mod, "greedy_schedule", slow_greedy)
+    s, wall = timed(sc.place, p, method="milp", time_limit=1.0, start=start)
+    assert called == []
+    assert wall < 1.0 + SLACK
+    assert s.status == "time_limit" and s.objective <= start.objective * (1 + TOL)
+    assert rescored(p, s) == pytest.approx(s.objective)
+
+
+def test_milp_with_a_slow_bound_on_a_large_graph_ends_soon_after_its_limit(monkeypatch):
+    p = long_chain()
+    slow = _SlowNumpy(0.02)
+    monkeypatch.setattr(bounds_mod, "np", slow)
+    s, wall = timed(sc.place, p, method="milp", time_limit=2.0)
+    assert 0 < slow.calls < 1000
+    assert wall < 2.0 + SLACK
+    assert s.objective is not None and s.status == "time_limit"
+    assert rescored(p, s) == pytest.approx(s.objective)

@@ -226,10 +226,13 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
     with deadline(time_limit):  # the start, the module solves and the fallback: one time limit
         if start is None:
-            from stagecut.latency.heuristics.search import start_within
+            from stagecut.latency.heuristics.search import START_SHARE, start_within
+
+            def late() -> bool:  # (no start begun past START_SHARE of the limit: the last one must end in time)
+                return expired() or (time_limit is not None and time.perf_counter() - t0 >= START_SHARE * time_limit)
 
             # (the plain constructive heuristics, cheapest first, until the time limit: at least one)
-            start = start_within(problem, expired, plain_only=True)
+            start = start_within(problem, late, plain_only=True)
             runs = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
             if runs is not None:  # the memory-path bound's runs, when shorter
                 other = schedule_from(problem, runs, None, method="path-runs")

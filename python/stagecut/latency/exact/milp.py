@@ -64,6 +64,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -437,14 +438,20 @@ def _known(problem: LatencyProblem, start: Schedule | None, notes: list[str]
            ) -> tuple[Schedule, list[int], list[list[int]]] | None:
     """The schedule to start from (relabelled for the symmetry rows), re-scored: the shortest of
     ``start`` (when it fits), the greedy one and the placement of the memory-path bound's runs
-    (:func:`~stagecut.latency.exact.bounds.path_placement`); ``None`` when none exists."""
+    (:func:`~stagecut.latency.exact.bounds.path_placement`), those built before the deadline passes
+    (at least one that fits, when one does); ``None`` when none exists."""
     groups = symmetry_groups(problem)
     cand: tuple[list[int], list[list[int]] | None] | None = None
     if start is not None and start.objective is not None:
         cand = _from_start(problem, start)
     found: list[tuple[Schedule, list[int], list[list[int]]]] = []
     witness = path_placement(problem) if len(problem) <= SMALL and memory_binds(problem) else None
-    for attempt in (cand, greedy_schedule(problem), None if witness is None else (witness, None)):
+    attempts: list[Callable[[], tuple[list[int], list[list[int]] | None] | None]] = [
+        lambda: cand, lambda: greedy_schedule(problem), lambda: None if witness is None else (witness, None)]
+    for make in attempts:
+        if found and expired():  # (past the deadline: the starts built so far, at least one)
+            break
+        attempt = make()
         if attempt is None:
             continue
         dev, order = attempt

@@ -79,6 +79,10 @@ _CHUNK = 64
 Start = Schedule | Sequence[int] | np.ndarray | None
 
 
+#: No constructive start is begun past this share of a search's time limit (one begun before
+#: may take as long again on a large graph: the search must still end in time).
+START_SHARE = 0.4
+
 #: The constructive starts, cheapest first (as measured on 10,000-node graphs); the ties between
 #: equal makespans go to the earlier one of :data:`_TIE_ORDER`, as in
 #: :func:`~stagecut.latency.heuristics.memaware.best_start`.
@@ -143,6 +147,12 @@ class _Budget:
             self.timed_out = True
         return self.timed_out
 
+    def past_start_share(self) -> bool:
+        """Is the clock past :data:`START_SHARE` of the time limit (no further constructive start)?"""
+        if self.seconds is None:
+            return False
+        return self.out_of_time() or time.perf_counter() - self.t0 >= START_SHARE * self.seconds
+
     def left(self) -> int | None:
         return None if self.max_evaluations is None else self.max_evaluations - self.evaluations
 
@@ -175,8 +185,9 @@ class _State:
             self.failed = no_answer(problem, self.units, method, proof, self.t0, seed)
             return
         if start is None:
-            # (the constructive starts share the search's time limit: cheapest first, at least one)
-            start = start_within(problem, (lambda: False) if budget is None else budget.out_of_time)
+            # (the constructive starts share the search's time limit: cheapest first, at least one,
+            # none begun past START_SHARE of it, so that the last one begun ends in time)
+            start = start_within(problem, (lambda: False) if budget is None else budget.past_start_share)
             if start.objective is None:
                 self.failed = no_answer(problem, self.units, method, "no constructive heuristic found a "
                                         "placement that fits, and no start was given", self.t0, seed)
