@@ -158,7 +158,9 @@ def test_latency_subpackage_inits_import_nothing():
     """Each latency sub-package's ``__init__`` is a docstring naming what it implements, with no
     import: importing one of its modules then runs nothing else (no hidden cycle through an
     ``__init__``), and the public names stay in :mod:`stagecut.latency` alone."""
-    for init in LATENCY.glob("*/__init__.py"):
+    inits = sorted(LATENCY.glob("*/__init__.py"))
+    assert len(inits) >= 5, "the latency sub-packages are missing"
+    for init in inits:
         tree = ast.parse(init.read_text())
         doc = ast.get_docstring(tree)
         assert doc and len(doc) > 200, f"{init.relative_to(ROOT)}: no docstring saying what it holds"
