@@ -10,7 +10,8 @@ being evaluated.
 Each search starts from a placement (``start``: a :class:`Schedule`, a device position per
 node, or by default the best of the constructive heuristics,
 :func:`~stagecut.latency.heuristics.memaware.best_start`: the plain and the memory-aware constructive
-heuristics) and never returns anything worse: when
+heuristics, built cheapest first under the search's time limit: none begun past
+:data:`START_SHARE` of it, at least one, :func:`start_within`) and never returns anything worse: when
 the start is a schedule with its own order (HEFT's, say) that beats the best string found in
 rank round-robin order, that schedule is returned (a note says so).
 
