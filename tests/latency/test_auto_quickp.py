@@ -121,3 +121,32 @@ def test_auto_starts_from_the_milp_s_earliest_finish_schedule_too():
     values = parts(s)
     assert values["earliest-finish"] == pytest.approx(eft)
     assert s.objective <= eft * (1 + 1e-9)
+
+
+def test_auto_keeps_the_earliest_finish_start_when_its_constructive_phase_runs_long(monkeypatch):
+    # a slow first constructive method uses up the constructive share of the limit: the
+    # earliest-finish start (what `milp` returns when its model is too big) is still among auto's
+    from stagecut.latency import solve as solve_mod
+    from stagecut.latency.exact.milp_build import greedy_schedule
+
+    p = LatencyProblem(sc.random_dag(30, edge_prob=0.15, seed=2), sc.latency.Devices.pcie_star(3),
+                       output_bytes="comm")
+    real = solve_mod._solvers
+
+    def slow_solvers():
+        table = dict(real())
+        fast = table["best-device"]
+
+        def slow(problem, **kw):
+            import time
+            time.sleep(0.8)
+            return fast(problem, **kw)
+        table["best-device"] = slow
+        return table
+
+    monkeypatch.setattr(solve_mod, "_solvers", slow_solvers)
+    dev, order = greedy_schedule(p)
+    eft = sc.latency.schedule_from(p, dev, order, method="x").objective
+    s = sc.place(p, method="auto", time_limit=1.0)
+    assert parts(s)["earliest-finish"] == pytest.approx(eft)
+    assert s.objective <= eft * (1 + 1e-9)

@@ -289,6 +289,13 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
     with deadline(limit):
         # 1. constructive methods (each a start for what follows); stop early past 40% of the limit
         t = time.perf_counter()
+        # first the MILP's own start (topological order, each node where it finishes first, memory
+        # reserved): cheap, and what `milp` returns when its model is too big, so auto never ends above it
+        eft = greedy_schedule(problem)
+        if eft is not None:
+            s4 = schedule_from(problem, eft[0], eft[1], method="earliest-finish")
+            if not s4.violations:
+                found.append(s4)
         for m in CONSTRUCTIVE:
             if time.perf_counter() - t0 > 0.4 * limit and found:
                 phases.append(f"{m}: skipped (time)")
@@ -298,12 +305,6 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
         s2 = pcie_asap(problem)
         if s2 is not None:
             found.append(s2)
-        # the MILP's own start: topological order, each node where it finishes first (memory reserved)
-        eft = greedy_schedule(problem) if not found or time.perf_counter() - t0 <= 0.4 * limit else None
-        if eft is not None:
-            s4 = schedule_from(problem, eft[0], eft[1], method="earliest-finish")
-            if not s4.violations:
-                found.append(s4)
         phases.append(f"constructive {time.perf_counter() - t:.3g} s")
         # the bounds that see memory and communication, and the placement behind the memory-path one
         t = time.perf_counter()
