@@ -16,6 +16,7 @@ import numpy as np
 
 from stagecut._deadline import expired
 from stagecut.errors import InvalidArgumentError
+from stagecut.latency.exact.paths import _runnable, _transfers, long_paths
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.validate import shown
 
@@ -344,6 +345,7 @@ def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | No
 
     >>> import stagecut as sc
     >>> from stagecut.latency import Devices, LatencyProblem
+    >>> from stagecut.latency.exact.bounds import memory_path_bound
     >>> # a -> b -> c with a skip a -> c; accelerators hold two nodes, a's output is large
     >>> nodes = [sc.Node(v, {"accelerator": 1.0, "cpu": 10.0}, memory=1.0, comm=c)
     ...          for v, c in zip("abc", (8.0, 1.0, 1.0))]
@@ -356,7 +358,6 @@ def skip_path_bound(problem: LatencyProblem, paths: Sequence[Sequence[int]] | No
     InvalidArgumentError
         A path that is not one.
     """
-    from stagecut.latency.exact.bounds import _runnable, _transfers, long_paths  # (bounds imports this module)
 
     tr = _transfers(problem) if tr is None else tr
     ok = _runnable(problem)
