@@ -109,7 +109,10 @@ def test_auto_with_a_planted_slow_milp_build_ends_soon_after_the_limit(monkeypat
     added = slow_rows(monkeypatch, seconds=0.05)
     s, wall = timed(sc.place, p, method="auto", time_limit=6.0)
     assert wall < 6.0 + SLACK
-    assert s.objective is not None and s.status == "time_limit"
+    # (on an idle machine the slowed MILP may still finish and prove its answer: then it says so)
+    assert s.objective is not None and s.status in ("time_limit", "optimal")
+    if s.status == "optimal":
+        assert s.lower_bound == pytest.approx(s.objective)
     assert s.objective <= heft(p).objective * (1 + TOL)
     assert rescored(p, s) == pytest.approx(s.objective)
     phases = next(n for n in s.notes if n.startswith("phases: "))
