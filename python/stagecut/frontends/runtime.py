@@ -121,6 +121,32 @@ def _contiguous(n: Any) -> bool | None:
         return None
 
 
+def _send_copy(graph: Any, x: Any, end: Any, users: list[Any], root: Mapping[str, Any], torch: Any) -> Any:
+    """Insert a contiguous copy of ``x`` just before ``end`` (the ``pipe_split`` closing a stage)
+    and make ``users`` (in later stages) read it: what the stage sends instead of ``x``. Both
+    rewrites that send a tensor on use it: the pass-through of a tensor read beyond the next
+    stage (``x`` the previous copy, ``end`` each stage's split in turn) and the copy of a
+    non-contiguous tensor leaving its own stage. Returns the copy.
+
+    The copy sits at the stage's top level (``root``'s module stack), after the body: with
+    ``x``'s module stack it would open a second run of that module after the body, and the
+    runtime outlines one module per name (the second call's graph would replace the first's:
+    Llama's k = 4 plan).
+    """
+    with graph.inserting_before(end):
+        copy = graph.call_function(torch.ops.aten.clone.default, (x,), {"memory_format": torch.contiguous_format})
+    copy.meta = {"nn_module_stack": dict(root)}
+    val = x.meta.get("val")
+    if val is not None:
+        try:
+            copy.meta["val"] = val.clone(memory_format=torch.contiguous_format)
+        except Exception:  # fake tensors that cannot be cloned: leave the meta out
+            pass
+    for u in users:
+        u.replace_input_with(x, copy)
+    return copy
+
+
 def make_runnable(gm: Any) -> Any:
     """Make the stages of a program split by ``pipe_split()`` calls runnable (module docstring):
     non-contiguous tensors crossing a boundary copied contiguous, tensors received from an
@@ -183,21 +209,9 @@ def make_runnable(gm: Any) -> Any:
             later = [u for u in cur.users if u in where and where[u] > j]
             if not later:
                 break
-            with graph.inserting_before(boundary[j]):
-                copy = graph.call_function(torch.ops.aten.clone.default, (cur,),
-                                           {"memory_format": torch.contiguous_format})
-            copy.meta = {"nn_module_stack": dict(root)}
-            val = cur.meta.get("val")
-            if val is not None:
-                try:
-                    copy.meta["val"] = val.clone(memory_format=torch.contiguous_format)
-                except Exception:  # fake tensors that cannot be cloned: leave the meta out
-                    pass
-            where[copy] = j
-            for u in later:
-                u.replace_input_with(cur, copy)
+            cur = _send_copy(graph, cur, boundary[j], later, root, torch)
+            where[cur] = j
             done.append(f"{x.name} passed through stage {j}")
-            cur = copy
     where = stages()
     # 1. in-place writes to a tensor from an earlier stage (or a model input read by a later stage)
     for n in list(graph.nodes):
@@ -228,22 +242,7 @@ def make_runnable(gm: Any) -> Any:
         later = [u for u in x.users if u in where and where[u] > where[x]]
         if not later:
             continue
-        end = boundary[where[x]]  # the pipe_split closing x's stage
-        with graph.inserting_before(end):
-            copy = graph.call_function(torch.ops.aten.clone.default, (x,),
-                                       {"memory_format": torch.contiguous_format})
-        # the stage's top level, after the body, like the pass-through copies: with x's module stack
-        # it would open a second run of that module after them, and the runtime outlines one module
-        # per name (the second call's graph replaced the first's: Llama's k = 4 plan)
-        copy.meta = {"nn_module_stack": dict(root)}
-        val = x.meta.get("val")
-        if val is not None:
-            try:
-                copy.meta["val"] = val.clone(memory_format=torch.contiguous_format)
-            except Exception:  # fake tensors that cannot be cloned: leave the meta out
-                pass
-        for u in later:
-            u.replace_input_with(x, copy)
+        _send_copy(graph, x, boundary[where[x]], later, root, torch)  # at the pipe_split closing x's stage
         done.append(f"{x.name} made contiguous before it leaves stage {where[x]}")
     graph.lint()
     gm.recompile()
