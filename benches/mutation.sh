@@ -15,7 +15,9 @@
 # scope takes hours on this machine; a sample gives a score with its count in the summary.
 # --py-tests "PATH..." replaces the Python test selection (default: each file's tests, below);
 # --rust-tests "ARGS" are cargo test's arguments (default: all the crate's tests), e.g.
-# "--lib --test latency_reference".
+# "--lib --test latency_reference". --py-timeout-factor F: mutmut's timeout_multiplier (default 15:
+# a mutant that loops is stopped after (its tests' time + 1 s) * F * 2 CPU seconds; 3 is enough
+# for tests that do not depend on timing and saves minutes per looping mutant).
 # Needs: cargo install cargo-mutants --locked; pip install mutmut (3.x); the extension built
 # (maturin develop): its .so is copied, not rebuilt.
 #
@@ -70,6 +72,7 @@ SAMPLE=${MUTATION_SAMPLE:-0}
 SEED=${MUTATION_SEED:-0}
 PY_TESTS=""
 RUST_TESTS=""
+PY_TIMEOUT_FACTOR=15
 FILES=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -85,7 +88,8 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift ;;
         --py-tests) PY_TESTS=$2; shift ;;
         --rust-tests) RUST_TESTS=$2; shift ;;
-        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+        --py-timeout-factor) PY_TIMEOUT_FACTOR=$2; shift ;;
+        -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
         -*) echo "mutation.sh: unknown option $1" >&2; exit 2 ;;
         *) FILES+=("$1") ;;
     esac
@@ -198,6 +202,7 @@ if [ ${#PY_FILES[@]} -gt 0 ]; then
     cat > "$SCRATCH/setup.cfg" <<EOF
 [mutmut]
 source_paths = src
+timeout_multiplier = $PY_TIMEOUT_FACTOR
 only_mutate =
 $only
 pytest_add_cli_args =
