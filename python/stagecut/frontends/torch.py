@@ -46,6 +46,7 @@ from typing import Any
 
 from stagecut.errors import InvalidArgumentError, StagecutWarning
 from stagecut.frontends import export, shared, split
+from stagecut.frontends import memory as mem_pred
 from stagecut.frontends._common import UnionFind, bandwidth_bytes_per_s, check_sizes, require, trace_with_backward
 from stagecut.frontends._torch_program import (
     SCALAR_BYTES,
@@ -128,6 +129,10 @@ class TorchTrace:
     #: nodes of half the interquartile range of their runs, over the sum of their medians);
     #: ``None`` for other timings
     timing_spread: float | None = field(default=None, compare=False)
+    #: what autograd saves for backward per node, and the weights each node uses
+    #: (:class:`~stagecut.frontends.memory.MemoryRecord`, for :meth:`training_memory`); ``None``
+    #: when that run failed (a note says why)
+    memory_record: mem_pred.MemoryRecord | None = field(default=None, compare=False, repr=False)
 
     def split_spec(self, plan: Plan, *, mode: str = "error") -> dict[str, Any]:
         """:func:`~stagecut.frontends.export.plan_to_pipelining` ``(plan, self, mode=mode).split_spec()``.
@@ -201,6 +206,16 @@ class TorchTrace:
 
         out: TorchTrace = calibrated_trace(self, **options)
         return out
+
+    def training_memory(self, plan: Plan, **options: Any) -> mem_pred.TrainingMemory:
+        """:func:`~stagecut.frontends.memory.training_memory` ``(self, plan, **options)``: memory per
+        stage in training (parameters, gradients, optimizer state, saved activations; bytes).
+
+        Raises
+        ------
+        InvalidArgumentError, NotExpressibleError
+        """
+        return mem_pred.training_memory(self, plan, **options)
 
     def balance(self, plan: Plan, *, mode: str = "error") -> list[int]:
         """:func:`~stagecut.frontends.export.plan_to_balance` ``(plan, self, mode=mode)``: torchgpipe's ``balance=``.
@@ -345,10 +360,11 @@ def trace_torch(
             if seed is not None:
                 torch.manual_seed(check_int(seed, "seed", minimum=0, error=InvalidArgumentError))
             outputs, flops, seconds = _run(program, timing, warmup, repeat, runs)
+            raw = _record_saved(program)
     finally:
         model.load_state_dict(saved)
     base = "flops" if timing == "calibrated" else timing
-    trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, base)
+    trace = _build(program, model, calls, outputs, flops, seconds, bw, rate, base, raw)
     trace = dataclasses.replace(trace, model=model, example=(args, kwargs))
     if runs:
         import numpy as np
@@ -395,9 +411,50 @@ def from_torch(model: Any, example_inputs: Sequence[Any] | Any, example_kwargs: 
     return trace_torch(model, example_inputs, example_kwargs, bandwidth=bandwidth, **options).graph
 
 
+def _record_saved(program: _Program) -> mem_pred.RawSaved | str:
+    """:func:`stagecut.frontends.memory.record_saved` on the program, or why it failed."""
+    names = [n.name for n in program.gm.graph.nodes if n.op == "placeholder"]
+    weights = [i for i, name in enumerate(names) if name in program.weights]
+    try:
+        return mem_pred.record_saved(program.gm, program.inputs, weights)
+    except Exception as e:  # a model that cannot run with autograd on (in-place on a leaf...)
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+
+
+def _memory_record(raw: mem_pred.RawSaved | str, nodes: list[Any], keep: list[Any], source: Callable[[Any], Any],
+                   uses: Mapping[str, list[str]], wsize: Mapping[str, float], trainable: set[str],
+                   aliases: Mapping[str, tuple[str, ...]], notes: list[str]) -> mem_pred.MemoryRecord | None:
+    """The trace's :class:`~stagecut.frontends.memory.MemoryRecord`: each program node's saved
+    tensors go to the kept node it was merged into (a pick to its source; an unused node to its
+    latest kept input, else the first kept node)."""
+    if isinstance(raw, str):
+        notes.append(f"the forward pass with autograd on failed ({raw}): no training memory prediction")
+        return None
+    kept = {n.name for n in keep}
+    position = {n.name: i for i, n in enumerate(keep)}
+    owner: dict[str, str] = {}
+    for n in nodes:
+        if n.op not in ("call_function", "call_method", "call_module"):
+            continue
+        s = source(n).name
+        if s in kept:
+            owner[n.name] = s
+            continue
+        ins = [owner[a.name] for a in n.all_input_nodes if a.name in owner]
+        owner[n.name] = max(ins, key=position.__getitem__) if ins else keep[0].name
+    canon = {fqn: aliases.get(fqn, (fqn,))[0] for fqn in uses}
+    weights: dict[str, list[str]] = {}
+    for fqn, users in uses.items():
+        for u in users:
+            if u in kept:
+                weights.setdefault(u, []).append(canon[fqn])
+    return mem_pred.make_record(raw, owner, weights, {canon[f]: b for f, b in wsize.items()},
+                              {canon[f] for f in trainable if f in canon})
+
+
 def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Mapping[str, Any],
            flops: Mapping[str, float], seconds: Mapping[str, float], bw: float, rate: float,
-           timing: str) -> TorchTrace:
+           timing: str, raw: mem_pred.RawSaved | str = "not recorded") -> TorchTrace:
     notes = list(program.notes)
     nodes = list(program.gm.graph.nodes)
     by_name = {n.name: n for n in nodes}
@@ -451,9 +508,12 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
     position = {n.name: i for i, n in enumerate(keep)}
     uses: dict[str, list[str]] = {}
     wsize: dict[str, float] = {}
+    grad: set[str] = set()  # the weights that require grad
     for name, fqn in program.weights.items():  # lifted placeholders (export) or get_attr nodes (fx)
         uses.setdefault(fqn, []).extend(source(u).name for u in by_name[name].users)
         wsize[fqn] = _tensor_bytes(weight_values[name])
+        if getattr(weight_values[name], "requires_grad", False):
+            grad.add(fqn)
     for n in keep:  # fx: a call_module node holds its module's parameters and buffers
         if n.op == "call_module":
             mod = program.gm.get_submodule(str(n.target))
@@ -463,6 +523,8 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
                 wsize[fqn] = _tensor_bytes(p)
                 if any(p is q for q in mod.parameters()):
                     program.params.add(fqn)
+                if p.requires_grad:
+                    grad.add(fqn)
     classes = UnionFind()
     memory = {n.name: 0.0 for n in keep}
     modules = {n.name: _module_stack(n, program.method) for n in keep}
@@ -470,6 +532,7 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
     for name, p in model.named_parameters(remove_duplicate=False):
         by_tensor.setdefault(id(p), []).append(name)
     aliases = {name: tuple(names) for names in by_tensor.values() for name in names}
+    record = _memory_record(raw, nodes, keep, source, uses, wsize, program.params & grad, aliases, notes)
     tied, unused_weights = shared.place_weights(uses, wsize, program.params, modules, position, classes, memory,
                                                 aliases, notes)
     if unused_weights:
@@ -515,4 +578,4 @@ def _build(program: _Program, model: Any, calls: Mapping[str, int], outputs: Map
         children=tuple(name for name, _ in model.named_children()), calls=dict(calls),
         flops={n.name: flops[n.name] for n in keep}, output_bytes=out_bytes, memory=memory,
         targets={n.name: _target(n) for n in keep}, method=program.method, timing=timing, notes=tuple(notes),
-        tied=tied, bandwidth=bw)
+        tied=tied, bandwidth=bw, memory_record=record)
