@@ -254,6 +254,83 @@ def _with_seed(s: Schedule, seed: int) -> Schedule:
     return dataclasses.replace(s, seed=seed)
 
 
+class ListCore:
+    """What the list schedulers (:func:`list_greedy`, :func:`list_heft`) share as they place the
+    nodes one at a time: the units and the memory rule, each node's device and finish, the
+    candidate devices of a node (its unit's device once the unit is placed, else those the memory
+    rule allows), the arrival of its inputs, the placement itself, and the final choice between the
+    scheduler's own per-device order and the rank round-robin order.
+
+    Parameters
+    ----------
+    problem : LatencyProblem
+    memory : callable
+        The memory rule: a :class:`Memory` made from the units.
+    method : str
+        The method name of the schedules made.
+
+    Raises
+    ------
+    InvalidArgumentError
+        ``problem`` is not a :class:`LatencyProblem`.
+    """
+
+    def __init__(self, problem: LatencyProblem, memory: Callable[[Units], Memory], method: str) -> None:
+        self.t0 = time.perf_counter()
+        self.problem = _check_problem(problem)
+        self.method = method
+        self.units = Units(problem)
+        self.mem = memory(self.units)
+        self.udev = np.full(len(self.units), -1, dtype=np.int64)
+        self.dev = np.full(len(problem), -1, dtype=np.int64)
+        self.finish = np.zeros(len(problem))
+        self._ev: Evaluator | None = None
+
+    def evaluator(self) -> Evaluator:
+        """The problem's evaluator (made once)."""
+        if self._ev is None:
+            self._ev = Evaluator(self.problem)
+        return self._ev
+
+    def candidates(self, i: int) -> list[int]:
+        """The devices node ``i`` may go to (empty: none has room for its unit)."""
+        u = int(self.units.unit_of[i])
+        if self.udev[u] >= 0:
+            return [int(self.udev[u])]
+        return self.mem.candidates(u)
+
+    def arrival(self, i: int, d: int) -> float:
+        """When the last input of node ``i`` (every predecessor placed) reaches device ``d``."""
+        p = self.problem
+        return max((self.finish[j] + p.transfer(j, int(self.dev[j]), d) for j in p.pred[i]), default=0.0)
+
+    def place(self, i: int, d: int, f: float) -> None:
+        """Node ``i`` runs on device ``d`` and finishes at ``f`` (its unit goes there if new)."""
+        u = int(self.units.unit_of[i])
+        if self.udev[u] < 0:
+            self.udev[u] = d
+            self.mem.take(u, d)
+        self.dev[i], self.finish[i] = d, f
+
+    def no_room(self, i: int) -> Schedule:
+        """No schedule: node ``i`` finds no device with room (or the proof that none fits)."""
+        return no_answer(self.problem, self.units, self.method, f"node {shown(self.problem.ids[i])}: no device "
+                         "that can run it has room left", self.t0)
+
+    def result(self, order: Sequence[Sequence[int]], own: float, whose: str, stats: dict[str, float] | None = None,
+               keep_own: bool = False) -> Schedule:
+        """The schedule of the placement in the scheduler's ``order`` (makespan ``own``), or in rank
+        round-robin order when that is shorter (a note says so, naming ``whose`` order it beats);
+        ``keep_own``: the scheduler's order whatever the other gives."""
+        p, dev = self.problem, self.dev
+        if not keep_own:
+            rr = self.evaluator().makespan(dev)
+            if rr < own:
+                return finished(p, dev, None, method=self.method, t0=self.t0, stats=stats,
+                                notes=(f"rank round-robin order ({rr:.6g}) beats {whose} ({own:.6g})",))
+        return finished(p, dev, order, method=self.method, t0=self.t0, stats=stats)
+
+
 # ---------------------------------------------------------------------------------- heuristics
 def best_device(problem: LatencyProblem) -> Schedule:
     """Every node on one device: the device with the least makespan among those that can run
@@ -350,48 +427,31 @@ def greedy(problem: LatencyProblem) -> Schedule:
 def list_greedy(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memory,
                 method: str = "greedy") -> Schedule:
     """:func:`greedy` with the memory rule ``memory`` (a :class:`Memory` made from the units)."""
-    t0 = time.perf_counter()
-    units = Units(_check_problem(problem))
-    n, nd = len(problem), problem.num_devices
-    mem = memory(units)
-    udev = np.full(len(units), -1, dtype=np.int64)
-    dev = np.full(n, -1, dtype=np.int64)
-    finish = np.zeros(n)
+    core = ListCore(problem, memory, method)
+    problem, nd = core.problem, core.problem.num_devices
     ready = np.zeros(nd)
     order: list[list[int]] = [[] for _ in range(nd)]
     span = 0.0
     for i in bfs_order(problem):
-        u = int(units.unit_of[i])
-        if udev[u] >= 0:
-            cands = [int(udev[u])]
-        else:
-            cands = mem.candidates(u)
-            if not cands:
-                return no_answer(problem, units, method, f"node {shown(problem.ids[i])}: no device that can "
-                                 "run it has room left", t0)
+        cands = core.candidates(i)
+        if not cands:
+            return core.no_room(i)
         best: tuple[float, float, int] | None = None
         for d in cands:
-            s = 0.0 if problem.parallel[d] else ready[d]
-            for p in problem.pred[i]:
-                s = max(s, finish[p] + problem.transfer(p, int(dev[p]), d))
+            s = core.arrival(i, d)
+            if not problem.parallel[d]:
+                s = max(s, ready[d])
             f = s + problem.times[i, d]
             key = (max(span, f), f, d)
             if best is None or key < best:
                 best = key
         assert best is not None
         span, f, d = best
-        if udev[u] < 0:
-            udev[u] = d
-            mem.take(u, d)
-        dev[i], finish[i] = d, f
+        core.place(i, d, f)
         ready[d] = f
         order[d].append(i)
-    ev = Evaluator(problem)
-    own, rr = ev.makespan(dev, order), ev.makespan(dev)
-    if rr < own:
-        return finished(problem, dev, None, method=method, t0=t0,
-                        notes=(f"rank round-robin order ({rr:.6g}) beats the greedy's own ({own:.6g})",))
-    return finished(problem, dev, order, method=method, t0=t0)
+    own = core.evaluator().makespan(core.dev, order)
+    return core.result(order, own, "the greedy's own")
 
 
 def _mean_costs(problem: LatencyProblem, units: Units) -> tuple[np.ndarray, list[dict[int, float]]]:
@@ -470,8 +530,8 @@ def list_heft(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memor
     """:func:`heft` with the memory rule ``memory`` (a :class:`Memory` made from the units); the
     schedule keeps HEFT's order, or the rank round-robin order when that is shorter (a note
     says so)."""
-    t0 = time.perf_counter()
-    units = Units(_check_problem(problem))
+    core = ListCore(problem, memory, method)
+    problem, units = core.problem, core.units
     n, nd = len(problem), problem.num_devices
     w, c = _mean_costs(problem, units)
     rank = np.zeros(n)
@@ -482,36 +542,26 @@ def list_heft(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memor
     indeg = [len(p) for p in problem.pred]
     heap = [(-rank[i], int(topo[i]), i) for i in range(n) if indeg[i] == 0]
     heapq.heapify(heap)
-    mem = memory(units)
-    udev = np.full(len(units), -1, dtype=np.int64)
-    dev = np.full(n, -1, dtype=np.int64)
-    start, finish = np.zeros(n), np.zeros(n)
+    start = np.zeros(n)
     busy: list[list[tuple[float, float]]] = [[] for _ in range(nd)]
     seq = np.zeros(n, dtype=np.int64)
     k = 0
     while heap:
         _, _, i = heapq.heappop(heap)
-        u = int(units.unit_of[i])
-        if udev[u] >= 0:
-            cands = [int(udev[u])]
-        else:
-            cands = mem.candidates(u)
-            if not cands:
-                return no_answer(problem, units, method, f"node {shown(problem.ids[i])}: no device that can "
-                                 "run it has room left", t0)
+        cands = core.candidates(i)
+        if not cands:
+            return core.no_room(i)
         best: tuple[float, int, float] | None = None
         for d in cands:
-            r = max((finish[p] + problem.transfer(p, int(dev[p]), d) for p in problem.pred[i]), default=0.0)
+            r = core.arrival(i, d)
             length = float(problem.times[i, d])
             s = r if problem.parallel[d] else _earliest_gap(busy[d], r, length)
             if best is None or (s + length, d) < (best[0], best[1]):
                 best = (s + length, d, s)
         assert best is not None
         f, d, s = best
-        if udev[u] < 0:
-            udev[u] = d
-            mem.take(u, d)
-        dev[i], start[i], finish[i], seq[i] = d, s, f, k
+        core.place(i, d, f)
+        start[i], seq[i] = s, k
         k += 1
         if not problem.parallel[d]:
             bisect.insort(busy[d], (s, f))
@@ -519,14 +569,10 @@ def list_heft(problem: LatencyProblem, memory: Callable[[Units], Memory] = Memor
             indeg[j] -= 1
             if indeg[j] == 0:
                 heapq.heappush(heap, (-rank[j], int(topo[j]), j))
+    dev, finish = core.dev, core.finish
     order = [sorted(np.flatnonzero(dev == d).tolist(), key=lambda i: (start[i], finish[i], seq[i])) for d in range(nd)]
     own = float(finish.max()) if n else 0.0
-    if method != "heft":
-        rr = Evaluator(problem).makespan(dev)
-        if rr < own:
-            return finished(problem, dev, None, method=method, t0=t0, stats={"heft_makespan": own},
-                            notes=(f"rank round-robin order ({rr:.6g}) beats HEFT's own ({own:.6g})",))
-    return finished(problem, dev, order, method=method, t0=t0, stats={"heft_makespan": own})
+    return core.result(order, own, "HEFT's own", stats={"heft_makespan": own}, keep_own=method == "heft")
 
 
 def best_constructive(problem: LatencyProblem) -> Schedule:

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -143,6 +143,24 @@ def _best(found: list[Schedule], method: str, t0: float) -> Schedule:
 
     return dataclasses.replace(best, method=method, runtime_s=time.perf_counter() - t0,
                                notes=(*best.notes, f"of {len(found)} variants"))
+
+
+def _shortest(problem: LatencyProblem, placements: Iterable[np.ndarray | None], method: str, reason: str,
+              t0: float, stats: dict[str, float] | None = None) -> Schedule:
+    """The placement of ``placements`` (``None``: one that did not fit) with the least makespan
+    under ``asap`` (rank round-robin order; ties: the first), as a schedule of ``method``; no
+    schedule (``reason``) when none fits."""
+    ev = Evaluator(problem)
+    best: tuple[float, np.ndarray] | None = None
+    for dev in placements:
+        if dev is None:
+            continue
+        f = ev.makespan(dev)
+        if best is None or f < best[0]:
+            best = (f, dev)
+    if best is None:
+        return no_answer(problem, None, method, reason, t0)
+    return finished(problem, best[1], None, method=method, t0=t0, stats=stats)
 
 
 def m_heft(problem: LatencyProblem, fractions: tuple[float, ...] = FRACTIONS) -> Schedule:
@@ -281,21 +299,10 @@ def m_topo(problem: LatencyProblem, shares: tuple[float | None, ...] = (None, 0.
     """
     t0 = time.perf_counter()
     _check_problem(problem)
-    ev = Evaluator(problem)
-    best: tuple[float, np.ndarray] | None = None
-    tried = 0
-    for blk in _orders(problem):
-        for share in shares:
-            dev = topo_packing(problem, blk, share)
-            tried += 1
-            if dev is None:
-                continue
-            f = ev.makespan(dev)
-            if best is None or f < best[0]:
-                best = (f, dev)
-    if best is None:
-        return no_answer(problem, None, "m-topo", "no block packing fits", t0)
-    return finished(problem, best[1], None, method="m-topo", t0=t0, stats={"packings": tried})
+    orders = _orders(problem)
+    packings = (topo_packing(problem, blk, share) for blk in orders for share in shares)
+    return _shortest(problem, packings, "m-topo", "no block packing fits", t0,
+                     stats={"packings": len(orders) * len(shares)})
 
 
 def chain_packing(problem: LatencyProblem, blocks: list[list[int]]) -> np.ndarray | None:
@@ -429,18 +436,8 @@ def m_chain(problem: LatencyProblem) -> Schedule:
     """
     t0 = time.perf_counter()
     _check_problem(problem)
-    ev = Evaluator(problem)
-    best: tuple[float, np.ndarray] | None = None
-    for blk in _orders(problem):
-        dev = chain_packing(problem, blk)
-        if dev is None:
-            continue
-        f = ev.makespan(dev)
-        if best is None or f < best[0]:
-            best = (f, dev)
-    if best is None:
-        return no_answer(problem, None, "m-chain", "no cut of the order fits", t0)
-    return finished(problem, best[1], None, method="m-chain", t0=t0)
+    placements = (chain_packing(problem, blk) for blk in _orders(problem))
+    return _shortest(problem, placements, "m-chain", "no cut of the order fits", t0)
 
 
 def pcie_asap(problem: LatencyProblem) -> Schedule | None:
