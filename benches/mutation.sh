@@ -19,7 +19,7 @@
 # a mutant that loops is stopped after (its tests' time + 1 s) * F * 2 CPU seconds; 3 is enough
 # for tests that do not depend on timing and saves minutes per looping mutant).
 # Needs: cargo install cargo-mutants --locked; pip install mutmut (3.x); the extension built
-# (maturin develop): its .so is copied, not rebuilt.
+# (maturin develop): its .so is copied, not rebuilt. MUTATION_NICE: the niceness of the runs (default 15).
 #
 # Everything runs niced in a scratch copy (the tracked and untracked files of the working tree,
 # nothing ignored), so the working tree is never touched. Rust builds use opt-level 0 without
@@ -73,6 +73,7 @@ SEED=${MUTATION_SEED:-0}
 PY_TESTS=""
 RUST_TESTS=""
 PY_TIMEOUT_FACTOR=15
+NICE=${MUTATION_NICE:-15}
 FILES=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -168,7 +169,7 @@ if [ ${#RUST_FILES[@]} -gt 0 ]; then
         args+=(--re "$(python3 -c 'import re, sys; print("|".join("^" + re.escape(l.rstrip("\n")) + "$" for l in open(sys.argv[1]) if l.strip()))' "$OUT/rust/sample.txt")")
     fi
     (cd "$SCRATCH" && CARGO_PROFILE_DEV_OPT_LEVEL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_INCREMENTAL=1 \
-        nice -n 15 cargo mutants --no-shuffle --jobs "$JOBS" --timeout "$TIMEOUT" --output "$OUT/rust" \
+        nice -n "$NICE" cargo mutants --no-shuffle --jobs "$JOBS" --timeout "$TIMEOUT" --output "$OUT/rust" \
         "${args[@]}" -- $RUST_TESTS) || true  # exits non-zero when a mutant survives
     mo=$OUT/rust/mutants.out
     # grep -c prints 0 and exits 1 on an empty file: one number either way
@@ -237,7 +238,7 @@ with open(sys.argv[1], "w") as out:
         mapfile -t names < "$OUT/python/sample.txt"
         echo "mutation.sh: Python: ${#names[@]} of $(grep -c . "$OUT/python/all.txt") mutants"
     fi
-    (cd "$SCRATCH" && nice -n 15 mutmut run --max-children "$JOBS" "${names[@]}" > "$OUT/python/run.log" 2>&1) || true
+    (cd "$SCRATCH" && nice -n "$NICE" mutmut run --max-children "$JOBS" "${names[@]}" > "$OUT/python/run.log" 2>&1) || true
     (cd "$SCRATCH" && mutmut results > "$OUT/python/survivors.txt" 2>&1 || true
      mutmut export-cicd-stats > /dev/null 2>&1 && cp mutants/mutmut-cicd-stats.json "$OUT/python/" || true)
     python3 - "$OUT/python/mutmut-cicd-stats.json" "${PY_FILES[*]}" <<'EOF' | tee -a "$SUMMARY"
