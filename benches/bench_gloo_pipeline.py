@@ -24,6 +24,12 @@ seconds per step and the process CPU seconds per step. The machine is shared (2 
 jobs running): wall time includes waiting for a core, so the CPU seconds of the busier rank are
 the plan's measure (steps/s on 2 dedicated cores, leaving out the pipeline's bubble, which is
 the same ``(8 + 1) / 8`` for both plans).
+
+On a machine with 2 GPUs, ``--device cuda`` runs the same benchmark with the NCCL backend: the
+parent calibrates on ``cuda:0`` (CUDA events), rank ``r`` runs its stage on ``cuda:r``, and each
+step is timed in wall seconds between two ``torch.cuda.synchronize()`` (the CPU seconds are then
+the host's, not the stage's). That path is written, not run: this project's machines have no GPU,
+and where CUDA, 2 devices or NCCL are missing the option is refused in one line (exit 2).
 """
 
 from __future__ import annotations
@@ -77,8 +83,26 @@ def _trace(model: Any, x: Any) -> Any:
     return trace_torch(model, (x,), bandwidth="2GB/s", flops_per_s=1e10)
 
 
-def plans(name: str, repeat: int) -> dict[str, Any]:
-    """The stages (forward node ids) of ``ours`` and ``uniform``, and what planning cost."""
+def check_device(device: str) -> str | None:
+    """Why ``device`` cannot run here (``None``: it can): ``"cuda"`` needs CUDA, 2 devices and
+    NCCL."""
+    if device == "cpu":
+        return None
+    import torch
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        return f"--device {device}: CUDA is not available on this machine (torch {torch.__version__})"
+    if torch.cuda.device_count() < 2:
+        return f"--device {device}: 2 CUDA devices needed (one per rank), this machine has {torch.cuda.device_count()}"
+    if not dist.is_nccl_available():
+        return f"--device {device}: this torch build has no NCCL backend"
+    return None
+
+
+def plans(name: str, repeat: int, device: str = "cpu") -> dict[str, Any]:
+    """The stages (forward node ids) of ``ours`` and ``uniform``, and what planning cost
+    (calibrated on ``device``: ``"cuda"`` times on ``cuda:0``)."""
     import bench_reality as br
     import torch
 
@@ -90,7 +114,7 @@ def plans(name: str, repeat: int) -> dict[str, Any]:
     model, x = build(name)
     t = _trace(model, x)
     c0 = time.process_time()
-    tt = t.calibrated(training=True, repeat=repeat)
+    tt = t.calibrated(training=True, repeat=repeat, device="cuda:0" if device == "cuda" else "cpu")
     c1 = time.process_time()
     ours = partition_trace(tt, 2)
     stage = stage_of_nodes(ours, tt)
@@ -122,9 +146,11 @@ def _loss(out: Any, target: Any) -> Any:
     return ((out - target) ** 2).mean()
 
 
-def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, out_dir: str) -> None:
+def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, out_dir: str,
+            device: str = "cpu") -> None:
     """Every plan of one model built, then for each schedule the plans' steps taken in turn
-    (plan A, plan B, plan A, ...) so that the machine's load hits them alike."""
+    (plan A, plan B, plan A, ...) so that the machine's load hits them alike. ``device="cuda"``:
+    NCCL, rank ``r`` on ``cuda:r``, each step synchronised before and after."""
     import bench_reality as br
     import torch
     import torch.distributed as dist
@@ -133,7 +159,16 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
     from stagecut.frontends import runtime
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank)
+    dev = torch.device(f"cuda:{rank}" if cuda else "cpu")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
                             timeout=datetime.timedelta(seconds=900))
     results: list[dict[str, Any]] = []
     try:
@@ -141,18 +176,20 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
         model, x_mb = build(model_name)
         t = _trace(model, x_mb)
         x, target = batch(model, x_mb)
+        x, target = x.to(dev), target.to(dev)
         pipes = {}
         for job in jobs:
             plan = br.manual_plan(t, job["stages"], job["plan"])
             pipes[job["plan"]] = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
         for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
-            scheds = {k: cls(p.build_stage(rank, torch.device("cpu")), MICRO_BATCHES, loss_fn=_loss)
+            scheds = {k: cls(p.build_stage(rank, dev), MICRO_BATCHES, loss_fn=_loss)
                       for k, p in pipes.items()}
             walls: dict[str, list[float]] = {k: [] for k in pipes}
             cpus: dict[str, list[float]] = {k: [] for k in pipes}
             losses: dict[str, list[float]] = {k: [] for k in pipes}
             for i in range(steps + 1):
                 for k, sched in scheds.items():
+                    sync()
                     dist.barrier()
                     w0, c0 = time.perf_counter(), time.process_time()
                     if rank == 0:
@@ -161,6 +198,7 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
                         got: list[Any] = []
                         sched.step(target=target, losses=got)
                         losses[k].append(float(sum(float(v) for v in got)))
+                    sync()
                     if i > 0:  # the first step warms up
                         walls[k].append(time.perf_counter() - w0)
                         cpus[k].append(time.process_time() - c0)
@@ -183,12 +221,16 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
             pass
 
 
-def run_jobs(jobs: list[dict[str, Any]], steps: int) -> list[list[dict[str, Any]]]:
-    """The jobs (one model; plan name and stages each) on 2 gloo ranks; the per-rank result lists."""
+def run_jobs(jobs: list[dict[str, Any]], steps: int, device: str = "cpu") -> list[list[dict[str, Any]]]:
+    """The jobs (one model; plan name and stages each) on 2 ranks (gloo; ``device="cuda"``:
+    NCCL, one GPU each); the per-rank result lists."""
+    reason = check_device(device)
+    if reason is not None:
+        raise RuntimeError(reason)
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_worker, args=(os.path.join(tmp, "init"), jobs, steps, tmp), nprocs=2,
+        ctx = mp.start_processes(_worker, args=(os.path.join(tmp, "init"), jobs, steps, tmp, device), nprocs=2,
                                  join=False, start_method="spawn")
         try:
             while not ctx.join(timeout=3600):
@@ -208,24 +250,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="calibration passes (3 x this)")
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="cuda: NCCL, one GPU per rank, CUDA-event calibration (not run by this project: no GPU)")
     a = ap.parse_args(argv)
+    reason = check_device(a.device)
+    if reason is not None:
+        ap.error(reason)
     import torch
 
     rows = []
     for name in a.models:
         w0 = time.perf_counter()
-        info = plans(name, a.repeat)
+        info = plans(name, a.repeat, a.device)
         print(f"{name}: planned in {time.perf_counter() - w0:.0f} s: {json.dumps(info['predicted_ms'])}",
               file=sys.stderr, flush=True)
         jobs = [{"model": name, "plan": key, "stages": stages} for key, stages in info["stages"].items()]
         w0 = time.perf_counter()
-        ranks = run_jobs(jobs, a.steps)
+        ranks = run_jobs(jobs, a.steps, a.device)
         print(f"{name}: ran in {time.perf_counter() - w0:.0f} s", file=sys.stderr, flush=True)
         rows.append({"model": name, "size": SIZES[name], **{k: v for k, v in info.items() if k != "stages"},
                      "stage_nodes": {k: [len(s) for s in v] for k, v in info["stages"].items()},
                      "ranks": ranks})
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    doc = {"torch": torch.__version__, "micro_batches": MICRO_BATCHES, "steps": a.steps, "rows": rows}
+    doc = {"torch": torch.__version__, "micro_batches": MICRO_BATCHES, "steps": a.steps, "device": a.device,
+           "backend": "nccl" if a.device == "cuda" else "gloo", "rows": rows}
     if a.json:
         a.json.write_text(json.dumps(doc, indent=1))
     else:

@@ -144,9 +144,20 @@ def manual_plan(trace: Any, stages: list[list[str]], method: str) -> Plan:
                 memory=math.inf)
 
 
-def peer_plans(trace: Any, model: Any, k: int) -> dict[str, Plan]:
+def layer_times(trace: Any, model: Any, repeat: int, device: str = "cpu") -> list[float]:
+    """Each layer's seconds measured as torchgpipe's ``balance_by_time`` profiles them: every
+    layer built as a piece of the program and timed in situ (passes in program order, medians)."""
     layers = layers_of(trace, model)
-    times = [sum(trace.graph.node(v).compute["accelerator"] for v in layer) for layer in layers]
+    m = measure(trace, manual_plan(trace, layers, "layers"), repeat=repeat, reference=False, device=device)
+    return [s.measured for s in m.stages]
+
+
+def peer_plans(trace: Any, model: Any, k: int, times: list[float] | None = None) -> dict[str, Plan]:
+    """The peers' splits of the model's layers into ``k`` stages; ``times``: the layers' measured
+    seconds for ``partition_balanced`` and ``balance_by_time`` (default: the trace's node times)."""
+    layers = layers_of(trace, model)
+    if times is None:
+        times = [sum(trace.graph.node(v).compute["accelerator"] for v in layer) for layer in layers]
     params = [sum(trace.memory[v] for v in layer) for layer in layers]
     parts = {
         "uniform": bl.uniform_parts(len(layers), k),
@@ -160,6 +171,18 @@ def peer_plans(trace: Any, model: Any, k: int) -> dict[str, Plan]:
         stages = [[v for layer in layers[a:z] for v in layer] for a, z in zip(p, p[1:])]
         out[name] = manual_plan(trace, stages, name)
     return out
+
+
+def _stage_layers(trace: Any, model: Any, plan: Plan) -> list[float]:
+    """Where each stage of ``plan`` ends, in layers (``layers_of``): a whole number where it
+    cuts between two layers, a fraction where it cuts inside one (stagecut's operator-level
+    plans can; the peers split between layers only)."""
+    from stagecut.frontends.split import stage_of_nodes
+
+    stage = stage_of_nodes(plan, trace)
+    seq = [(i + j / len(layer), stage[v]) for i, layer in enumerate(layers_of(trace, model))
+           for j, v in enumerate(layer) if v in stage]
+    return [round(x, 2) for (x, a), (_, b) in zip(seq[1:], seq) if a != b]
 
 
 # ----------------------------------------------------------------------------- depth
@@ -200,6 +223,9 @@ def _row(m: Measurement) -> dict[str, Any]:
         "measured_ms": [round(1e3 * s.measured, 3) for s in m.stages],
         "backward_ms": [round(1e3 * s.backward, 3) for s in m.stages],
         "measured_max_ms": round(1e3 * m.measured_max, 3),
+        "spread_ms": [round(1e3 * s.spread, 3) for s in m.stages],
+        # each pass's slowest stage (plans timed in the same passes compare pass by pass)
+        "max_passes_ms": [round(1e3 * max(x), 3) for x in zip(*(s.passes for s in m.stages))],
         "same_bottleneck": m.predicted_bottleneck == m.measured_bottleneck,
         # the stage measured slowest was predicted within 5% of the slowest: a near-tie
         "bottleneck_within_5pct": m.stages[m.measured_bottleneck].predicted >= 0.95 * pmax,
@@ -217,10 +243,15 @@ def _row(m: Measurement) -> dict[str, Any]:
 
 
 def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, training: bool = True,
-        forward: bool = True, on_row: Any = None) -> list[dict[str, Any]]:
+        forward: bool = True, on_row: Any = None, device: str = "cpu") -> list[dict[str, Any]]:
     """The rows of each model and k: forward (``forward``) and forward+backward (``training``)
-    measurements; ``on_row(rows)`` after each row (to save partial results)."""
+    measurements; ``on_row(rows)`` after each row (to save partial results); ``device``: where
+    to calibrate and time (``"cuda"``: CUDA events)."""
     import torch
+
+    from stagecut.frontends.piece_timing import check_device
+
+    device = check_device(device)  # refused before any model is built
 
     from stagecut.frontends._common import trace_with_backward
     from stagecut.frontends.measure import calibrated_trace
@@ -233,18 +264,21 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
         c0 = time.process_time()
         t = trace_torch(model, args, bandwidth="10GB/s", flops_per_s=1e10)
         c1 = time.process_time()
-        tc = t.calibrated(warmup=2, repeat=repeat) if forward else None
+        tc = t.calibrated(warmup=2, repeat=repeat, device=device) if forward else None
         c2 = time.process_time()
-        tt = t.calibrated(warmup=2, repeat=repeat, training=True) if training else None
+        tt = t.calibrated(warmup=2, repeat=repeat, training=True, device=device) if training else None
         c3 = time.process_time()
+        # each layer timed in situ, as torchgpipe's balance_by_time profiles it, for the peers
+        ltimes = layer_times(tc, model, repeat, device) if tc is not None and peers else None
+        c4 = time.process_time()
         print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU "
-              f"(with the backward {c3 - c2:.1f} s)", file=sys.stderr, flush=True)
+              f"(with the backward {c3 - c2:.1f} s), layer times {c4 - c3:.1f} s", file=sys.stderr, flush=True)
         for k in ks:
             r0 = time.process_time()
             row: dict[str, Any] = {"model": name, "k": k, "nodes": len(t.order)}
             if tc is not None:
                 plans = {"flops": partition_trace(t, k), "calibrated": partition_trace(tc, k)}
-                row["flops"] = _row(measure(t, plans["flops"], repeat=repeat))
+                row["flops"] = _row(measure(t, plans["flops"], repeat=repeat, device=device))
                 row["calibrated"] = _row(measure(tc, plans["calibrated"], repeat=repeat))
                 for label, plan in plans.items():
                     row[label]["family"] = plan.stats.get("family")
@@ -253,10 +287,20 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
                     row["refined"] = _row(m)
                     row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
                     # ours, refined and every peer split timed in the same passes (load drifts over minutes)
-                    group = {"calibrated_again": plans["calibrated"], "refined_again": refined,
-                             **peer_plans(tc, model, k)}
-                    for key, m in measure_many(tc, group, repeat=repeat, reference=False).items():
-                        row[key] = _row(m)
+                    peer = peer_plans(tc, model, k, ltimes)
+                    group = {"calibrated_again": plans["calibrated"], "refined_again": refined, **peer}
+                    # a plan that several methods give is timed once (the same stages built twice would
+                    # differ by noise alone)
+                    first: dict[Any, str] = {}
+                    for key, pl in group.items():
+                        first.setdefault(tuple(sorted(pl.assignment().items())), key)
+                    same = {key: first[tuple(sorted(pl.assignment().items()))] for key, pl in group.items()}
+                    timed = measure_many(tc, {key: group[key] for key in first.values()}, repeat=repeat,
+                                         reference=False)
+                    for key in group:
+                        row[key] = {**_row(timed[same[key]]), "same_as": same[key] if same[key] != key else None}
+                    row["layer_ms"] = [round(1e3 * x, 3) for x in ltimes or []]
+                    row["peer_stage_layers"] = {key: _stage_layers(tc, model, pl) for key, pl in group.items()}
             if tt is not None:
                 cal = tt.calibration
                 row["backward_factors"] = {kk: round(v, 2) for kk, v in (cal.backward_factors or {}).items()}
@@ -591,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--depths", nargs="*", type=int, default=[12, 48, 96],
                     help="GPT depths for the exact-plan table (none: skip it)")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu (thread CPU time), or cuda / cuda:N: calibrate and time with CUDA events (not run "
+                         "by this project: no GPU where it runs; refused where CUDA is absent)")
     ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
     ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
     ap.add_argument("--twice", action="store_true", help="only: cost='measure' traced twice per model")
@@ -600,6 +647,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="run nothing: the --json files of earlier runs (the first run's rows are the main tables, "
                          "a second run's the run-to-run table; depth and --twice rows from whichever has them)")
     a = ap.parse_args(argv)
+    if not a.sources:
+        from stagecut.errors import StagecutError
+        from stagecut.frontends.piece_timing import check_device
+
+        try:
+            a.device = check_device(a.device)
+        except StagecutError as e:
+            ap.error(str(e))
     if a.sources:
         docs = [json.loads(p.read_text()) for p in a.sources]
         rows = docs[0].get("rows", [])
@@ -616,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
                 if a.json:
                     a.json.write_text(json.dumps({"rows": done + partial, "depth": depth, "partial": True}, indent=1))
 
-            rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save)
+            rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save, device=a.device)
             if not a.no_training:
                 by = {(r["model"], r["k"]): r for r in rows}
 
@@ -625,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
                     by[(r["model"], r["k"])].update({k: v for k, v in r.items() if k not in ("model", "k", "nodes")})
                     save([])
 
-                run(a.models, a.k, a.repeat, forward=False, on_row=merge)
+                run(a.models, a.k, a.repeat, forward=False, on_row=merge, device=a.device)
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None

@@ -24,7 +24,7 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import NotExpressibleError
-from stagecut.frontends.piece_timing import _pieces, _time_groups
+from stagecut.frontends.piece_timing import _pieces, _time_groups, check_device
 from stagecut.validate import check_int
 
 __all__ = ["Calibration", "calibrate", "calibrated_trace"]
@@ -71,6 +71,8 @@ class Calibration:
     backward_seconds : mapping of str to float
         The calibrated backward time of each node (its kind's factor times its forward time,
         scaled to its segment's measured backward).
+    device : str
+        Where the segments were timed (``"cpu"``, or ``"cuda:N"``: CUDA event time).
     """
 
     params: Mapping[str, tuple[float, float, float]]
@@ -82,6 +84,7 @@ class Calibration:
     backward_factors: Mapping[str, float] | None = None
     backward_measured: tuple[float, ...] = ()
     backward_seconds: Mapping[str, float] = field(default_factory=dict, repr=False)
+    device: str = "cpu"
 
     @property
     def fit_error(self) -> float:
@@ -147,7 +150,7 @@ def _nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
 
 
 def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 5,
-              backward: bool = False) -> Calibration:
+              backward: bool = False, device: str = "cpu") -> Calibration:
     """Fit the per-operator model on measured segments of the traced program (module docs).
 
     Parameters
@@ -163,6 +166,10 @@ def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 
         training) and fit a backward factor per operator kind: backward seconds = the kind's
         factor times the node's forward seconds, non-negative least squares over the segments,
         then scaled so that each segment's nodes sum to its measured backward time.
+    device : str
+        ``"cpu"`` (thread CPU time; set ``torch.set_num_threads(1)``), or ``"cuda"`` /
+        ``"cuda:N"``: the model and inputs copied there, each segment timed with CUDA events
+        (written for GPUs, not run by this project's tests: they have none).
 
     Returns
     -------
@@ -171,17 +178,20 @@ def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 
     Raises
     ------
     InvalidArgumentError
-        A trace without its model, bad counts.
+        A trace without its model, bad counts, a malformed ``device``.
+    BackendUnavailableError
+        ``device="cuda"`` on a machine without CUDA.
     NotExpressibleError
         A ``tracer="fx"`` trace.
     """
     segments = check_int(segments, "segments", minimum=2, error=InvalidArgumentError)
     warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
     repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    device = check_device(device)
     segs = [s for s in _segments(trace, min(segments, len(trace.order))) if s]
     piece_of = {v: i for i, s in enumerate(segs) for v in s}
-    subs, inputs, _ = _pieces(trace, piece_of)
-    timed = _time_groups([(subs, inputs)], warmup, repeat, backward=bool(backward))
+    subs, inputs, _ = _pieces(trace, piece_of, device)
+    timed = _time_groups([(subs, inputs)], warmup, repeat, backward=bool(backward), device=device)
     measured, overhead = timed.forward[0], timed.overhead
     if len(measured) != len(segs):  # a segment with no operator of its own (cannot happen with
         raise NotExpressibleError("the program did not split into the segments asked for")  # the trace's nodes)
@@ -193,7 +203,8 @@ def calibrate(trace: Any, *, segments: int = 32, warmup: int = 2, repeat: int = 
     params = {k: (float(x[3 * j]), float(x[3 * j + 1]) * 1e-9, float(x[3 * j + 2]) * 1e-6)
               for j, k in enumerate(_KINDS)}
     cal = Calibration(params=params, segments=tuple(tuple(s) for s in segs), measured=tuple(measured),
-                      modelled=tuple(float(v) for v in modelled), overhead=overhead, node_seconds=node)
+                      modelled=tuple(float(v) for v in modelled), overhead=overhead, node_seconds=node,
+                      device=device)
     if not backward:
         return cal
     kind = {v: _KINDS.index(_kind(str(trace.targets[v]), float(trace.flops[v]), 0.0)) for v in trace.order}

@@ -22,10 +22,13 @@ generated Python code, as a pipeline stage does, and each piece is timed on its 
   measured/predicted ratio, the graph re-planned, and the new plan measured, until the
   measured bottleneck stage stops moving (or ``rounds`` run out); the best measured plan wins.
 
-Runs are made under ``torch.no_grad()`` on the device the model is on (CUDA: ``torch.cuda``
-events would be needed; only the CPU is timed here, with ``time.thread_time``, which counts the
-calling thread's CPU time and so is robust to other processes: set ``torch.set_num_threads(1)``
-so that the operators run on that thread).
+Runs are made under ``torch.no_grad()``. On the CPU (``device="cpu"``, the default) each call is
+timed with ``time.thread_time``, which counts the calling thread's CPU time and so is robust to
+other processes: set ``torch.set_num_threads(1)`` so that the operators run on that thread. With
+``device="cuda"`` (or ``"cuda:N"``) the model and inputs are copied to the GPU and each call is
+timed with CUDA events; that path has not been run by this project's tests (no GPU where they
+run), and a machine without CUDA refuses it with
+:class:`~stagecut.errors.BackendUnavailableError`.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import numpy as np
 from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import NotExpressibleError
 from stagecut.frontends.calibrate import Calibration, calibrate, calibrated_trace
-from stagecut.frontends.piece_timing import _pieces, _time_groups
+from stagecut.frontends.piece_timing import _pieces, _time_groups, check_device
 from stagecut.graph import ACCELERATOR
 from stagecut.results import Plan
 from stagecut.validate import check_int
@@ -60,6 +63,10 @@ class StageTiming:
     of the moment. ``ratio_now``: the median over the passes of the stage's measured time over
     that pass's ``predicted_now`` (a burst of load that slows one pass cancels out).
     ``backward``: the measured seconds of the backward pass (included in ``measured``).
+    ``spread``: half the interquartile range of the stage's measured seconds over the passes,
+    the noise band of ``measured`` (``0.0`` with fewer than 2 passes). ``passes``: the stage's
+    measured seconds in each pass, in order (for paired comparisons between plans timed in the
+    same passes).
     """
 
     index: int
@@ -69,6 +76,8 @@ class StageTiming:
     predicted_now: float | None = None
     backward: float = 0.0
     ratio_now: float | None = None
+    spread: float = 0.0
+    passes: tuple[float, ...] = dataclasses.field(default=(), repr=False)
 
     @property
     def ratio(self) -> float:
@@ -140,19 +149,31 @@ def _stage_map(plan: Plan, trace: Any) -> dict[str, int]:
     return stage_of_nodes(plan, trace)
 
 
-def _groups(trace: Any, stage_maps: Sequence[Mapping[str, int]], reference: bool
+def _groups(trace: Any, stage_maps: Sequence[Mapping[str, int]], reference: bool, device: str
             ) -> tuple[list[tuple[list[Any], list[tuple[Any, ...]]]], Calibration | None]:
     """The built pieces of each stage map, and (``reference`` and a calibrated trace) the
     calibration's segments as a last group, to be timed in the same passes."""
-    built = [_pieces(trace, st)[:2] for st in stage_maps]
+    built = [_pieces(trace, st, device)[:2] for st in stage_maps]
     cal = getattr(trace, "calibration", None) if reference else None
     if cal is not None:
-        built.append(_pieces(trace, {v: i for i, s in enumerate(cal.segments) for v in s})[:2])
+        built.append(_pieces(trace, {v: i for i, s in enumerate(cal.segments) for v in s}, device)[:2])
     return built, cal
 
 
+def _device(trace: Any, device: str | None) -> str:
+    """The device to time on: ``device``, else the calibration's, else the CPU; a calibrated
+    trace is measured where it was calibrated (times on two devices do not compare)."""
+    cal = getattr(trace, "calibration", None)
+    at = cal.device if cal is not None else "cpu"
+    d = check_device(at if device is None else device)
+    if cal is not None and d != at:
+        raise InvalidArgumentError(f"device={device!r}: this trace was calibrated on {at!r}; measure it there, or "
+                                   f"calibrate it on {d!r}")
+    return d
+
+
 def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5, backward: bool | None = None,
-            reference: bool = True) -> Measurement:
+            reference: bool = True, device: str | None = None) -> Measurement:
     """Build each stage of ``plan`` (``split_module`` of the exported program) and time it on
     its real inputs: predicted (the trace's compute) against measured, per stage.
 
@@ -169,6 +190,9 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5, backwar
         With a calibrated trace, also time the calibration's segments in the same passes, and
         report the prediction at the speed of the moment (``StageTiming.predicted_now``) and
         the machine's drift since the calibration (``Measurement.drift``).
+    device : str, optional
+        ``"cpu"`` (thread CPU time) or ``"cuda"`` / ``"cuda:N"`` (CUDA events; untested here,
+        see the module docs). Default: where the trace was calibrated, else the CPU.
 
     Returns
     -------
@@ -177,12 +201,14 @@ def measure(trace: Any, plan: Plan, *, warmup: int = 2, repeat: int = 5, backwar
     Raises
     ------
     InvalidArgumentError
-        A trace without its model.
+        A trace without its model; a malformed ``device``, or not the calibration's.
+    BackendUnavailableError
+        ``device="cuda"`` on a machine without CUDA.
     NotExpressibleError
         A plan not over this trace, or stages out of pipeline order; a ``tracer="fx"`` trace.
     """
     return measure_many(trace, {"plan": plan}, warmup=warmup, repeat=repeat, backward=backward,
-                        reference=reference)["plan"]
+                        reference=reference, device=device)["plan"]
 
 
 def _report(trace: Any, stage: Mapping[str, int], passes: Sequence[Sequence[tuple[float, float]]], backward: bool,
@@ -221,6 +247,7 @@ def _report(trace: Any, stage: Mapping[str, int], passes: Sequence[Sequence[tupl
     total = f + b
     measured = [float(np.median(x)) for x in total]
     bwd = [float(np.median(x)) for x in b]
+    spread = [float(np.subtract(*np.percentile(x, [75, 25]))) / 2 if len(x) > 1 else 0.0 for x in total]
     drift = None
     pred_now: list[float | None] = [None] * k
     ratio_now: list[float | None] = [None] * k
@@ -236,7 +263,8 @@ def _report(trace: Any, stage: Mapping[str, int], passes: Sequence[Sequence[tupl
             ok = per_pass[i] > 0
             ratio_now[i] = float(np.median(total[i][ok] / per_pass[i][ok])) if ok.any() else math.inf
     stages = tuple(StageTiming(index=i, nodes=count[i], predicted=predicted[i], measured=measured[i],
-                               predicted_now=pred_now[i], backward=bwd[i], ratio_now=ratio_now[i])
+                               predicted_now=pred_now[i], backward=bwd[i], ratio_now=ratio_now[i],
+                               spread=spread[i], passes=tuple(float(x) for x in total[i]))
                    for i in range(k))
     return Measurement(stages=stages, predicted_bottleneck=int(np.argmax(predicted)),
                        measured_bottleneck=int(np.argmax(measured)), overhead=overhead, drift=drift,
@@ -244,7 +272,8 @@ def _report(trace: Any, stage: Mapping[str, int], passes: Sequence[Sequence[tupl
 
 
 def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repeat: int = 5,
-                 backward: bool | None = None, reference: bool = True) -> dict[str, Measurement]:
+                 backward: bool | None = None, reference: bool = True, device: str | None = None
+                 ) -> dict[str, Measurement]:
     """:func:`measure` for several plans of one trace, timed in the same passes (each pass runs
     every plan's stages, the plans taken in turn), so that a change in the machine's load
     between plans does not decide which one measures faster.
@@ -256,6 +285,8 @@ def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repe
     warmup, repeat : int
     backward, reference : bool
         As for :func:`measure`.
+    device : str, optional
+        As for :func:`measure`.
 
     Returns
     -------
@@ -263,22 +294,24 @@ def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repe
 
     Raises
     ------
-    InvalidArgumentError, NotExpressibleError
+    InvalidArgumentError, BackendUnavailableError, NotExpressibleError
         As :func:`measure`.
     """
     warmup = check_int(warmup, "warmup", error=InvalidArgumentError)
     repeat = check_int(repeat, "repeat", minimum=1, error=InvalidArgumentError)
+    dev = _device(trace, device)
     back = bool(trace.graph.is_training) if backward is None else bool(backward)
     names = list(plans)
     stages = [_stage_map(plans[n], trace) for n in names]
-    built, cal = _groups(trace, stages, reference)
-    timed = _time_groups(built, warmup, repeat, backward=back)
+    built, cal = _groups(trace, stages, reference, dev)
+    timed = _time_groups(built, warmup, repeat, backward=back, device=dev)
     now = (cal, timed.passes[-1]) if cal is not None else None
     return {n: _report(trace, st, ps, back, timed.overhead, now) for n, st, ps in zip(names, stages, timed.passes)}
 
 
 def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int = 2, repeat: int = 5,
-           partition: Callable[[Any, int], Plan] | None = None) -> tuple[Plan, Measurement, Any]:
+           partition: Callable[[Any, int], Plan] | None = None, device: str | None = None
+           ) -> tuple[Plan, Measurement, Any]:
     """Re-plan on measured stage times until the measured bottleneck stage stops moving.
 
     Each round measures the current plan, scales the compute of each stage's nodes by its
@@ -301,6 +334,8 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
     partition : callable, optional
         ``partition(trace, devices) -> Plan`` (default
         :func:`stagecut.frontends.program_order.partition_trace`).
+    device : str, optional
+        As for :func:`measure`.
 
     Returns
     -------
@@ -315,9 +350,10 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
     from stagecut.frontends.program_order import partition_trace
 
     rounds = check_int(rounds, "rounds", minimum=0, error=InvalidArgumentError)
+    _device(trace, device)  # refused before any timing
     plan_fn = partition if partition is not None else partition_trace
     current, cur_trace = plan, trace
-    m = measure(cur_trace, current, warmup=warmup, repeat=repeat, reference=False)
+    m = measure(cur_trace, current, warmup=warmup, repeat=repeat, reference=False, device=device)
     best = (m.measured_max, current, m, cur_trace)
     for _ in range(rounds):
         stage = _stage_map(current, cur_trace)
@@ -334,7 +370,7 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
         nxt = plan_fn(cur_trace, devices)
         if nxt.assignment() == current.assignment():
             break
-        m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat, reference=False)
+        m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat, reference=False, device=device)
         moved = m2.measured_bottleneck != m.measured_bottleneck
         current, m = nxt, m2
         if m.measured_max < best[0]:

@@ -7,10 +7,19 @@ inputs are recorded from one run of the whole, and the pieces are timed on them 
 program order: the thread CPU time of each call (``time.thread_time``), the median over the passes
 after ``warmup``, less the time of calling an empty piece; with ``backward``, the backward pass of
 each piece from its outputs is timed apart.
+
+On a GPU (``device="cuda"`` or ``"cuda:N"``, checked by :func:`check_device`) the model and its
+example inputs are copied to the device and each call is timed with CUDA events recorded on the
+current stream around it (the device's time from the start of the call to its end, synchronised
+after each call), in place of the thread CPU time. That path is written for GPUs but has not
+been run on one by this project's tests (no GPU on the machines they run on): a machine without
+CUDA gets :class:`~stagecut.errors.BackendUnavailableError`.
 """
 
 from __future__ import annotations
 
+import copy
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,25 +27,69 @@ from typing import Any
 
 import numpy as np
 
-from stagecut.errors import InvalidArgumentError
+from stagecut.errors import BackendUnavailableError, InvalidArgumentError
 from stagecut.frontends._common import NotExpressibleError, require
 
 
-def _source(trace: Any) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+def check_device(device: Any) -> str:
+    """The device to time on, as ``"cpu"`` or ``"cuda:N"``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    BackendUnavailableError
+        A CUDA device on a machine without CUDA (or without that device).
+    """
+    d = device.strip().lower() if isinstance(device, str) else None
+    if d == "cpu":
+        return "cpu"
+    m = re.fullmatch(r"cuda(?::(\d+))?", d or "")
+    if m is None:
+        raise InvalidArgumentError(f"device must be 'cpu', 'cuda' or 'cuda:N', not {device!r}")
+    torch = require("torch", "torch")
+    index = int(m.group(1) or 0)
+    if not torch.cuda.is_available():
+        raise BackendUnavailableError(f"device={device!r}: CUDA is not available on this machine "
+                                      f"(torch {torch.__version__}, torch.cuda.is_available() is False); "
+                                      "time on device='cpu'")
+    if index >= torch.cuda.device_count():
+        raise BackendUnavailableError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA "
+                                      "device(s)")
+    return f"cuda:{index}"
+
+
+def _source(trace: Any, device: str = "cpu") -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """The trace's model and example inputs (on a GPU: copies on ``device``, the user's model
+    left where it is)."""
     model = getattr(trace, "model", None)
     if model is None:
         raise InvalidArgumentError("the trace does not hold its model: trace it with stagecut.torch.trace (or "
                                    "trace_torch) to measure or calibrate")
     args, kwargs = trace.example
-    return model, tuple(args), dict(kwargs)
+    if device == "cpu":
+        return model, tuple(args), dict(kwargs)
+    torch = require("torch", "torch")
+    target = torch.device(device)
+    on = {p.device for p in (*model.parameters(), *model.buffers())}
+    if on != {target}:
+        model = copy.deepcopy(model).to(target)
+
+    def to(x: Any) -> Any:
+        return x.to(target) if isinstance(x, torch.Tensor) else x
+
+    tree_map = torch.utils._pytree.tree_map
+    return model, tuple(tree_map(to, tuple(args))), dict(tree_map(to, dict(kwargs)))
 
 
-def _pieces(trace: Any, piece_of: Mapping[str, int]) -> tuple[list[Any], list[tuple[Any, ...]], Any]:
+def _pieces(trace: Any, piece_of: Mapping[str, int], device: str = "cpu"
+            ) -> tuple[list[Any], list[tuple[Any, ...]], Any]:
     """The traced program cut into pieces (``piece_of``: node id -> piece, non-decreasing along
-    every edge), each piece's inputs from one run of the whole, and the split module."""
+    every edge), each piece's inputs from one run of the whole (on ``device``), and the split
+    module."""
     torch = require("torch", "torch")
     split_module = require("torch.fx.passes.split_module", "torch").split_module
-    model, args, kwargs = _source(trace)
+    model, args, kwargs = _source(trace, device)
     if trace.method != "export":
         raise NotExpressibleError("measuring needs a torch.export trace (tracer='export')")
     gm = torch.export.export(model, args, kwargs).module()
@@ -81,8 +134,35 @@ class _State:
     tensor: Any
 
 
-def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tuple[float, float]]:
-    """A call of ``sub`` on ``args`` that returns its (forward, backward) thread CPU seconds.
+class _Clock:
+    """Marks in one call: thread CPU seconds on the CPU; on a GPU, CUDA events recorded on the
+    current stream, read after synchronising on the last one."""
+
+    def __init__(self, device: str, marks: int) -> None:
+        self.cuda = device != "cpu"
+        self.t = [0.0] * marks
+        if self.cuda:
+            torch = require("torch", "torch")
+            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(marks)]
+
+    def mark(self, i: int) -> None:
+        if self.cuda:
+            self.events[i].record()
+        else:
+            self.t[i] = time.thread_time()
+
+    def seconds(self, a: int, b: int) -> float:
+        """Seconds from mark ``a`` to mark ``b`` (on a GPU: after mark ``b`` completes)."""
+        if self.cuda:
+            self.events[b].synchronize()
+            return float(self.events[a].elapsed_time(self.events[b])) / 1e3
+        return self.t[b] - self.t[a]
+
+
+def _caller(sub: Any, args: tuple[Any, ...], backward: bool, device: str = "cpu"
+            ) -> Callable[[], tuple[float, float]]:
+    """A call of ``sub`` on ``args`` that returns its (forward, backward) seconds (thread CPU
+    time; on a GPU, CUDA event time).
     With ``backward``, the floating-point tensor inputs are fresh leaves that require grad (as a
     pipeline stage receives them), the forward runs with autograd on, and the backward pass
     from every output that requires grad (gradient of ones) is timed apart; parameter gradients
@@ -90,11 +170,13 @@ def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tup
     to an input gets a copy of it (timed), as the pipeline runtime makes one."""
     if not backward:
         args = tuple(x.tensor if isinstance(x, _State) else x for x in args)
+        clock = _Clock(device, 2)
 
         def fwd() -> tuple[float, float]:
-            t0 = time.thread_time()
+            clock.mark(0)
             sub(*args)
-            return time.thread_time() - t0, 0.0
+            clock.mark(1)
+            return clock.seconds(0, 1), 0.0
         return fwd
     torch = require("torch", "torch")
     leaves = tuple(x.tensor if isinstance(x, _State) else
@@ -111,10 +193,11 @@ def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tup
         copy = True
     grad_leaves = [j for j, x in enumerate(leaves) if isinstance(x, torch.Tensor) and x.requires_grad
                    and not isinstance(x, torch.nn.Parameter)]
+    clock = _Clock(device, 4)
 
     def fwd_bwd() -> tuple[float, float]:
         with torch.enable_grad():
-            t0 = time.thread_time()
+            clock.mark(0)
             if copy:
                 ins = list(leaves)
                 for j in grad_leaves:
@@ -122,19 +205,19 @@ def _caller(sub: Any, args: tuple[Any, ...], backward: bool) -> Callable[[], tup
                 out = sub(*ins)
             else:
                 out = sub(*leaves)
-            t1 = time.thread_time()
+            clock.mark(1)
             outs = [o for o in torch.utils._pytree.tree_leaves(out)
                     if isinstance(o, torch.Tensor) and o.requires_grad]
             if len(grads) != len(outs):
                 grads[:] = [torch.ones_like(o) for o in outs]
-            t2 = time.thread_time()
+            clock.mark(2)
             if outs:
                 torch.autograd.backward(outs, grads)
-            t3 = time.thread_time()
+            clock.mark(3)
         for x in leaves:
             if isinstance(x, torch.Tensor) and not isinstance(x, torch.nn.Parameter):
                 x.grad = None
-        return t1 - t0, t3 - t2
+        return clock.seconds(0, 1), clock.seconds(2, 3)
     return fwd_bwd
 
 
@@ -152,30 +235,35 @@ class _Timed:
 
 
 def _time_pieces(subs: Sequence[Any], inputs: Sequence[tuple[Any, ...]], warmup: int, repeat: int,
-                 rounds: int = 3) -> tuple[list[float], float]:
+                 rounds: int = 3, device: str = "cpu") -> tuple[list[float], float]:
     """Each piece's seconds (call overhead subtracted) and the overhead: after ``warmup`` calls
     of each, ``rounds * repeat`` passes over the pieces in program order (each pass a forward
     pass of the whole program, so every piece runs with the caches a real pass leaves it, and
     a burst of load on the machine hits every piece alike); each piece's median thread CPU
     time (medians add up: the segments of a pass sum to the whole; least times would not)."""
-    timed = _time_groups([(subs, inputs)], warmup, repeat, rounds)
+    timed = _time_groups([(subs, inputs)], warmup, repeat, rounds, device=device)
     return timed.forward[0], timed.overhead
 
 
 def _time_groups(groups: Sequence[tuple[Sequence[Any], Sequence[tuple[Any, ...]]]], warmup: int, repeat: int,
-                 rounds: int = 3, backward: bool = False) -> _Timed:
+                 rounds: int = 3, backward: bool = False, device: str = "cpu") -> _Timed:
     """:func:`_time_pieces` for several programs at once: each pass runs every group's pieces in
     order, the groups taken in turn, so that all are timed under the same load. With
-    ``backward``, each piece's forward (autograd on) and backward are timed (:func:`_caller`)."""
+    ``backward``, each piece's forward (autograd on) and backward are timed (:func:`_caller`);
+    ``device``: where the pieces' inputs are (``"cpu"`` or ``"cuda:N"``)."""
+    import contextlib
+
     torch = require("torch", "torch")
     empty = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     x = empty.graph.placeholder("x")
     empty.graph.output(x)  # backward: the gradient accumulated into the leaf, the overhead of a call
     empty.recompile()
-    calls: list[list[Callable[[], tuple[float, float]]]] = [[_caller(empty, (torch.zeros(1),), backward)]]
-    calls += [[_caller(sub, a, backward) for sub, a in zip(subs, inputs)] for subs, inputs in groups]
+    zero = torch.zeros(1, device=device)
+    calls: list[list[Callable[[], tuple[float, float]]]] = [[_caller(empty, (zero,), backward, device)]]
+    calls += [[_caller(sub, a, backward, device) for sub, a in zip(subs, inputs)] for subs, inputs in groups]
     runs: list[list[list[tuple[float, float]]]] = [[[] for _ in g] for g in calls]
-    with torch.no_grad():
+    on_device = torch.cuda.device(device) if device != "cpu" else contextlib.nullcontext()
+    with torch.no_grad(), on_device:
         for g in calls:
             for fn in g:
                 for _ in range(warmup):
