@@ -306,12 +306,12 @@ def test_a_rewritten_file_keeps_its_permissions(tmp_path):
 
 @pytest.mark.parametrize("flag", ["-o", "--split-out"])
 def test_an_unwritable_output_is_refused_before_any_solving(flag, capsys, good_path, tmp_path, monkeypatch):
-    import stagecut.cli.partition as partition_cmd
+    import stagecut.throughput as throughput
 
     def must_not_run(*args, **kwargs):
         raise AssertionError("solved before checking the output path")
 
-    monkeypatch.setattr(partition_cmd, "partition", must_not_run)
+    monkeypatch.setattr(throughput, "partition", must_not_run)  # the subcommand imports it when it runs
     for target, expected in ((tmp_path / "missing" / "r.json", "does not exist"), (tmp_path, "is a directory"),
                              (good_path, "is the input GRAPH")):
         code, _, err = run_cli(capsys, "partition", good_path, flag, target)

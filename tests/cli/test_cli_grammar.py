@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import stagecut as sc
+from stagecut import throughput
 from stagecut.cli import _common
-from stagecut.cli import partition as partition_cmd
 from stagecut.cli.main import build_parser
 
 from .cli_support import SUMMARY_LABELS, labels
@@ -116,7 +116,7 @@ def test_a_bug_is_exit_1_with_please_report(run, chain, monkeypatch):
     def broken(*a, **kw):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(partition_cmd, "partition", broken)
+    monkeypatch.setattr(throughput, "partition", broken)
     code, out, err = run("partition", chain)
     assert code == 1 and err.count("\n") == 1 and "internal error: RuntimeError: boom" in err
     assert "please report" in err and "Traceback" not in err
@@ -128,7 +128,7 @@ def test_an_internal_solver_error_is_a_bug(run, chain, monkeypatch):
     def broken(*a, **kw):
         raise sc.SolverError("internal error: the DP disagrees with the evaluator; please report this")
 
-    monkeypatch.setattr(partition_cmd, "partition", broken)
+    monkeypatch.setattr(throughput, "partition", broken)
     code, _, err = run("partition", chain)
     assert code == 1 and err.count("\n") == 1 and "please report" in err
 
@@ -137,7 +137,7 @@ def test_ctrl_c_is_exit_130(run, chain, monkeypatch):
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(partition_cmd, "partition", interrupted)
+    monkeypatch.setattr(throughput, "partition", interrupted)
     code, out, err = run("partition", chain)
     assert code == 130 and err == "stagecut: interrupted\n"
 

@@ -29,18 +29,18 @@ import json
 import os
 import re
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stagecut import formats
 from stagecut.cli._inputs import EXAMPLES, GRAPH_HELP, RWNN_SPEC, load_graph, read_json, read_placement
 from stagecut.cli._parser import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGPIPE, EXIT_USAGE, Parser
 from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
 from stagecut.errors import InvalidArgumentError, StagecutError
-from stagecut.graph import Graph
-from stagecut.units import Display, parse_bandwidth, parse_bytes, rate_unit, size_unit
 from stagecut.validate import MAX_INT
+
+if TYPE_CHECKING:  # the graph model, the readers (numpy, the core) and the units are imported on first use
+    from stagecut.graph import Graph
+    from stagecut.units import Display
 
 __all__ = [
     "EXIT_OK", "EXIT_BUG", "EXIT_USAGE", "EXIT_INTERRUPTED", "GRAPH_HELP", "EXAMPLES",
@@ -205,6 +205,8 @@ def memory_of(args: argparse.Namespace, graph: Graph | None = None, *, dest: str
     if text is not None and getattr(args, "memory_from_file", False):
         raise bad_argument("--memory-from-file", f"(the file's memory) conflicts with {flag} {text}: give one")
     if text is not None:
+        from stagecut.units import parse_bytes
+
         return parse_bytes(text, flag=flag)
     if graph is not None:
         value = graph.defaults.get("memory")
@@ -215,6 +217,8 @@ def memory_of(args: argparse.Namespace, graph: Graph | None = None, *, dest: str
 def bandwidth_of(args: argparse.Namespace, *, time_unit_s: float = 1.0, dest: str = "bandwidth",
                  flag: str = "--bandwidth") -> float | None:
     """The ``--bandwidth`` value in bytes per time unit of the input (``None`` when not given)."""
+    from stagecut.units import parse_bandwidth
+
     text = getattr(args, dest, None)
     return None if text is None else parse_bandwidth(text, flag=flag, time_unit_s=time_unit_s)
 
@@ -247,6 +251,8 @@ def display_of(args: argparse.Namespace, graph: Graph | None = None, *, time: st
     subcommand's ``--time-unit``), sizes in the unit given to ``--memory`` (else a binary unit
     that fits), and the graph's node names when they say more than the ids. A ``regal:`` graph
     is in abstract units (time = size at bandwidth 1)."""
+    from stagecut.units import Display, rate_unit, size_unit
+
     spec = getattr(args, "graph", None) or ""
     if isinstance(spec, str) and spec.startswith("regal:"):
         return Display(time="units", bytes=False)
@@ -285,6 +291,8 @@ def saved_display(data: Any) -> Display:
     :func:`report` writes: ``{"time": "ms", "memory": "bytes", "shown": {"memory": "GiB",
     "bandwidth": null}}``: the units of the JSON's numbers, and the units the user gave, in
     which they were shown); no units when it has none."""
+    from stagecut.units import Display, rate_unit, size_unit
+
     units = data.get("units") if isinstance(data, Mapping) else None
     if not isinstance(units, Mapping):
         return Display()
@@ -328,7 +336,9 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     units of its numbers under ``units`` (``{"time": "ms", "memory": "bytes", "shown": {...}}``,
     see :func:`saved_display`).
     """
+    from stagecut import formats
     from stagecut.results import node_list_notes
+    from stagecut.units import Display
 
     display = display or Display()
     if data is None:
@@ -376,6 +386,8 @@ def stage_table(result: Any, display: Display | None = None) -> str:
 def write_json(path: str, data: Any) -> None:
     """Write ``data`` as JSON, atomically (:func:`stagecut.formats.write_json`: a temporary file
     renamed over ``path``), non-finite floats as ``null``; an ``OSError`` names the path."""
+    from stagecut import formats
+
     formats.write_json(formats.json_safe(data), path)
 
 
@@ -394,6 +406,8 @@ def check_outputs(args: argparse.Namespace) -> None:
     InvalidArgumentError
         Names the flag and the path.
     """
+    from stagecut import formats
+
     seen: dict[str, str] = {}
     inputs = {os.path.realpath(v): name for name in INPUT_ARGS
               if isinstance(v := getattr(args, name, None), str) and os.path.exists(v)}
@@ -460,6 +474,8 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 
     @functools.wraps(run)
     def wrapper(args: argparse.Namespace) -> int:
+        import traceback
+
         debug = bool(getattr(args, "debug", False) or os.environ.get("STAGECUT_DEBUG"))
         try:
             check_outputs(args)

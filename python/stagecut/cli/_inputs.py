@@ -9,12 +9,13 @@ Everything here is importable from :mod:`stagecut.cli._common` too.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stagecut import formats
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
-from stagecut.graph import Graph
 from stagecut.validate import MAX_INT, check_id, check_int
+
+if TYPE_CHECKING:  # the graph model (numpy, the core) is imported on first use: a --help needs none of it
+    from stagecut.graph import Graph
 
 __all__ = ["RWNN_SPEC", "GRAPH_HELP", "EXAMPLES", "load_graph", "read_json", "read_placement"]
 
@@ -39,6 +40,12 @@ def _example(name: str) -> Graph:
     return EXAMPLES[name][1](examples)
 
 
+def _chain(ex: Any) -> Graph:
+    from stagecut.graph import Graph
+
+    return Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0, 3.0, 2.0, 1.0], comm=0.5)
+
+
 #: example name -> (description, maker)
 EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
     "transformer": ("12-layer transformer-like inference chain, 110 nodes",
@@ -46,7 +53,7 @@ EXAMPLES: dict[str, tuple[str, Callable[[Any], Graph]]] = {
     "transformer-training": ("the same with backward nodes, 220 nodes",
                              lambda ex: ex.transformer_like(layers=12, training=True)),
     "chain": ("an 8-layer chain, accelerator times 4 1 1 2 4 3 2 1 ms, outputs 0.5 ms to move",
-              lambda ex: Graph.chain([4.0, 1.0, 1.0, 2.0, 4.0, 3.0, 2.0, 1.0], comm=0.5)),
+              _chain),
 }
 
 
@@ -135,6 +142,8 @@ def _rwnn(spec: str) -> Graph:
 def read_json(path: str, what: str) -> Any:
     """A JSON file's content; a missing file, a directory or bad JSON is an ``InvalidGraphError``
     naming ``path`` (see :func:`stagecut.formats.read_json`)."""
+    from stagecut import formats
+
     return formats.read_json(path, what)
 
 
@@ -199,6 +208,8 @@ def read_placement(path: str, graph: Graph) -> dict[Any, tuple[str, int]]:
         return {ids(v, f"{path}: stages[{i}].nodes[{j}]"): _device(st, i, f"{path}: stages[{i}]")
                 for i, st in enumerate(data["stages"]) for j, v in enumerate(_stage_nodes(st, f"{path}: stages[{i}]"))}
     if isinstance(data, Mapping) and ("fpgas" in data or "cpus" in data):
+        from stagecut import formats
+
         return dict(formats.split_from_dict(data, graph))
     if isinstance(data, Mapping) and "blocks" in data:
         data = data["blocks"]

@@ -7,7 +7,10 @@ imports the other.
 
 from __future__ import annotations
 
-from stagecut.graph import Graph, Node
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported on first use: 'stagecut trace --help' needs no graph model
+    from stagecut.graph import Graph
 
 __all__ = ["onnx_graph", "in_milliseconds", "ONNX_BANDWIDTH", "ONNX_FLOPS_PER_S"]
 
@@ -27,6 +30,8 @@ def in_milliseconds(graph: Graph) -> Graph:
     InvalidGraphError
         A scaled time overflows (not for a front end's graph).
     """
+    from stagecut.graph import Graph, Node
+
     nodes = [Node(id=n.id, compute={k: t * _MS_PER_S for k, t in n.compute.items()}, memory=n.memory,
                   comm=n.comm * _MS_PER_S, kinds=n.kinds, colocation=n.colocation, backward=n.backward, name=n.name)
              for n in graph.nodes]

@@ -19,8 +19,8 @@ import sys
 from typing import Any
 
 from stagecut.cli import _common
+from stagecut.cli._choices import CERTIFY_LEVELS as LEVELS
 from stagecut.cli.slice import add_mtpp_memory, mtpp_memory
-from stagecut.mtpp import LEVELS, certify
 
 __all__ = ["add_parser", "run"]
 
@@ -48,6 +48,8 @@ def _progress(unit: str | None) -> Any:
 
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
+    from stagecut.mtpp import certify
+
     levels = _levels(args.levels)
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)

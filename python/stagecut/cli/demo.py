@@ -16,7 +16,7 @@ import pathlib
 
 from stagecut.cli import _common
 from stagecut.cli import partition as partition_cmd
-from stagecut.throughput import DEFAULT_MAX_IDEALS
+from stagecut.cli._choices import PARTITION_MAX_IDEALS as DEFAULT_MAX_IDEALS
 
 __all__ = ["add_parser", "run", "demo_input", "DEMO_FILE", "FALLBACK"]
 

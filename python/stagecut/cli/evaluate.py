@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stagecut.cli import _common
-from stagecut.results import Plan, Result
-from stagecut.throughput import evaluate
+
+if TYPE_CHECKING:
+    from stagecut.results import Result
 
 __all__ = ["add_parser", "run", "as_result"]
 
@@ -24,6 +25,8 @@ __all__ = ["add_parser", "run", "as_result"]
 def as_result(ev: Any, *, devices: int | None, cpus: int | None, memory: float | None,
               runtime_s: float = 0.0) -> Result:
     """The evaluator's verdict as a result (the summary block, the stage table, the shared JSON keys)."""
+    from stagecut.results import Plan, Result
+
     if isinstance(ev, Result):
         return ev
     stages = tuple(ev.stages)
@@ -41,6 +44,8 @@ def as_result(ev: Any, *, devices: int | None, cpus: int | None, memory: float |
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
     import time
+
+    from stagecut.throughput import evaluate
 
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)

@@ -231,7 +231,7 @@ def _evaluate(args: argparse.Namespace, graph: Any, problem: Any) -> Any:
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    from stagecut.latency.solve import METHODS
+    from stagecut.cli._choices import LATENCY_METHODS as METHODS
 
     p = subparsers.add_parser("latency", help="place one request on heterogeneous devices to minimise its "
                                               "makespan (list scheduling, MILP, IP)",

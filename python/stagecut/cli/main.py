@@ -74,6 +74,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version (read from the package metadata only when asked:
+    ``importlib.metadata`` is a noticeable part of a ``--help``'s start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show stagecut's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from stagecut import __version__
+
+        print(f"stagecut {__version__}")
+        parser.exit()
+
+
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The ``stagecut`` parser.
 
@@ -81,11 +97,9 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     the others are listed by name and summary only (enough for ``stagecut --help`` and for a
     usage error). Default: all of them.
     """
-    from stagecut import __version__
-
     parser = Parser(prog="stagecut", description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"stagecut {__version__}")
+    parser.add_argument("--version", action=_Version)
     parser.add_argument("--debug", action="store_true",
                         help="on an internal error, print the traceback (also STAGECUT_DEBUG=1)")
     add_quiet(parser)

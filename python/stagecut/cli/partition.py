@@ -14,7 +14,8 @@ import argparse
 from typing import Any
 
 from stagecut.cli import _common, _plot
-from stagecut.throughput import DEFAULT_MAX_IDEALS, METHODS, partition
+from stagecut.cli._choices import PARTITION_MAX_IDEALS as DEFAULT_MAX_IDEALS
+from stagecut.cli._choices import PARTITION_METHODS as METHODS
 
 __all__ = ["add_parser", "run", "cpu_note"]
 
@@ -46,6 +47,8 @@ IP_ONLY = (("non_contiguous", "--non-contiguous"), ("solver", "--solver"))
 
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
+    from stagecut.throughput import partition
+
     _common.requires(args, args.method == "ip", "--method ip", IP_ONLY)
     graph = _common.load_graph(args.graph)
     memory = _common.memory_of(args, graph)

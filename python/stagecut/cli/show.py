@@ -11,16 +11,20 @@ subcommand printed them.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from stagecut.cli import _common
 from stagecut.errors import InvalidGraphError
-from stagecut.results import Result
+
+if TYPE_CHECKING:
+    from stagecut.results import Result
 
 __all__ = ["add_parser", "run", "load_result"]
 
 
 def _result_classes() -> dict[str, type[Result]]:
     import stagecut
+    from stagecut.results import Result
 
     out: dict[str, type[Result]] = {}
     for name in dir(stagecut):

@@ -19,8 +19,8 @@ import math
 from typing import Any
 
 from stagecut.cli import _common, _plot
+from stagecut.cli._choices import SLICE_METHODS as METHODS
 from stagecut.cli.partition import write_split
-from stagecut.mtpp import METHODS, slice_graph
 
 __all__ = ["add_parser", "run", "add_mtpp_memory", "mtpp_memory"]
 
@@ -72,6 +72,8 @@ def _given(value: Any, default: Any) -> Any:
 
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
+    from stagecut.mtpp import slice_graph
+
     _common.requires(args, args.method == "dp", "--method dp", (("max_ideals", "--max-ideals"),))
     _common.requires(args, args.method in SEARCH, f"--method {', '.join(SEARCH)}", SEARCH_ONLY)
     graph = _common.load_graph(args.graph)
