@@ -199,7 +199,7 @@ def test_never_worse_than_the_start_nor_below_the_optimum(chunk):
 
 def test_improves_brkga_on_a_regal_graph():
     p = MtppProblem(sc.regal_graph(80, model="barabasi_albert", seed=0), devices=8)
-    start = slice_graph(p, method="brkga", seed=0, decodes=2000)
+    start = slice_graph(p, method="brkga", seed=0, decodes=2000, improve=False)
     plan = improve_plan(p, start, time_limit=30)
     assert plan.objective < start.objective
     assert evaluate(p, plan.stages).objective == plan.objective
@@ -208,7 +208,7 @@ def test_improves_brkga_on_a_regal_graph():
 
 def test_the_time_limit_stops_the_search_with_the_start():
     p = MtppProblem(sc.regal_graph(80, model="barabasi_albert", seed=0), devices=8)
-    start = slice_graph(p, method="brkga", seed=0, decodes=500)
+    start = slice_graph(p, method="brkga", seed=0, decodes=500, improve=False)
     plan = improve_plan(p, start, time_limit=1e-9)
     assert plan.stats["moves"] == 0 and plan.objective == start.objective
     assert "stopped at the time limit" in plan.notes[0]

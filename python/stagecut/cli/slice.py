@@ -3,7 +3,8 @@
     stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order] [--seed S]
                          [--decodes N] [--population P] [--generations G] [--islands I]
                          [--memory SIZE] [--bandwidth RATE] [--reserved SIZE] [--time-unit ms|s]
-                         [--max-ideals N] [--ignore-colocation] [--json] [-o RESULT.json] [--plot FILE.png]
+                         [--max-ideals N] [--improve S | --no-improve] [--ignore-colocation] [--json]
+                         [-o RESULT.json] [--plot FILE.png]
 
 A stage (block) costs its work, the tensors entering and leaving it, and the parameters that
 overflow the fast memory (``--memory``, the file's maxSizePerFPGA by default), read at
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                        generations=_given(args.generations, GENERATIONS), decodes=args.decodes,
                        islands=_given(args.islands, ISLANDS), max_ideals=_given(args.max_ideals, MAX_IDEALS),
                        colocate=not args.ignore_colocation, time_limit=args.time_limit,
-                       **mtpp_memory(args, graph))
+                       improve=False if args.no_improve else args.improve, **mtpp_memory(args, graph))
     if args.split_out:
         write_split(args.split_out, plan)
     _plot.write(args, plan)
@@ -101,6 +102,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "order: SliceGraph on one topological order (default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
+    p.add_argument("--improve", type=_common.positive_number, default=None, metavar="S",
+                   help="then improve the plan by exact re-splits of two blocks at a time for at most S seconds, "
+                        "inside --time-limit (default: 2 s for brkga, random, mla and mla-weighted; none for "
+                        "order and dp); the answer is never worse than the search's")
+    p.add_argument("--no-improve", action="store_true",
+                   help="the search's plan as it is: no re-splits of two blocks")
     p.add_argument("--seed", type=_common.nonnegative_int, default=0,
                    help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
     p.add_argument("--decodes", type=_common.positive_int, default=None, metavar="N",

@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -33,9 +34,9 @@ from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph, kahn_order
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
-from stagecut.mtpp.model import MtppProblem, as_problem, evaluate
+from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
 from stagecut.progress import Progress, reports
-from stagecut.results import NodeId, Result, Stage, Status
+from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.validate import check_number
 
 __all__ = ["Certificate", "certify", "plan_blocks"]
@@ -202,7 +203,7 @@ def certify(
     threads: int | None = None, workers: int | None = None, gap: float | None = None, seed: int = 0,
     verbose: bool = False, stop_when_proven: bool = True,
     on_level: Callable[[BoundResult, float], None] | None = None, stages: int | None = None,
-    fast_memory: float | None = None, progress: Progress = None,
+    fast_memory: float | None = None, improve: bool | float | None = None, progress: Progress = None,
 ) -> Certificate:
     """Certify an MTPP plan: its cost, the ladder of lower bounds and the ratio.
 
@@ -232,6 +233,13 @@ def certify(
         ladder as it climbs).
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory``.
+    improve : bool or float, optional
+        First improve the plan by exact re-splits of two blocks at a time
+        (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds (``True``:
+        2 s; default ``None``/``False``: certify the plan as given), inside ``time_limit``; the
+        certificate is then about the improved plan (never costlier): ``stats["found_by"]`` is
+        ``"improve"`` when the re-splits lowered its cost, else ``"plan"``, and
+        ``stats["start_objective"]`` the given plan's cost.
     progress : bool or callable, optional
         Progress reports (:mod:`stagecut.progress`): a callable receives a
         :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works or a MIP solves
@@ -267,12 +275,55 @@ def certify(
     devices = renamed("certify", "devices", devices, "stages", stages)
     settings = {"memory": renamed("certify", "memory", memory, "fast_memory", fast_memory), "bandwidth": bandwidth,
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
+    budget = _improve_budget(improve)
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
+    found: dict[str, Stat] = {}
+    notes: list[str] = []
+    if budget is not None:
+        ev, found, notes = _improve(problem, ev, budget, time_limit, t0)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
     table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
-    return _certificate(problem, ev.stages, ladder, table, seed, t0)
+    cert = _certificate(problem, ev.stages, ladder, table, seed, t0)
+    if budget is None:
+        return cert
+    return dataclasses.replace(cert, stats={**cert.stats, **found}, notes=(*notes, *cert.notes))
+
+
+def _improve_budget(improve: Any) -> float | None:
+    """Seconds of re-splits before the ladder (``None``: none)."""
+    from stagecut.mtpp.slicegraph import IMPROVE_SECONDS
+
+    if improve is None or improve is False:
+        return None
+    if improve is True:
+        return IMPROVE_SECONDS
+    return check_number(improve, "improve (seconds, True or False)", positive=True, allow_inf=True,
+                        error=InvalidArgumentError)
+
+
+def _improve(problem: MtppProblem, ev: MtppEvaluation, budget: float, time_limit: float | None,
+             t0: float) -> tuple[MtppEvaluation, dict[str, Stat], list[str]]:
+    """The plan ``ev`` improved by :func:`~stagecut.mtpp.improve.improve_plan` (re-scored; kept
+    only when cheaper), the stats and notes saying so."""
+    from stagecut.mtpp.improve import improve_plan
+
+    stats: dict[str, Stat] = {"found_by": "plan", "start_objective": ev.objective}
+    if not math.isfinite(ev.objective):
+        return ev, stats, []
+    left = None if time_limit is None or math.isinf(time_limit) else float(time_limit) - (time.perf_counter() - t0)
+    seconds = budget if left is None else min(budget, max(0.0, 0.5 * left))  # (leave the ladder time)
+    if seconds <= 0:
+        return ev, stats, ["no time left to improve the plan by re-splits of two blocks"]
+    imp = improve_plan(problem, list(ev.stages), time_limit=None if math.isinf(seconds) else seconds)
+    better = evaluate(problem, [list(s.nodes) for s in imp.stages])
+    stats["improve_moves"] = imp.stats.get("moves", 0)
+    if not better.objective < ev.objective:
+        return ev, stats, []
+    stats["found_by"] = "improve"
+    return better, stats, [f"the plan was improved by re-splits of two blocks before it was certified: its cost "
+                           f"{ev.objective:.9g} -> {better.objective:.9g}"]
 
 
 def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_limit: float | None, t0: float,

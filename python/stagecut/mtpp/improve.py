@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from stagecut._deadline import remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import kahn_order
 from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups, lower_bound
@@ -369,8 +370,8 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     -------
     SlicePlan
         ``method="improve"``, scored by the evaluator, never costlier than ``plan``; ``stats``:
-        ``start_objective``, ``moves``, ``windows``; ``notes`` say whether the search ended at a
-        local optimum or at its time limit.
+        ``start_objective``, ``moves``, ``windows``, ``time_limit_reached``; ``notes`` say
+        whether the search ended at a local optimum or at its time limit.
 
     Raises
     ------
@@ -403,6 +404,9 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     start = plan_blocks(g, plan)
     ev0 = evaluate(problem, start)
     deadline = math.inf if time_limit is None else time.monotonic() + float(time_limit)
+    outer = remaining()  # (a caller's time limit: slice_graph's)
+    if outer is not None:
+        deadline = min(deadline, time.monotonic() + outer)
     state = _Plan(problem, [[g.index[v] for v in b] for b in start])
     moves, tried, timed_out = (_search(state, deadline, max_ideals, max_free) if math.isfinite(ev0.objective)
                                else (0, 0, False))
@@ -416,7 +420,8 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     notes = [f"{moves} re-splits of two blocks; the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
              + ("stopped at the time limit" if timed_out else "no re-split of two blocks improves it")]
     return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
-                     stats={"start_objective": ev0.objective, "moves": moves, "windows": tried}, stages=ev.stages,
+                     stats={"start_objective": ev0.objective, "moves": moves, "windows": tried,
+                            "time_limit_reached": timed_out}, stages=ev.stages,
                      notes=tuple(notes), devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
                      reserved_memory=problem.reserved_memory, colocate=problem.colocate,
                      order=tuple(v for b in blocks for v in b), history=(ev0.objective, ev.objective))
