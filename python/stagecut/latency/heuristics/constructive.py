@@ -46,8 +46,8 @@ import heapq
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
-from typing import Literal
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -225,7 +225,7 @@ class Memory:
 
 
 def finished(problem: LatencyProblem, dev: np.ndarray, order: Sequence[Sequence[int]] | None, *, method: str,
-             t0: float, status: Status = "feasible", seed: int | None = None, stats: dict[str, float] | None = None,
+             t0: float, status: Status = "feasible", seed: int | None = None, stats: Mapping[str, Any] | None = None,
              notes: Sequence[str] = ()) -> Schedule:
     """The re-scored :class:`Schedule` of a heuristic's placement and order (``None``: rank
     round-robin), with the problem's lower bound; a placement over a memory limit (a bug) is no
@@ -255,19 +255,10 @@ def _with_seed(s: Schedule, seed: int) -> Schedule:
 
 
 class ListCore:
-    """What the list schedulers (:func:`list_greedy`, :func:`list_heft`) share as they place the
-    nodes one at a time: the units and the memory rule, each node's device and finish, the
-    candidate devices of a node (its unit's device once the unit is placed, else those the memory
-    rule allows), the arrival of its inputs, the placement itself, and the final choice between the
-    scheduler's own per-device order and the rank round-robin order.
-
-    Parameters
-    ----------
-    problem : LatencyProblem
-    memory : callable
-        The memory rule: a :class:`Memory` made from the units.
-    method : str
-        The method name of the schedules made.
+    """The core the list schedulers (:func:`list_greedy`, :func:`list_heft`) share, placing nodes
+    one at a time: each node's device and finish, its candidate devices (its unit's, once placed,
+    else those the memory rule ``memory(units)`` allows), the arrival of its inputs, and the final
+    choice between the scheduler's own order and rank round-robin, for the method ``method``.
 
     Raises
     ------

@@ -43,7 +43,8 @@ import random
 
 import numpy as np
 
-from stagecut.latency.heuristics.search import Start, _Budget, _neighbours, _State
+from stagecut.latency.heuristics.driver import Start, Walk, _State
+from stagecut.latency.heuristics.search import _neighbours
 from stagecut.latency.model.evaluate import TOL
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
@@ -260,54 +261,47 @@ def lns(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_lim
         A bad seed, time limit, budget or window; a start that is not a placement of this
         problem, splits a colocation class or breaks a memory limit.
     """
-    seed = check_int(seed, "seed")
     window = check_int(window, "window", minimum=1)
     iters = None if max_iterations is None else check_int(max_iterations, "max_iterations", minimum=1)
-    budget = _Budget(time_limit, None, None)
-    if iters is None and budget.seconds is None:
+    w = Walk(problem, start, "lns", seed, time_limit, None, None)
+    if iters is None and w.budget.seconds is None:
         iters = DEFAULT_ITERATIONS
-    state = _State(problem, start, "lns", seed, budget)
-    if state.failed is not None:
-        return state.failed
+    if w.failed is not None:
+        return w.failed
+    state, budget = w.state, w.budget
     n = len(problem)
     if max_window_evaluations is None:
         cap = int(min(4096, max(64, 3_000_000 // max(1, n))))
     else:
         cap = check_int(max_window_evaluations, "max_window_evaluations", minimum=1)
-    rng = random.Random(seed)
-    cur = state.udev.copy()
-    path, cur_f = critical_units(state, cur)
-    budget.evaluations += 1
-    state.report(budget, cur_f)
-    best, best_f = cur.copy(), cur_f
-    wins = _Windows(state, window, cap, rng)
+    path, cur_f = critical_units(state, w.cur)
+    w.begin(cur_f)
+    wins = _Windows(state, window, cap, w.rng)
     it = improved = sideways = stall = 0
     patience = 200 + 20 * len(state.movable)
     while state.movable and (iters is None or it < iters) and stall < patience and not budget.out_of_time():
         it += 1
         stall += 1
-        win = wins.draw(path, cur)
+        win = wins.draw(path, w.cur)
         if not win:
             continue
-        rows = wins.candidates(win, cur)
+        rows = wins.candidates(win, w.cur)
         if not len(rows):
             continue
         spans = state.ev.makespans(rows[:, state.units.unit_of])
         budget.evaluations += len(rows)
         k = int(np.argmin(spans))
         f = float(spans[k])
+        cur_f = w.cur_f
         state.report(budget, min(f, cur_f))
         eps = TOL * max(1.0, cur_f)
-        if f < cur_f - eps or (f <= cur_f + eps and rng.random() < 0.5):
+        if f < cur_f - eps or (f <= cur_f + eps and w.rng.random() < 0.5):
             if f < cur_f - eps:
                 improved += 1
             else:
                 sideways += 1
-            cur = rows[k].copy()
-            path, cur_f = critical_units(state, cur)
-            if cur_f < best_f:
-                best, best_f = cur.copy(), cur_f
+            path, cur_f = critical_units(state, rows[k])
+            if w.replace(rows[k].copy(), cur_f):
                 stall = 0
-    return state.result(best, best_f, budget, {"iterations": it, "improvements": improved, "sideways": sideways,
-                                                   "stalled": int(stall >= patience)})
-
+    return w.result({"iterations": it, "improvements": improved, "sideways": sideways,
+                     "stalled": int(stall >= patience)})

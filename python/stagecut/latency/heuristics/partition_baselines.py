@@ -47,7 +47,6 @@ from __future__ import annotations
 import heapq
 import importlib
 import importlib.util
-import random
 import time
 import warnings
 from typing import Any, Literal
@@ -56,7 +55,8 @@ import numpy as np
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency.heuristics.constructive import Units, _check_problem, best_device, finished, no_answer
-from stagecut.latency.heuristics.search import DEFAULT_EVALUATIONS, Start, _Budget, _random_move, _roomy, _State
+from stagecut.latency.heuristics.driver import Start, Walk, _State
+from stagecut.latency.heuristics.search import DEFAULT_EVALUATIONS, _random_move, _roomy
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
 from stagecut.validate import check_int, check_number, shown
@@ -504,43 +504,34 @@ def mcmc(problem: LatencyProblem, *, start: Start = None, seed: int = 0, time_li
         A bad seed, time limit or budget; a start that is not a placement of this problem,
         splits a colocation class or breaks a memory limit.
     """
-    seed = check_int(seed, "seed")
-    budget = _Budget(time_limit, max_evaluations, DEFAULT_EVALUATIONS)
-    if start is None:
-        start = _default_start(_check_problem(problem))
-    state = _State(problem, start, "mcmc", seed)
-    if state.failed is not None:
-        return state.failed
-    rng = random.Random(seed)
-    cur = state.udev.copy()
-    cur_f = state.fitness(cur, budget)
-    loads = state.units.loads(cur)
-    accepted = attempts = 0
+    w = Walk(problem, start, "mcmc", seed, time_limit, max_evaluations, DEFAULT_EVALUATIONS,
+             default_start=_default_start)
+    if w.failed is not None:
+        return w.failed
+    state = w.state
+    w.begin()
+    accepted = 0
     tried: set[tuple[int, int]] = set()   # moves refused since the last acceptance
-    moves = _count_moves(state, loads, cur)
-    while state.movable and not budget.spent() and attempts < 100 * (budget.evaluations + 10):
+    moves = _count_moves(state, w.loads, w.cur)
+    while w.going():
         if len(tried) >= moves:
             break   # a local optimum: no single move can be accepted any more
-        attempts += 1
-        move = _random_move(state, loads, cur, rng)
+        move = _random_move(state, w.loads, w.cur, w.rng)
         if move is None:
             continue
         u, old, d = move
         if (u, d) in tried:
             continue
-        cur[u] = d
-        f = state.fitness(cur, budget)
-        if f < cur_f:
+        f = w.try_move(u, d)
+        if f < w.cur_f:
             accepted += 1
-            cur_f = f
-            loads[old] -= state.units.memory[u]
-            loads[d] += state.units.memory[u]
+            w.keep(u, old, d, f)
             tried.clear()
-            moves = _count_moves(state, loads, cur)
+            moves = _count_moves(state, w.loads, w.cur)
         else:
-            cur[u] = old
+            w.undo(u, old)
             tried.add((u, d))
-    return state.result(cur, cur_f, budget, {"accepted": accepted, "local_optimum": int(len(tried) >= moves)})
+    return w.result({"accepted": accepted, "local_optimum": int(len(tried) >= moves)}, current=True)
 
 
 def _count_moves(state: _State, loads: np.ndarray, cur: np.ndarray) -> int:

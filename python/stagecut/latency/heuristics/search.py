@@ -50,24 +50,19 @@ from __future__ import annotations
 
 import math
 import random
-import time
-from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from stagecut._deadline import check_time_limit, remaining
 from stagecut.errors import InvalidArgumentError
-from stagecut.latency.heuristics import constructive, memaware
-from stagecut.latency.heuristics.constructive import Units, _check_problem, finished, no_answer
-from stagecut.latency.model._fast import Evaluator
-from stagecut.latency.model.evaluate import TOL, check_placement
+from stagecut.latency.heuristics.driver import START_SHARE, Start, Walk, _State, start_within
+from stagecut.latency.model.evaluate import TOL
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
-from stagecut.progress import Progress, Ticker, reports
-from stagecut.results import Status
-from stagecut.validate import check_int, check_number, shown
+from stagecut.progress import Progress, reports
+from stagecut.validate import check_number
 
-__all__ = ["simulated_annealing", "evolutionary", "local_search", "start_within", "DEFAULT_EVALUATIONS", "Start"]
+__all__ = ["simulated_annealing", "evolutionary", "local_search", "start_within", "DEFAULT_EVALUATIONS", "Start",
+           "START_SHARE"]
 
 #: The evaluation budget of :func:`simulated_annealing` and :func:`evolutionary` when neither
 #: ``max_evaluations`` nor ``time_limit`` is given.
@@ -75,198 +70,6 @@ DEFAULT_EVALUATIONS = 10_000
 
 #: Moves local search evaluates in one batch between two looks at the clock.
 _CHUNK = 64
-
-#: What ``start=`` accepts.
-Start = Schedule | Sequence[int] | np.ndarray | None
-
-
-#: No constructive start is begun past this share of a search's time limit (one begun before
-#: may take as long again on a large graph: the search must still end in time).
-START_SHARE = 0.4
-
-#: The constructive starts, cheapest first (as measured on 10,000-node graphs); the ties between
-#: equal makespans go to the earlier one of :data:`_TIE_ORDER`, as in
-#: :func:`~stagecut.latency.heuristics.memaware.best_start`.
-_CHEAPEST_FIRST = ("best_device", "greedy", "met", "heft", "m_chain", "m_topo", "m_greedy", "m_heft", "pcie_asap")
-_TIE_ORDER = ("best_device", "met", "greedy", "heft", "m_heft", "m_greedy", "m_topo", "m_chain", "pcie_asap")
-_PLAIN = frozenset({"best_device", "met", "greedy", "heft"})
-
-
-def start_within(problem: LatencyProblem, stop: Callable[[], bool], *, plain_only: bool = False) -> Schedule:
-    """The shortest schedule of the start pool built before ``stop()`` says the time is up: the
-    constructive heuristics run cheapest first, and the pool is what is done when the time runs
-    out (at least one start that fits, when one exists; the pool of
-    :func:`~stagecut.latency.heuristics.memaware.best_start`, with the same ties, when the time does not
-    run out). ``plain_only``: the plain constructive heuristics only (the pool of
-    :func:`~stagecut.latency.heuristics.constructive.best_constructive`). When none fits: the first
-    one's answer (status ``"infeasible"`` or ``"unknown"``)."""
-    found: dict[str, Schedule] = {}
-    first: Schedule | None = None
-    for name in _CHEAPEST_FIRST:
-        if plain_only and name not in _PLAIN:
-            continue
-        if found and stop():
-            break
-        s = getattr(constructive if name in _PLAIN else memaware, name)(problem)
-        if first is None:
-            first = s
-        if s is not None and s.objective is not None:
-            found[name] = s
-    if not found:
-        assert first is not None
-        return first
-    pool = [found[k] for k in _TIE_ORDER if k in found]
-    return min(pool, key=lambda s: s.objective if s.objective is not None else math.inf)
-
-
-class _Budget:
-    """Evaluations and seconds left; remembers whether the clock stopped the search."""
-
-    def __init__(self, time_limit: float | None, max_evaluations: int | None, default: int | None) -> None:
-        self.t0 = time.perf_counter()
-        limit = check_time_limit(time_limit)
-        outer = remaining()
-        limits = [x for x in (limit, outer) if x is not None and math.isfinite(x)]
-        self.seconds = min(limits) if limits else None
-        self.deadline = self.t0 + self.seconds if self.seconds is not None else math.inf
-        if max_evaluations is not None:
-            self.max_evaluations: int | None = check_int(max_evaluations, "max_evaluations", minimum=1)
-        else:
-            self.max_evaluations = default if self.seconds is None else None
-        self.evaluations = 0
-        self.timed_out = False
-
-    def spent(self) -> bool:
-        """Is the budget used up (and if by the clock, remember it)?"""
-        if self.max_evaluations is not None and self.evaluations >= self.max_evaluations:
-            return True
-        return self.out_of_time()
-
-    def out_of_time(self) -> bool:
-        """Has the clock run out (remembered)?"""
-        if time.perf_counter() >= self.deadline:
-            self.timed_out = True
-        return self.timed_out
-
-    def past_start_share(self) -> bool:
-        """Is the clock past :data:`START_SHARE` of the time limit (no further constructive start)?"""
-        if self.seconds is None:
-            return False
-        return self.out_of_time() or time.perf_counter() - self.t0 >= START_SHARE * self.seconds
-
-    def left(self) -> int | None:
-        return None if self.max_evaluations is None else self.max_evaluations - self.evaluations
-
-    def progress(self) -> float:
-        """How much of the budget is used, in [0, 1] (evaluations if bounded, else time)."""
-        if self.max_evaluations is not None:
-            return min(1.0, self.evaluations / self.max_evaluations)
-        if self.seconds is not None:
-            return min(1.0, (time.perf_counter() - self.t0) / self.seconds)
-        return 0.0
-
-
-class _State:
-    """The start of a search and what every search needs: units, evaluator, fitness."""
-
-    def __init__(self, problem: LatencyProblem, start: Start, method: str, seed: int | None,
-                 budget: _Budget | None = None) -> None:
-        self.t0 = time.perf_counter()
-        self.problem = _check_problem(problem)
-        self.method = method
-        self.seed = seed
-        self.units = Units(problem)
-        self.ev = Evaluator(problem)
-        self.start_schedule: Schedule | None = None
-        self.failed: Schedule | None = None
-        self.tick: Ticker | None = None   # made at the first evaluation, when the budget is known
-        self.best_seen = math.inf         # the least makespan so far: evaluated, or the start schedule's
-        proof = self.units.proof()
-        if proof is not None:
-            self.failed = no_answer(problem, self.units, method, proof, self.t0, seed)
-            return
-        if start is None:
-            # (the constructive starts share the search's time limit: cheapest first, at least one,
-            # none begun past START_SHARE of it, so that the last one begun ends in time)
-            start = start_within(problem, (lambda: False) if budget is None else budget.past_start_share)
-            if start.objective is None:
-                self.failed = no_answer(problem, self.units, method, "no constructive heuristic found a "
-                                        "placement that fits, and no start was given", self.t0, seed)
-                return
-        if isinstance(start, Schedule):
-            if start.objective is None:
-                raise InvalidArgumentError("start: the schedule has no placement (status "
-                                           f"{start.status!r})")
-            self.start_schedule = start
-            self.best_seen = start.objective
-            dev = self._positions(start)
-        else:
-            try:
-                dev = check_placement(problem, start)
-            except InvalidArgumentError as e:
-                raise InvalidArgumentError(f"start: {e}") from None
-        self.udev = self.units.of_placement(dev, "start")
-        loads = self.units.loads(self.udev)
-        over = np.flatnonzero(loads > problem.capacity)
-        if over.size:
-            d = int(over[0])
-            raise InvalidArgumentError(f"start: {problem.devices.names[d]} would hold {loads[d]:g} bytes, over "
-                                       f"its {problem.capacity[d]:g}")
-        self.movable = [u for u in range(len(self.units)) if self.units.allowed[u].size > 1]
-
-    def _positions(self, s: Schedule) -> np.ndarray:
-        names = self.problem.devices.names
-        out = np.empty(len(self.problem), dtype=np.int64)
-        for i, v in enumerate(self.problem.ids):
-            if v not in s.placement or s.placement[v] not in names:
-                raise InvalidArgumentError(f"start: node {shown(v)} has no device of this problem in the "
-                                           "schedule")
-            out[i] = names.index(s.placement[v])
-        return check_placement(self.problem, out)
-
-    def fitness(self, udev: np.ndarray, budget: _Budget) -> float:
-        """The makespan of the string ``udev`` (one evaluation, reported as progress). Every string
-        evaluated fits in memory, so the least one so far (or the start schedule's makespan, in its
-        own order, if less) is the search's best so far."""
-        budget.evaluations += 1
-        f = self.ev.makespan(self.units.placement(udev))
-        self.report(budget, f)
-        return f
-
-    def report(self, budget: _Budget, f: float) -> None:
-        """Progress after evaluations whose best makespan is ``f``: the evaluations done and the
-        best so far (rate-limited by :class:`~stagecut.progress.Ticker`)."""
-        if f < self.best_seen:
-            self.best_seen = f
-        if self.tick is None:
-            self.tick = Ticker(self.method, budget.max_evaluations)
-        self.tick(budget.evaluations, self.best_seen)
-
-    def result(self, best: np.ndarray, best_f: float, budget: _Budget, stats: dict[str, float]) -> Schedule:
-        """The best string in rank round-robin order, or the start schedule if that is shorter
-        (reported as the final progress)."""
-        out = self._result(best, best_f, budget, stats)
-        if self.tick is None:
-            self.tick = Ticker(self.method, budget.max_evaluations)
-        self.tick.final(budget.evaluations, out.objective)
-        return out
-
-    def _result(self, best: np.ndarray, best_f: float, budget: _Budget, stats: dict[str, float]) -> Schedule:
-        problem = self.problem
-        status: Status = "time_limit" if budget.timed_out else "feasible"
-        stats = {"evaluations": budget.evaluations, **stats}
-        s0 = self.start_schedule
-        if s0 is not None and s0.objective is not None and s0.objective < best_f - TOL * max(1.0, best_f):
-            index = problem.index
-            names = problem.devices.names
-            order = [[index[v] for v in s0.order.get(name, ())] for name in names]
-            return finished(problem, self._positions(s0), order, method=self.method, t0=self.t0, status=status,
-                            seed=self.seed, stats=stats,
-                            notes=(f"the start ({s0.method}, in its own order) is shorter than every string "
-                                   "found in rank round-robin order",))
-        dev = self.units.placement(best)
-        return finished(problem, dev, self.ev.rank_round_robin(dev), method=self.method, t0=self.t0,
-                        status=status, seed=self.seed, stats=stats)
 
 
 def _random_move(state: _State, loads: np.ndarray, cur: np.ndarray, rng: random.Random
@@ -277,10 +80,6 @@ def _random_move(state: _State, loads: np.ndarray, cur: np.ndarray, rng: random.
     old = int(cur[u])
     to = _roomy(state, loads, u, old)
     return None if not to else (u, old, to[rng.randrange(len(to))])
-
-
-def _seed(seed: object) -> int:
-    return check_int(seed, "seed")
 
 
 def _roomy(state: _State, loads: np.ndarray, u: int, current: int) -> list[int]:
@@ -327,40 +126,26 @@ def simulated_annealing(problem: LatencyProblem, *, start: Start = None, seed: i
         A bad seed, time limit, budget or temperature; a start that is not a placement of this
         problem, splits a colocation class or breaks a memory limit.
     """
-    seed = _seed(seed)
     temp = check_number(temperature, "temperature", positive=True, error=InvalidArgumentError)
-    budget = _Budget(time_limit, max_evaluations, DEFAULT_EVALUATIONS)
-    state = _State(problem, start, "sa", seed, budget)
-    if state.failed is not None:
-        return state.failed
-    rng = random.Random(seed)
-    cur = state.udev.copy()
-    cur_f = state.fitness(cur, budget)
-    best, best_f = cur.copy(), cur_f
-    loads = state.units.loads(cur)
-    t_hi = temp * cur_f
+    w = Walk(problem, start, "sa", seed, time_limit, max_evaluations, DEFAULT_EVALUATIONS)
+    if w.failed is not None:
+        return w.failed
+    t_hi = temp * w.begin()
     t_lo = t_hi * 1e-3
-    accepted = improved = attempts = 0
-    while state.movable and t_hi > 0 and not budget.spent() and attempts < 100 * (budget.evaluations + 10):
-        attempts += 1
-        move = _random_move(state, loads, cur, rng)
+    accepted = improved = 0
+    while t_hi > 0 and w.going():
+        move = _random_move(w.state, w.loads, w.cur, w.rng)
         if move is None:
             continue
         u, old, d = move
-        cur[u] = d
-        f = state.fitness(cur, budget)
-        t = t_hi * (t_lo / t_hi) ** budget.progress()
-        if f <= cur_f or rng.random() < math.exp(-(f - cur_f) / t):
+        f = w.try_move(u, d)
+        t = t_hi * (t_lo / t_hi) ** w.budget.progress()
+        if f <= w.cur_f or w.rng.random() < math.exp(-(f - w.cur_f) / t):
             accepted += 1
-            cur_f = f
-            loads[old] -= state.units.memory[u]
-            loads[d] += state.units.memory[u]
-            if f < best_f:
-                best, best_f = cur.copy(), f
-                improved += 1
+            improved += w.keep(u, old, d, f)
         else:
-            cur[u] = old
-    return state.result(best, best_f, budget, {"accepted": accepted, "improvements": improved})
+            w.undo(u, old)
+    return w.result({"accepted": accepted, "improvements": improved})
 
 
 def _neighbours(state: _State) -> list[np.ndarray]:
@@ -418,23 +203,18 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
         A bad seed, time limit or budget; a start that is not a placement of this problem,
         splits a colocation class or breaks a memory limit.
     """
-    seed = _seed(seed)
-    budget = _Budget(time_limit, max_evaluations, DEFAULT_EVALUATIONS)
-    state = _State(problem, start, "ea", seed, budget)
-    if state.failed is not None:
-        return state.failed
-    rng = random.Random(seed)
-    units = state.units
-    parent = state.udev.copy()
-    parent_f = state.fitness(parent, budget)
-    m = len(state.movable)
-    near = _neighbours(state)
-    weights = _speed_weights(state)
-    improved = attempts = 0
-    while m and not budget.spent() and attempts < 100 * (budget.evaluations + 10):
-        attempts += 1
-        child = parent.copy()
-        chosen = [u for u in state.movable if rng.random() < 1.0 / m] or [state.movable[rng.randrange(m)]]
+    w = Walk(problem, start, "ea", seed, time_limit, max_evaluations, DEFAULT_EVALUATIONS)
+    if w.failed is not None:
+        return w.failed
+    rng, units, movable = w.rng, w.units, w.state.movable
+    w.begin()
+    m = len(movable)
+    near = _neighbours(w.state)
+    weights = _speed_weights(w.state)
+    improved = 0
+    while w.going():
+        child = w.cur.copy()
+        chosen = [u for u in movable if rng.random() < 1.0 / m] or [movable[rng.randrange(m)]]
         for u in chosen:
             ok = units.allowed[u]
             d = -1
@@ -443,16 +223,15 @@ def evolutionary(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
                 if d not in ok:
                     d = -1
             if d < 0 or d == child[u]:
-                w = np.where(ok == child[u], 0.0, weights[u])
-                d = int(rng.choices(ok.tolist(), weights=w.tolist())[0])
+                wt = np.where(ok == child[u], 0.0, weights[u])
+                d = int(rng.choices(ok.tolist(), weights=wt.tolist())[0])
             child[u] = d
         if not units.fits(child):
             continue
-        f = state.fitness(child, budget)
-        if f <= parent_f:
-            improved += f < parent_f
-            parent, parent_f = child, f
-    return state.result(parent, parent_f, budget, {"improvements": improved})
+        f = w.fitness(child)
+        if f <= w.cur_f:
+            improved += w.replace(child, f)
+    return w.result({"improvements": improved}, current=True)
 
 
 @reports
@@ -490,20 +269,16 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
         A bad seed, time limit or budget; a start that is not a placement of this problem,
         splits a colocation class or breaks a memory limit.
     """
-    seed = _seed(seed)
-    budget = _Budget(time_limit, max_evaluations, None)
-    state = _State(problem, start, "local", seed, budget)
-    if state.failed is not None:
-        return state.failed
-    rng = random.Random(seed)
-    units = state.units
-    cur = state.udev.copy()
-    cur_f = state.fitness(cur, budget)
-    loads = units.loads(cur)
+    w = Walk(problem, start, "local", seed, time_limit, max_evaluations, None)
+    if w.failed is not None:
+        return w.failed
+    state, budget, units = w.state, w.budget, w.units
+    w.begin()
     moves = 0
     optimum = False
     while not budget.spent():
-        cand = [(u, d) for u in state.movable for d in _roomy(state, loads, u, int(cur[u]))]
+        cur, cur_f = w.cur, w.cur_f
+        cand = [(u, d) for u in state.movable for d in _roomy(state, w.loads, u, int(cur[u]))]
         if not cand:
             optimum = True
             break
@@ -523,12 +298,10 @@ def local_search(problem: LatencyProblem, *, start: Start = None, seed: int = 0,
         low = float(spans.min())
         if low < cur_f - TOL * max(1.0, cur_f):
             ties = np.flatnonzero(spans <= low)
-            u, d = cand[int(ties[rng.randrange(ties.size)])]
-            loads[cur[u]] -= units.memory[u]
-            loads[d] += units.memory[u]
-            cur[u], cur_f = d, low
+            u, d = cand[int(ties[w.rng.randrange(ties.size)])]
+            w.keep(u, int(cur[u]), d, low)
             moves += 1
         elif spans.size == len(cand):
             optimum = True
             break
-    return state.result(cur, cur_f, budget, {"moves": moves, "local_optimum": int(optimum)})
+    return w.result({"moves": moves, "local_optimum": int(optimum)}, current=True)
