@@ -38,7 +38,7 @@ Per stage :func:`training_memory` adds:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import require
 from stagecut.validate import check_int
 
-__all__ = ["OPTIMIZER_STATES", "MemoryRecord", "StageMemory", "TrainingMemory", "record_saved", "training_memory"]
+__all__ = ["OPTIMIZER_STATES", "MemoryRecord", "StageMemory", "TrainingMemory", "record_saved", "saved_per_group",
+           "training_memory"]
 
 #: parameter-sized state tensors per trainable parameter of each named optimizer
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0, "sgd-momentum": 1}
@@ -292,6 +293,33 @@ class TrainingMemory:
         return "\n".join(lines)
 
 
+def saved_per_group(record: MemoryRecord, groups: Sequence[Sequence[str]],
+                    edges: Iterable[tuple[Hashable, Hashable]]) -> list[float]:
+    """Saved activation bytes per microbatch of each group of nodes (a stage, a layer), each
+    group holding its own storages: a storage counted once per group, at its full size when a
+    node of the group (or, for the first group, the model input) made it, else as the tensors
+    the group receives in it (the outputs of other groups' nodes that ``edges`` bring in)."""
+    group = {v: i for i, vs in enumerate(groups) for v in vs}
+    received: list[dict[int, float]] = [{} for _ in groups]  # per group: storage -> bytes received in it
+    readers: dict[str, set[int]] = {}
+    for u, v in edges:
+        if u in group and v in group and group[u] != group[v]:
+            readers.setdefault(str(u), set()).add(group[v])
+    for u, gs in readers.items():
+        for g in gs:
+            for key, nbytes in record.outputs.get(u, ()):
+                received[g][key] = received[g].get(key, 0.0) + nbytes
+    out = []
+    for i, vs in enumerate(groups):
+        total = 0.0
+        for key in dict.fromkeys(key for v in vs for key in record.saved.get(v, ())):
+            p = record.producer[key]
+            home = group.get(p, 0) if p is not None else 0
+            total += record.storage_bytes[key] if home == i or key not in received[i] else received[i][key]
+        out.append(total)
+    return out
+
+
 def _states(optimizer: Any) -> tuple[int, float, str]:
     """(parameter-sized states, extra bytes per parameter tensor, name) of ``optimizer``."""
     if isinstance(optimizer, str):
@@ -372,7 +400,7 @@ def training_memory(trace: Any, plan: Any, *, optimizer: str | int = "adam", sch
     >>> t = stagecut.torch.trace(model, torch.randn(32, 64), bandwidth="10GB/s", flops_per_s=1e9)
     >>> m = training_memory(t, sc.partition(t.graph, devices=2), optimizer="adam")
     >>> [(s.parameters, s.gradients, s.saved, s.in_flight) for s in m.stages]
-    [(16640.0, 16640.0, 8192.0, 2), (520.0, 520.0, 8192.0, 1)]
+    [(16640.0, 16640.0, 8192.0, 2), (2080.0, 2080.0, 8192.0, 1)]
     """
     from stagecut.frontends.split import stage_of_nodes
 
@@ -387,29 +415,15 @@ def training_memory(trace: Any, plan: Any, *, optimizer: str | int = "adam", sch
     members: list[list[str]] = [[] for _ in range(k)]
     for v in trace.order:
         members[stage[v]].append(v)
-    readers: dict[str, set[int]] = {}  # node -> stages that read its output
-    for u, v in trace.graph.edges:
-        if u in stage and v in stage and stage[u] != stage[v]:
-            readers.setdefault(u, set()).add(stage[v])
-    received: list[dict[int, float]] = [{} for _ in range(k)]  # per stage: storage -> bytes received in it
-    for u, ss in readers.items():
-        for s in ss:
-            for key, nbytes in record.outputs.get(u, ()):
-                received[s][key] = received[s].get(key, 0.0) + nbytes
+    saved = saved_per_group(record, members, trace.graph.edges)
     out = []
     for i, vs in enumerate(members):
-        keys = dict.fromkeys(key for v in vs for key in record.saved.get(v, ()))
-        saved = 0.0
-        for key in keys:
-            p = record.producer[key]
-            home = stage.get(p, 0) if p is not None else 0
-            saved += record.storage_bytes[key] if home == i or key not in received[i] else received[i][key]
         ws = dict.fromkeys(w for v in vs for w in record.weights.get(v, ()))
         params = [w for w in ws if w in record.trainable]
         pbytes = math.fsum(record.weight_bytes[w] for w in params)
         out.append(StageMemory(index=i, nodes=len(vs), parameters=pbytes,
                                buffers=math.fsum(record.weight_bytes[w] for w in ws) - pbytes, gradients=pbytes,
-                               optimizer=states * pbytes + per_tensor * len(params), saved=saved,
+                               optimizer=states * pbytes + per_tensor * len(params), saved=saved[i],
                                in_flight=flights[i]))
     notes = ("saved activations: the storages autograd packs for backward in one traced forward, counted once per "
              "stage (tensors received from an earlier stage at their own size); not counted: the stage outputs a "

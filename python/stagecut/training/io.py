@@ -21,6 +21,7 @@ from typing import Any
 
 from stagecut.errors import InvalidGraphError
 from stagecut.formats import read_json
+from stagecut.frontends.memory import saved_per_group
 from stagecut.results import NodeId
 from stagecut.training.model import TMPC, VANILLA_ID, PiperEdge, PiperNode, PiperProblem
 from stagecut.validate import check_field, check_int, check_list, shown
@@ -402,8 +403,13 @@ def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, b
       backward counts), else ``backward_factor`` times the forward;
     * ``params``: the bytes of its parameters and buffers (the nodes' ``memory``);
     * memory ``mem_a * y + mem_b``: ``mem_a`` the activations it saves for backward per
-      microbatch in flight (its operators' output bytes), ``mem_b`` the weights, their gradients
-      and ``optimizer_states`` optimizer states of the same size (Adam: 2; SGD with momentum: 1);
+      microbatch in flight, ``mem_b`` the weights, their gradients and ``optimizer_states``
+      optimizer states of the same size (Adam: 2; SGD with momentum: 1). ``mem_a`` is what
+      autograd really saves when the trace recorded it (a :class:`~stagecut.frontends.torch.TorchTrace`
+      from ``trace_torch``: :func:`stagecut.frontends.memory.saved_per_group` with the layer as
+      the group, storages counted once per layer); otherwise (a trace without that record) the
+      sum of its operators' output bytes, an overestimate (views, in-place results and tensors
+      that no backward needs count too);
     * with ``recompute``, a second TMPC ``"activation recomp"``: the forward runs twice, and only
       the layer's inputs are kept per microbatch;
     * an edge between layers carries the bytes per sample of the tensors crossing it.
@@ -462,12 +468,17 @@ def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, b
     edges = tuple(PiperEdge(a, b, c / samples) for (a, b), c in sorted(crossing.items()))
     preds = {i: [a for (a, b) in crossing if b == i] for i in range(len(layers))}
     succs = {i: [b for (a, b) in crossing if a == i] for i in range(len(layers))}
+    record = getattr(trace, "memory_record", None)
+    if record is not None:
+        saved_bytes = saved_per_group(record, [vs for _, vs in layers], g.edges)
+    else:
+        saved_bytes = [float(sum(trace.output_bytes[v] for v in vs)) for _, vs in layers]
     nodes = []
     for i, (name, vs) in enumerate(layers):
         fwd = sum(seconds(v) for v in vs)
         bwd = sum(seconds(f"{v}_bwd") if f"{v}_bwd" in ids else backward_factor * seconds(v) for v in vs)
         params = float(sum(g.node(v).memory for v in vs))
-        saved = float(sum(trace.output_bytes[v] for v in vs))
+        saved = saved_bytes[i]
         fixed = params * (2 + optimizer_states)
         fw, bwm = {a: 0.0 for a in preds[i]}, {b: 0.0 for b in succs[i]}
         tmpcs = [TMPC(VANILLA_ID, (fwd + bwd) / samples, params, saved, fixed, fw, bwm)]
