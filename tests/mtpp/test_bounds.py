@@ -233,3 +233,31 @@ def test_a_mip_partition_that_breaks_the_memory_limit_is_no_partition():
     assert slice_graph(p, method="dp").status == "infeasible"
     r = mtpp_bound(p, level="exact")
     assert r.status in ("infeasible", "no_solution") and r.blocks is None and r.objective is None
+
+
+def test_a_mip_that_proves_nothing_says_no_bound_with_its_status_and_time(monkeypatch):
+    """A level that found no bound says ``None`` ("no bound"), never ``-inf``, with its status and
+    seconds, in ``mtpp_bound``, in each guess of ``bottleneck-guess``, and in ``certify``'s rows
+    (also after a JSON round trip); the certificate's bound comes from the levels that proved one."""
+    from stagecut._mip import MipOutcome
+    from stagecut.mtpp import bounds
+    from stagecut.mtpp.certify import Certificate, certify
+
+    def nothing(model, **kw):
+        return MipOutcome(status="time_limit", objective=None, bound=-math.inf, seconds=0.0, solver="cbc",
+                          rows=model.num_rows, cols=model.num_cols)
+
+    monkeypatch.setattr(bounds, "solve", nothing)
+    g = sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0)
+    for level in ("exact", "bottleneck", "bottleneck-guess"):
+        r = mtpp_bound(g, level=level, devices=2, time_limit=5)
+        assert r.bound is None and r.status == "time_limit" and r.seconds >= 0, level
+        assert all(x.bound is None and x.status == "time_limit" for x in r.guesses), level
+    cert = certify(g, [[0, 1], [2, 3]], devices=2, levels=("simple", "exact", "bottleneck-guess"), time_limit=30,
+                   stop_when_proven=False)
+    rows = [(r.level, r.bound, r.status) for r in cert.levels]
+    assert rows == [("simple", 4.0, "optimal"), ("exact", None, "time_limit"), ("bottleneck-guess", None, "time_limit")]
+    assert all(r.seconds >= 0 for r in cert.levels)
+    assert cert.lower_bound == 4.0 and cert.bound_source == "simple"
+    again = Certificate.from_json(cert.to_json())
+    assert [(r.level, r.bound, r.status) for r in again.levels] == rows

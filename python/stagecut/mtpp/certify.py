@@ -37,6 +37,7 @@ from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Stat, Status
+from stagecut.units import Display
 from stagecut.validate import check_number
 
 __all__ = ["Certificate", "certify", "plan_blocks"]
@@ -79,6 +80,29 @@ class Certificate(Result):
     best_stages: tuple[Stage, ...] = ()
     best_objective: float | None = None
     bound_source: str | None = None
+
+    def summary(self, display: Display | None = None) -> str:
+        """The shared summary block (:meth:`stagecut.results.Result.summary`), then one line per
+        level of the ladder: its bound (``no bound`` when it proved none), status and seconds,
+        and the level the certified bound came from.
+
+        Examples
+        --------
+        >>> from stagecut.graph import Graph
+        >>> cert = certify(Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5), [[0, 1], [2, 3]], devices=2,
+        ...                levels=("simple", "exact"))
+        >>> [line.split()[1:4] for line in cert.summary().splitlines() if line.startswith(("level", "bound by"))]
+        [['simple', 'bound', '5'], ['exact', 'bound', '5.5'], ['by', 'exact']]
+        """
+        d = display or Display()
+        lines = [super().summary(display)]
+        for r in self.levels:
+            bound = "no bound" if r.bound is None else d.with_unit(r.bound)
+            lines.append(f"level      {r.level:<17} bound {bound:<14} {r.status:<11} {r.seconds:8.2f} s"
+                         + (f"   ({r.reason})" if r.status == "skipped" and r.reason else ""))
+        if self.levels:
+            lines.append(f"bound by   {self.bound_source or 'no level'}")
+        return "\n".join(lines)
 
     @property
     def ratio(self) -> float:
