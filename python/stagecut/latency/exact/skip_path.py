@@ -10,7 +10,7 @@ without a watchdog.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -67,6 +67,43 @@ def _region(problem: LatencyProblem, starts: Sequence[int], pos: dict[int, int],
     return sorted(seen, key=rank.__getitem__, reverse=not forward)
 
 
+def _regions(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], budget: list[int],
+             forward: bool) -> Iterator[tuple[int, list[int]]]:
+    """For each path position ``a`` (first to last going ``forward``, else last to first) whose
+    node has neighbours off the path that way, ``(a, region)``: the :func:`_region` reached from
+    them, within the stretch's ranks; stops once ``budget`` is spent."""
+    rank = {v: i for i, v in enumerate(problem.order)}
+    stretch = (rank[path[0]], rank[path[-1]])
+    for a in range(len(path)) if forward else range(len(path) - 1, -1, -1):
+        v = path[a]
+        off = [w for w in (problem.succ[v] if forward else problem.pred[v]) if w not in pos]
+        if not off:
+            continue
+        region = _region(problem, off, pos, rank, stretch, forward, budget)
+        if region is None:
+            return
+        yield a, region
+
+
+def _finish_from(problem: LatencyProblem, region: Sequence[int], v: int, dc: int, tr: np.ndarray,
+                 t: np.ndarray) -> dict[int, np.ndarray]:
+    """Per node ``x`` of ``region`` (in topological order, reached from ``v``), the least finish of
+    ``x`` on each device when ``v`` finishes at 0 on device ``dc``: its inputs from ``v`` and from
+    the region's nodes before it, each on its best device, the transfers paid."""
+    nd = problem.num_devices
+    src = np.full(nd, math.inf)
+    src[dc] = 0.0
+    fin: dict[int, np.ndarray] = {}
+    for x in region:
+        ready = np.full(nd, -math.inf)
+        for u in problem.pred[x]:
+            f = src if u == v else fin.get(u)
+            if f is not None:
+                ready = np.maximum(ready, (f[:, None] + tr[u]).min(axis=0))
+        fin[x] = ready + t[x]
+    return fin
+
+
 def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], tr: np.ndarray, ok: np.ndarray,
              keep: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
     """The detours of ``path``: for path positions ``a < b`` joined through nodes off the path,
@@ -74,34 +111,16 @@ def _detours(problem: LatencyProblem, path: Sequence[int], pos: dict[int, int], 
     outputs can have reached ``b`` on ``keep[e]`` (the detour's nodes on any devices, each at its
     time there, the transfers paid, memory and device sharing ignored: a lower bound). A detour
     between two runs on different devices must cross somewhere."""
-    nd = problem.num_devices
     t = np.where(ok, problem.times, math.inf)
     out: list[tuple[int, int, np.ndarray]] = []
-    rank = {v: i for i, v in enumerate(problem.order)}
-    stretch, budget = (rank[path[0]], rank[path[-1]]), [REGION_WORK]
-    for a, v in enumerate(path):
-        off = [w for w in problem.succ[v] if w not in pos]
-        if not off:
-            continue
-        # the nodes off the path reached from v through nodes off the path, in topological order
-        region = _region(problem, off, pos, rank, stretch, True, budget)
-        if region is None:
-            break
+    # the nodes off the path reached from each path node through nodes off the path
+    for a, region in _regions(problem, path, pos, [REGION_WORK], True):
         ends = {pos[w] for x in region for w in problem.succ[x] if pos.get(w, -1) > a}
         if not ends:
             continue
         delays = {b: np.full((len(keep), len(keep)), -math.inf) for b in ends}
         for c, dc in enumerate(keep):
-            fin: dict[int, np.ndarray] = {}
-            src = np.full(nd, math.inf)
-            src[dc] = 0.0
-            for x in region:
-                ready = np.full(nd, -math.inf)
-                for u in problem.pred[x]:
-                    f = src if u == v else fin.get(u)
-                    if f is not None:
-                        ready = np.maximum(ready, (f[:, None] + tr[u]).min(axis=0))
-                fin[x] = ready + t[x]
+            fin = _finish_from(problem, region, path[a], int(dc), tr, t)
             for x in region:
                 for w in problem.succ[x]:
                     b = pos.get(w, -1)
@@ -124,40 +143,15 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
     ``keep[c]``, ``inf`` where it cannot run)."""
     nd = problem.num_devices
     t = np.where(ok, problem.times, math.inf)
-    rank = {v: i for i, v in enumerate(problem.order)}
-    stretch, budget = (rank[path[0]], rank[path[-1]]), [REGION_WORK]
+    budget = [REGION_WORK]  # (shared by the two walks)
     head: dict[int, tuple[int, list[np.ndarray]]] = {}  # x -> (a, per kept c: finish of x on each device)
-    for a, v in enumerate(path):
-        off = [w for w in problem.succ[v] if w not in pos]
-        if not off:
-            continue
-        region = _region(problem, off, pos, rank, stretch, True, budget)
-        if region is None:
-            break
-        fins: list[dict[int, np.ndarray]] = []
-        for dc in keep:
-            src = np.full(nd, math.inf)
-            src[dc] = 0.0
-            fin: dict[int, np.ndarray] = {}
-            for x in region:
-                ready = np.full(nd, -math.inf)
-                for u in problem.pred[x]:
-                    f = src if u == v else fin.get(u)
-                    if f is not None:
-                        ready = np.maximum(ready, (f[:, None] + tr[u]).min(axis=0))
-                fin[x] = ready + t[x]
-            fins.append(fin)
+    for a, region in _regions(problem, path, pos, budget, True):
+        fins = [_finish_from(problem, region, path[a], int(dc), tr, t) for dc in keep]
         for x in region:  # (the latest path ancestor wins: positions grow)
             head[x] = (a, [fin[x] for fin in fins])
     tail: dict[int, tuple[int, list[np.ndarray]]] = {}  # x -> (b, per kept c: least time from its finish)
-    for b in range(len(path) - 1, -1, -1):
+    for b, region in _regions(problem, path, pos, budget, False):
         w0 = path[b]
-        off = [u for u in problem.pred[w0] if u not in pos]
-        if not off:
-            continue
-        region = _region(problem, off, pos, rank, stretch, False, budget)
-        if region is None:
-            break
         tails: list[dict[int, np.ndarray]] = []
         for dc in keep:
             rest: dict[int, np.ndarray] = {}
