@@ -160,7 +160,9 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
         packed.append((current[0], t))
         return t
 
-    class Recorder(torch.fx.Interpreter):  # type: ignore[misc]
+    Interpreter: Any = torch.fx.Interpreter
+
+    class Recorder(Interpreter):  # type: ignore[misc]
         def run_node(self, n: Any) -> Any:
             current[0] = n.name
             out = super().run_node(n)
