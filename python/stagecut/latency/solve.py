@@ -387,7 +387,7 @@ def _auto(problem: LatencyProblem, solvers: Mapping[str, Callable[..., Schedule]
                                    devices=problem.devices.names, runtime_s=time.perf_counter() - t0)
     status = best.status
     if status != "optimal" and _key(best) <= bound + TOL * max(1.0, bound):
-        status, bound_from = "optimal", f"{bound_from} (met: proven optimal)"
+        status, bound_from = "optimal", f"{bound_from}, which the answer meets: proven optimal"
     if status != "optimal":
         status = "time_limit" if timed_out else "feasible"
     summary = ", ".join(f"{s.method}: {s.objective:.6g}" for s in found if s.objective is not None)
