@@ -54,9 +54,9 @@ def test_partition_program_order_is_the_best_split_in_program_order():
         if math.isinf(want):
             assert plan.objective is None or not math.isfinite(plan.objective)
             continue
-        # never above the best split in program order (it may be below it: see the xfail below)
-        assert plan.objective <= want + 1e-9, (trace.graph.edges, devices, memory)
-        exact += plan.objective == pytest.approx(want, abs=1e-9)
+        # the best split into runs of program order (and it is one: see the next test)
+        assert plan.objective == pytest.approx(want, abs=1e-9), (trace.graph.edges, devices, memory)
+        exact += 1
         ev = sc.evaluate(trace.graph, plan.device_of(), devices=devices, **kw)
         assert ev.feasible and ev.objective == plan.objective  # within the memory it was given
         # the cost of the restriction against the unrestricted optimum, and what it proves
@@ -79,11 +79,10 @@ def in_program_order(trace, plan):
     return all(a <= b for a, b in zip(idx, idx[1:]))
 
 
-@pytest.mark.xfail(strict=True, reason="a zero-time node joins the unit of the node it feeds, and the units are "
-                   "ordered by their first member: with order 0..4 and edges 1-3, 2-4, 3-4 the plan puts node 2 "
-                   "after node 3 (objective 5 against 8 for the best split in program order), so the exports "
-                   "that need program order may refuse it")
 def test_partition_program_order_plans_are_runs_of_the_program_order():
+    """Zero-time nodes (free leaves, free isolated nodes) keep their place in program order: with
+    order 0..4 and edges 1-3, 2-4, 3-4, folding the zero-time node 2 into node 4's unit used to
+    put it after node 3."""
     rng = random.Random(8)
     for _ in range(40):
         trace = random_trace(rng, rng.randint(2, 7))
@@ -228,3 +227,14 @@ def test_a_plan_over_another_graph_names_a_node_the_trace_lacks():
     for export in (plan_to_pipelining, plan_to_balance):
         with pytest.raises(NotExpressibleError, match="node 'zz' is not in the trace"):
             export(plan, t)
+
+
+def test_a_free_isolated_node_stays_in_its_place_in_program_order():
+    """A node with no edge, time or memory is set aside by the DP and placed afterwards: with the
+    node before it in program order, not on the first stage."""
+    nodes = [sc.Node(v, {"accelerator": t}, comm=0.1 if t else 0.0) for v, t in (("a", 2.0), ("b", 1.0),
+                                                                              ("c", 0.0), ("d", 1.0))]
+    trace = types.SimpleNamespace(graph=sc.Graph(nodes, [("a", "b"), ("b", "d")]), order=("a", "b", "c", "d"))
+    plan = partition_program_order(trace, 2)
+    assert [set(s.nodes) for s in plan.stages] == [{"a"}, {"b", "c", "d"}]
+    assert in_program_order(trace, plan) and plan.objective == pytest.approx(2.1)

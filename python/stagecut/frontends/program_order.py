@@ -19,7 +19,8 @@ it solved (``stats["family"]``), what that family is, and what the restriction m
     (``objective / lower_bound - 1``) bounds what the restriction may cost.
 ``"program"``
     The splits contiguous in program order (stages are runs of the order the model runs its
-    operators; units in a topological order that follows program order), solved exactly with
+    operators, a colocation class never cut; zero-time nodes keep their place in the order,
+    and a free isolated node set aside goes with the node before it), solved exactly with
     the real graph's communication (a boundary pays only for tensors that cross it), for any
     depth: ``n + 1`` ideals. ``lower_bound`` is :func:`~stagecut.throughput.dp.simple_lower_bound`.
 ``"layer"``
@@ -37,7 +38,6 @@ Every plan is re-scored by :func:`stagecut.evaluate` on the trace's graph.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 import time
 from collections.abc import Hashable, Sequence
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from stagecut._deadline import DeadlineReached, check_time_limit, deadline
-from stagecut.colocation import Units
+from stagecut.colocation import ColocationClasses, Units
 from stagecut.errors import InvalidArgumentError, TooManyIdealsError
 from stagecut.graph import Graph
 from stagecut.results import Plan, Stat
@@ -151,70 +151,87 @@ def _positions(graph: Graph, order: Sequence[Hashable]) -> list[float]:
     return out
 
 
-def _linear_units(units: Units, key: list[float]) -> list[int]:
-    """The units in a topological order of their DAG that follows program order (Kahn's, the
-    unit with the earliest member first)."""
-    first = [min(key[i] for i in m) for m in units.members]
-    succ: list[list[int]] = [[] for _ in range(units.n_units)]
-    indeg = [0] * units.n_units
-    for a, b in units.edges:
-        succ[a].append(b)
-        indeg[b] += 1
-    heap = [(first[u], u) for u in range(units.n_units) if indeg[u] == 0]
-    heapq.heapify(heap)
-    out = []
-    while heap:
-        _, u = heapq.heappop(heap)
-        out.append(u)
-        for w in succ[u]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, (first[w], w))
-    return out
+def _program_chain(graph: Graph, key: list[float], cut_ok: Sequence[bool]) -> ContractedUnits:
+    """The runs of program order a split contiguous in it may cut between, as a chain of units.
 
-
-def _segments(units: Units, line: list[int], cut_before: list[bool]) -> ContractedUnits:
-    """Merge runs of ``line`` (units in a topological order) into segments, a new one starting
-    where ``cut_before`` says: a chain of segments."""
-    seg_of = np.empty(units.n_units, dtype=np.int64)
+    ``key`` is each node's program position (a backward node: its forward node's); ``cut_ok[p]``
+    says whether the family allows a cut before position ``p``. A cut before ``p`` is also
+    refused where a colocation class has members on both sides of it (all of a class's nodes
+    must share a stage, and a stage is a run). Free leaves are not folded into the node they
+    feed, as the unrestricted DP's units do: a zero-time node keeps its own place in the order,
+    so every split of this chain is a split into runs of program order."""
+    classes = ColocationClasses(graph)
+    span: dict[Any, tuple[float, float]] = {}
+    for i, p in enumerate(key):
+        r = classes.find(classes.key[i])
+        lo, hi = span.get(r, (p, p))
+        span[r] = (min(lo, p), max(hi, p))
+    positions = sorted(set(key))
+    index = {p: j for j, p in enumerate(positions)}
+    inside = np.zeros(len(positions) + 1, dtype=np.int64)  # +1 where a class starts, -1 past its end
+    for lo, hi in span.values():
+        if hi > lo:
+            inside[index[lo] + 1] += 1
+            inside[index[hi] + 1] -= 1
+    blocked = np.cumsum(inside)[:len(positions)] > 0  # a class spans the cut before positions[j]
+    seg_at: list[int] = []
     s = -1
-    for j, u in enumerate(line):
-        if j == 0 or cut_before[j]:
+    for j, p in enumerate(positions):
+        if j == 0 or (cut_ok[int(p)] and not blocked[j]):
             s += 1
-        seg_of[u] = s
+        seg_at.append(s)
     n = s + 1
+    unit_of = np.array([seg_at[index[p]] for p in key], dtype=np.int64)
     members: list[list[int]] = [[] for _ in range(n)]
-    for u in line:
-        members[int(seg_of[u])].extend(units.members[u])
-    members = [sorted(m) for m in members]
-    unit_of = np.empty(len(units.unit_of_node), dtype=np.int64)
-    for i, m in enumerate(members):
-        unit_of[m] = i
+    for i, u in enumerate(unit_of.tolist()):
+        members[u].append(i)
     edges = [(i, i + 1) for i in range(n - 1)]
     return ContractedUnits(n_units=n, members=members, unit_of_node=unit_of, edges=edges,
                            edge_array=np.array(edges, dtype=np.int64).reshape(-1, 2), merged={},
-                           before=units.n_units, restricted=[])
+                           before=len(classes.key), restricted=[])
+
+
+def _aside_in_order(plan: Plan, graph: Graph, aside: Sequence[Hashable], key: Sequence[float]) -> Plan:
+    """``plan`` with each set-aside node (free and isolated: it changes no load wherever it goes)
+    moved to the stage of the node before it in program order (the first node's stage when
+    none is before it), so that the stages stay runs of program order."""
+    if not aside or plan.objective is None:
+        return plan
+    where = plan.assignment()
+    pos = {n.id: key[i] for i, n in enumerate(graph.nodes)}
+    placed = sorted((pos[v], str(v), v) for v in where if v not in set(aside))
+    if not placed:
+        return plan
+    stage_of: dict[Hashable, int] = {}
+    for v in aside:
+        before = [q for q in placed if q[0] <= pos[v]]
+        stage_of[v] = where[(before[-1] if before else placed[0])[2]]
+    if all(where[v] == stage_of[v] for v in aside):
+        return plan
+    at = {s.index: j for j, s in enumerate(plan.stages)}
+    members: list[list[Hashable]] = [[v for v in s.nodes if v not in stage_of] for s in plan.stages]
+    for v, i in stage_of.items():
+        members[at[i]].append(v)
+    stages = tuple(dataclasses.replace(s, nodes=tuple(m)) for s, m in zip(plan.stages, members))
+    return dataclasses.replace(plan, stages=stages)
 
 
 def _ordered(core: ThroughputProblem, trace: Any, family: str, problem: ThroughputProblem,
              aside: Sequence[Hashable], t0: float) -> Plan:
     graph = core.graph
-    key = _positions(graph, list(trace.order))
-    units = Units(graph, core.memory)
-    line = _linear_units(units, key)
+    order = list(trace.order)
+    key = _positions(graph, order)
     if family == "program":
-        cut = [True] * len(line)
+        cut_ok = [True] * len(order)
     else:
-        order = list(trace.order)
         layer_at = [(trace.modules[v][0] if trace.modules.get(v) else None) for v in order]
-        first = [int(min(key[i] for i in units.members[u])) for u in line]
-        cut = [j == 0 or layer_at[first[j]] is None or layer_at[first[j]] != layer_at[first[j - 1]]
-               for j in range(len(line))]
-    chain = _segments(units, line, cut)
+        cut_ok = [p == 0 or layer_at[p] is None or layer_at[p] != layer_at[p - 1] for p in range(len(order))]
+    chain = _program_chain(graph, key, cut_ok)
     raw = _solve(core, chain, chain.edge_array, chain.n_units + 2, False)
     stats: dict[str, Stat] = {"set_aside": len(aside), "segments": chain.n_units}
     lower = simple_lower_bound(problem)
-    return _plan(problem, core, aside, chain, raw, family, stats, [], lower, t0)
+    plan = _plan(problem, core, aside, chain, raw, family, stats, [], lower, t0)
+    return _aside_in_order(plan, problem.graph, aside, _positions(problem.graph, order))
 
 
 def partition_trace(trace: Any, devices: int, *, family: str = "auto", memory: float | None = None,
