@@ -197,17 +197,31 @@ def test_ctrl_c_stops_a_call_that_reports_progress():
 
     old = signal.signal(signal.SIGINT, handler)
     sent = []
-    # CPU seconds (all threads) from the signal on: the full run takes over 30; wall time would
-    # measure the machine's load
-    timer = threading.Timer(1.0, lambda: (sent.append(time.process_time()), os.kill(os.getpid(), signal.SIGINT)))
-    timer.start()
+    reporting, finished = threading.Event(), threading.Event()
+
+    def report(event):
+        seen.append(event)
+        if not event.final:
+            reporting.set()
+
+    def interrupt():
+        # once the search reports (not after a fixed wall time: a loaded machine may not have
+        # started it by then); CPU seconds (all threads) from the signal on: the full run takes
+        # over 30; wall time would measure the machine's load
+        if reporting.wait(120) and not finished.is_set():
+            sent.append(time.process_time())
+            os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt, daemon=True)
+    sender.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             sc.slice_graph(big_graph(), devices=8, method="brkga", population=200, decodes=50_000,
-                           progress=seen.append)
+                           progress=report)
     finally:
-        timer.cancel()
-        timer.join()
+        finished.set()
+        reporting.set()
+        sender.join()
         signal.signal(signal.SIGINT, old)
     assert time.process_time() - sent[0] < 3.0
     assert any(not e.final for e in seen)  # it was reporting when the signal came
