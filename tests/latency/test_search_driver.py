@@ -165,3 +165,20 @@ def test_list_greedy_keeps_the_shorter_order_and_says_which():
             kept["own"] += 1
             assert s.objective == pytest.approx(own) and own <= rr + 1e-9
     assert kept["rr"] > 0 and kept["own"] > 0
+
+
+@pytest.mark.parametrize("name", ["sa", "ea", "local", "lns"])
+def test_ctrl_c_inside_a_search_ends_it_without_an_answer(name):
+    """A KeyboardInterrupt raised while a search runs (here from its progress callback, at the
+    first report) is never caught by the driver: no schedule comes back."""
+    p = chain_problem(n=30)
+    calls = []
+
+    def interrupt(report):
+        calls.append(report)
+        raise KeyboardInterrupt
+
+    run = {"sa": simulated_annealing, "ea": evolutionary, "local": local_search, "lns": lns}[name]
+    with pytest.raises(KeyboardInterrupt):
+        run(p, start=[0] * len(p), seed=1, time_limit=60, progress=interrupt)
+    assert len(calls) == 1
