@@ -58,3 +58,35 @@ def test_show_prints_the_units_the_result_was_given_in(run, big_chain, tmp_path)
 def test_saved_units_from_a_file_are_checked(units):
     d = saved_display({"units": units})
     assert isinstance(d, Display) and d.time in (None, "ms") and d.memory is None and d.bandwidth is None
+
+
+def test_library_notes_carry_the_inputs_units_on_the_command_line(run, tmp_path):
+    """auto's ``methods:`` note lists answers in the input's time unit; its bound note does not
+    read like the ``met`` heuristic; certify's cheaper partition has a unit and says where its
+    stages are (the JSON key ``best_stages``, which --json and -o FILE hold)."""
+    code, out, _ = run("latency", "example:chain", "-k", "2", "--time-limit", "5")
+    notes = [line[len("note       "):] for line in out.splitlines() if line.startswith("note ")]
+    methods = [n for n in notes if n.startswith("methods")]
+    assert code == 0 and len(methods) == 1 and methods[0].startswith("methods (ms): "), notes
+    assert all("(met:" not in n for n in notes), notes
+    split = tmp_path / "split.json"
+    split.write_text(json.dumps({"blocks": [[0], [1, 2, 3, 4, 5, 6, 7]]}))  # 4 | 17: the optimum is 10.5
+    code, out, _ = run("certify", "example:chain", split, "-k", "2", "--levels", "simple,exact", "-q")
+    assert code == 0 and ("note       the exact MIP found a cheaper partition (cost 10.5 ms): its stages are "
+                          "best_stages in --json and -o FILE") in out.splitlines(), out
+    data = run.json("certify", "example:chain", split, "-k", "2", "--levels", "exact", "-q")
+    assert data["best_objective"] == 10.5 and data["best_stages"]
+
+
+def test_sweep_progress_lines_tell_the_tasks_apart():
+    from stagecut.cli.sweep import progress_line
+
+    row = {"graph": "g.json", "devices": 2, "method": "dp", "memory": "file", "seed": 0, "time_limit": None,
+           "options": "{}", "status": "optimal", "objective": 3.0, "runtime_s": 0.5}
+    lines = {progress_line({**row, **change}, 1, 9) for change in (
+        {}, {"memory": "1GiB"}, {"memory": "2GiB"}, {"seed": 1}, {"time_limit": 60.0}, {"options": '{"q": 2}'})}
+    assert len(lines) == 6, lines
+    assert progress_line({**row, "status": "infeasible", "objective": None}, 3, 9) == \
+        "[3/9] g.json k=2 dp: infeasible, in 0.50 s"
+    assert progress_line({**row, "status": "error", "objective": None, "error": "boom"}, 3, 9) == \
+        "[3/9] g.json k=2 dp: error: boom, in 0.50 s"

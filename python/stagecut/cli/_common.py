@@ -325,6 +325,22 @@ def _human_sizes(text: str, display: Display) -> str:
                                        f"{display.size_text(float(m.group(2)))}", text)
 
 
+#: a note listing each method's answer (``auto``): ``methods: heft: 100.2, met: 162.3``
+_METHODS_NOTE = re.compile(r"^(note {7}methods): ", re.MULTILINE)
+#: certify's note on a cheaper partition, whose stages the JSON holds (``best_stages``)
+_BEST_STAGES = re.compile(r"\(cost ([0-9.e+-]+)\): see best_stages")
+
+
+def _units_in_notes(text: str, display: Display) -> str:
+    """Notes written for the library, read on the command line: the numbers of ``auto``'s
+    ``methods:`` note in the input's time unit, certify's cheaper partition with its unit and
+    where its stages are (``best_stages`` in ``--json`` and ``-o FILE``)."""
+    unit = f" {display.time}" if display.time else ""
+    if unit:
+        text = _METHODS_NOTE.sub(rf"\1 ({display.time}): ", text)
+    return _BEST_STAGES.sub(rf"(cost \1{unit}): its stages are best_stages in --json and -o FILE", text)
+
+
 def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] = (),
            data: Mapping[str, Any] | None = None, display: Display | None = None) -> int:
     """Print ``result`` as every subcommand does and save it with ``-o``; returns exit 0.
@@ -358,7 +374,7 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     settings = settings_of(result, display)
     if settings:
         lines.append(f"settings   {settings}")
-    print(_human_sizes(_from_spec("\n".join(lines), spec), display))
+    print(_units_in_notes(_human_sizes(_from_spec("\n".join(lines), spec), display), display))
     table = stage_table(result, display)
     if table:
         print()

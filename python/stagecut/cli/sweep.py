@@ -41,18 +41,46 @@ from typing import Any
 from stagecut.cli import _common
 from stagecut.cli._plot import add_plot
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "progress_line"]
+
+
+def progress_line(row: dict[str, Any], done: int, total: int) -> str:
+    """One finished task on stderr: its place, the task (the graph, k, and the memory, seed,
+    time limit and options when the sweep sets them, so that no two tasks print alike), its
+    status and objective (in the graph's own time unit) and the call's runtime.
+
+    >>> progress_line({"graph": "example:chain", "devices": 2, "method": "dp", "memory": "file", "seed": 0,
+    ...                "time_limit": None, "options": "{}", "status": "optimal", "objective": 10.5,
+    ...                "runtime_s": 0.012}, 1, 8)
+    '[1/8] example:chain k=2 dp: optimal, objective 10.5, in 0.01 s'
+    >>> progress_line({"graph": "g.json", "devices": 4, "method": "ip", "memory": "2GiB", "seed": 1,
+    ...                "time_limit": 60.0, "options": '{"solver": "highs"}', "status": "infeasible",
+    ...                "objective": None, "runtime_s": 3.0}, 2, 8)
+    '[2/8] g.json k=4 memory=2GiB seed=1 time_limit=60 s ip {"solver": "highs"}: infeasible, in 3.00 s'
+    """
+    task = [str(row["graph"]), f"k={row['devices']}"]
+    if row.get("memory") not in (None, "file"):
+        task.append(f"memory={row['memory']}")
+    if row.get("seed"):
+        task.append(f"seed={row['seed']}")
+    if row.get("time_limit") is not None:
+        task.append(f"time_limit={row['time_limit']:g} s")
+    task.append(str(row["method"]))
+    if row.get("options") not in (None, "", "{}"):
+        task.append(str(row["options"]))
+    if row["status"] == "error":
+        what = f"error: {row['error']}"
+    else:
+        what = str(row["status"]) + ("" if row.get("objective") is None else f", objective {row['objective']:.6g}")
+    return f"[{done}/{total}] {' '.join(task)}: {what}, in {row.get('runtime_s') or 0.0:.2f} s"
 
 
 def _progress(total: int, skipped: int) -> Any:
-    count = [skipped]
+    count = [skipped]  # the tasks already in the table count as done
 
     def show(row: dict[str, Any]) -> None:
         count[0] += 1
-        what = row["error"] if row["status"] == "error" else \
-            f"{row['status']} {'-' if row['objective'] is None else format(row['objective'], '.6g')}"
-        print(f"[{count[0]}/{total}] {row['graph']} k={row['devices']} {row['method']}: {what} "
-              f"({row.get('runtime_s') or 0.0:.2f} s)", file=sys.stderr, flush=True)
+        print(progress_line(row, count[0], total), file=sys.stderr, flush=True)
 
     return show
 
