@@ -238,3 +238,34 @@ def test_a_free_isolated_node_stays_in_its_place_in_program_order():
     plan = partition_program_order(trace, 2)
     assert [set(s.nodes) for s in plan.stages] == [{"a"}, {"b", "c", "d"}]
     assert in_program_order(trace, plan) and plan.objective == pytest.approx(2.1)
+
+
+def test_the_restricted_plan_gets_the_memory_and_the_time_limit(monkeypatch):
+    """``memory`` and ``time_limit`` bound the restricted plan as well as the reference."""
+    import stagecut.frontends.program_order as po
+
+    seen = []
+    real = po.partition_trace
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(po, "partition_trace", spy)
+    trace = random_trace(random.Random(3), 5)
+    plan = partition_program_order(trace, 2, memory=6.0, time_limit=7.5)
+    assert plan.objective is not None
+    assert [(s["family"], s["memory"], s["time_limit"]) for s in seen] == [("program", 6.0, 7.5)]
+
+
+def test_a_colocation_class_is_never_cut_by_a_program_order_plan():
+    """Nodes ``a`` and ``c`` must share a stage and ``b`` runs between them: every run of the
+    program order holding both holds ``b``, so the best plan is one stage (and ``d`` may go on
+    another)."""
+    nodes = [sc.Node(v, {"accelerator": 1.0}, comm=0.01, colocation="ac" if v in "ac" else None) for v in "abcd"]
+    trace = types.SimpleNamespace(graph=sc.Graph(nodes, [("a", "c"), ("b", "d"), ("c", "d")]),
+                                  order=("a", "b", "c", "d"))
+    plan = partition_program_order(trace, 3)
+    assert in_program_order(trace, plan)
+    assert [set(s.nodes) for s in plan.stages if s.nodes] == [{"a", "b", "c"}, {"d"}]
+    assert plan.objective == pytest.approx(3.0)

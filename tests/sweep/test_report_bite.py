@@ -3,7 +3,7 @@
 import csv
 import io
 
-from stagecut.sweep import format_report
+from stagecut.sweep import format_report, summarize
 from stagecut.sweep.report import SummaryRow
 
 
@@ -39,3 +39,28 @@ def test_the_markdown_report_rounds_to_four_digits_and_times_to_three():
     ]
     assert text.endswith(" |\n") and format_report(_rows()) == format_report(_rows(), "markdown", None)
     assert "answer/baseline (gmean)" in format_report(_rows())
+
+
+def _r(graph, method, obj, lb, status, **kw):
+    return {"graph": graph, "devices": 2, "method": method, "objective": obj, "lower_bound": lb,
+            "status": status, "runtime_s": 1.0, **kw}
+
+
+def test_an_empty_table_summarizes_to_nothing():
+    assert summarize([]) == ()
+    assert summarize([], baseline=None) == ()
+
+
+def test_a_row_without_options_is_labelled_by_its_method_alone():
+    rows = [_r("a", "dp", 4.0, 4.0, "optimal"), _r("a", "dpl", 5.0, 2.0, "feasible", options=None),
+            _r("a", "ip", 4.0, 4.0, "optimal", options="")]
+    assert [s.method for s in summarize(rows)] == ["all", "dp", "dpl", "ip"]
+
+
+def test_an_answer_that_is_not_finite_is_not_a_solved_instance():
+    rows = [_r("a", "dp", 4.0, 4.0, "optimal"), _r("a", "h", float("inf"), None, "infeasible"),
+            _r("b", "dp", 6.0, 6.0, "optimal"), _r("b", "h", 7.0, 1.0, "error")]
+    s = {r.method: r for r in summarize(rows)}
+    assert (s["h"].instances, s["h"].solved, s["h"].errors, s["h"].n_ratio) == (2, 0, 1, 0)
+    assert s["h"].bound_best is None and s["h"].answer_baseline is None and s["h"].optimal == 0.0
+    assert (s["all"].solved, s["all"].optimal) == (2, 1.0)

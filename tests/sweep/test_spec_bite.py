@@ -103,3 +103,21 @@ def test_the_dry_run_of_options_has_a_time_limit(monkeypatch, objective, entry, 
     monkeypatch.setattr(sc, entry, record)
     check_spec(make(objective=objective, methods=[{"name": method, "options": options}]))
     assert seen and all(t is not None and 0 < t <= 1.0 for t in seen), seen
+
+
+def test_options_in_another_order_are_the_same_method():
+    a = {"name": "ip", "options": {"time_limit_ratio": 1, "solver": "cbc"}}
+    b = {"name": "ip", "options": {"solver": "cbc", "time_limit_ratio": 1}}
+    assert make(methods=[a]).methods == make(methods=[b]).methods
+    assert make(methods=[a]).methods[0].options == '{"solver": "cbc", "time_limit_ratio": 1}'
+    assert [t.key for t in expand(make(methods=[a]))] == [t.key for t in expand(make(methods=[b]))]
+    with pytest.raises(InvalidArgumentError, match="^methods: a method with the same options is named twice"):
+        make(methods=[a, b])
+
+
+@pytest.mark.parametrize("objective", ["throughput", "slice"])
+def test_progress_is_not_an_option_a_sweep_may_set(objective):
+    method = "dp" if objective == "throughput" else "order"
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"^methods\[0\]\.options\.progress: not an option of {objective} methods"):
+        check_spec(make(objective=objective, methods=[{"name": method, "options": {"progress": True}}]))
