@@ -4,6 +4,7 @@ same objects)."""
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -140,3 +141,15 @@ def test_help_takes_well_under_a_second_of_cpu():
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cpu < 3 * 1.0, f"--help, --version and partition --help took {cpu:.2f} s of CPU together"
+
+
+def test_latency_help_describes_every_method():
+    """Each ``--method`` choice of ``latency`` is described in the flag's help, not only accepted."""
+    from stagecut.cli import _choices
+
+    parser = build_parser(("latency",))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    method = next(a for a in sub.choices["latency"]._actions if a.dest == "method")
+    text = method.help
+    missing = [m for m in _choices.LATENCY_METHODS if not re.search(rf"(^|[\s,]){re.escape(m)}[:,]", text)]
+    assert missing == [], missing

@@ -2,8 +2,9 @@
 
     stagecut latency GRAPH [-k K] [--topology pcie|servers|DEVICES.json] [--gpus-per-server G]
                            [--intra-bandwidth RATE] [--inter-bandwidth RATE] [--comm-bandwidth RATE]
-                           [--memory SIZE] [--method auto|best-device|met|greedy|heft|sa|ea|local|milp|ip|
-                           pcie-greedy|brute|quickp|quickp-p1|metis|mcmc] [--time-limit S] [--seed S]
+                           [--memory SIZE] [--method auto|best-device|met|greedy|heft|m-heft|m-greedy|m-topo|
+                           m-chain|sa|ea|local|lns|milp|split|ip|pcie-greedy|brute|quickp|quickp-p1|metis|mcmc]
+                           [--time-limit S] [--seed S]
                            [--solver cbc|highs] [--q Q] [--evaluate SPLIT [--semantics asap|pieces]]
                            [--json] [-o RESULT.json] [--plot FILE.png]
 
@@ -256,8 +257,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "a node-link operator graph is in microseconds)")
     _common.add_memory(p, "memory per accelerator or GPU", "the file's maxSizePerFPGA, else unlimited")
     p.add_argument("--method", choices=METHODS, default="auto",
-                   help="best-device, met, greedy, heft: list-scheduling baselines; sa, ea, local: searches; "
-                        "milp: the exact DiviML MILP; brute: every placement and order (8 nodes at most); "
+                   help="best-device, met, greedy, heft: list-scheduling baselines; m-heft, m-greedy: the same "
+                        "holding memory back for the nodes that gain most; m-topo, m-chain: a topological order "
+                        "packed or cut (DP) into one run per device; sa, ea, local: searches; lns: "
+                        "large-neighbourhood search around the critical path; milp: the exact DiviML MILP; "
+                        "split: the MILP per module between cut vertices, joined by a chain DP; "
+                        "brute: every placement and order (8 nodes at most); "
                         "pcie-greedy, ip: the PCIe-star greedy and latency IP of the workloads' authors "
                         "(their pieces semantics); quickp, quickp-p1: QuickP (fusion, co-location groups for "
                         "quickp, the reduced IP on the fused graph); metis, mcmc: QuickP's baselines (a balanced "
