@@ -262,7 +262,7 @@ def test_a_colocation_class_is_never_cut_by_a_program_order_plan():
     """Nodes ``a`` and ``c`` must share a stage and ``b`` runs between them: every run of the
     program order holding both holds ``b``, so the best plan is one stage (and ``d`` may go on
     another)."""
-    nodes = [sc.Node(v, {"accelerator": 1.0}, comm=0.01, colocation="ac" if v in "ac" else None) for v in "abcd"]
+    nodes = [sc.Node(v, {"accelerator": 1.0}, colocation="ac" if v in "ac" else None) for v in "abcd"]
     trace = types.SimpleNamespace(graph=sc.Graph(nodes, [("a", "c"), ("b", "d"), ("c", "d")]),
                                   order=("a", "b", "c", "d"))
     plan = partition_program_order(trace, 3)
