@@ -35,6 +35,7 @@ CASES: dict[str, list[str]] = {
     "partition_operators_names": ["partition", "$SHARED/throughput-inputs/OperatorGraphs/bert_l-3_inference.json",
                                   "-k", "4"],
     "partition_gnmt_training": ["partition", f"{TP}/gnmt_training.json", "-k", "4", "--method", "dpl"],
+    "partition_gnmt_auto_fallback": ["partition", f"{TP}/gnmt_training.json", "-k", "4", "--max-ideals", "1000"],
     "evaluate_bert24_expert_300MB": ["evaluate", f"{TP}/bert24_inference.json",
                                      "$SHARED/human-experts/bert24_inference_expert.json", "--memory", "300MB"],
     "slice_bert24": ["slice", f"{TP}/bert24_inference.json", "-k", "4", "--memory", "300MB", "--bandwidth", "10GB/s",

@@ -329,12 +329,16 @@ def _human_sizes(text: str, display: Display) -> str:
 _METHODS_NOTE = re.compile(r"^(note {7}methods): ", re.MULTILINE)
 #: certify's note on a cheaper partition, whose stages the JSON holds (``best_stages``)
 _BEST_STAGES = re.compile(r"\(cost ([0-9.e+-]+)\): see best_stages")
+#: the library's argument in a note (``more than max_ideals=1000 ideals``), a flag on the command line
+_MAX_IDEALS = re.compile(r"\bmax_ideals=(\d+)")
 
 
 def _units_in_notes(text: str, display: Display) -> str:
     """Notes written for the library, read on the command line: the numbers of ``auto``'s
     ``methods:`` note in the input's time unit, certify's cheaper partition with its unit and
-    where its stages are (``best_stages`` in ``--json`` and ``-o FILE``)."""
+    where its stages are (``best_stages`` in ``--json`` and ``-o FILE``), ``max_ideals=N`` as
+    the flag ``--max-ideals N``."""
+    text = _MAX_IDEALS.sub(r"--max-ideals \1", text)
     unit = f" {display.time}" if display.time else ""
     if unit:
         text = _METHODS_NOTE.sub(rf"\1 ({display.time}): ", text)
