@@ -126,3 +126,31 @@ def test_two_memory_values_are_two_instances():
     assert by["all"].instances == by["sa"].instances == 2
     # sa against the bound of its own memory: 4/5 and 6/6, not one merged instance
     assert by["sa"].bound_best == pytest.approx(math.sqrt(0.8)) and by["sa"].optimal == 0.5
+
+
+def _two_rows_file(path, first, second):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stagecut.sweep.table import COLUMNS
+
+    blank = {name: None for name, _ in COLUMNS}
+    pq.write_table(pa.Table.from_pylist([{**blank, **first}, {**blank, **second}]), path)
+    (back,) = read_results(path)
+    return back
+
+
+def test_a_row_without_a_finish_time_is_older_than_any_with_one(tmp_path):
+    timed = {**row("a", "g", 2, "dp", 4.0, at=0.5), "status": "optimal"}
+    untimed = {**row("a", "g", 2, "dp", 9.0), "finished_at": None}
+    for i, order in enumerate(([untimed, timed], [timed, untimed])):
+        back = _two_rows_file(tmp_path / f"t{i}.parquet", *order)
+        assert (back["objective"], back["finished_at"]) == (4.0, 0.5)
+
+
+def test_of_two_rows_finished_at_the_same_time_the_later_one_wins(tmp_path):
+    # a part rewritten in place (or rows appended without a time): the last row written is the one kept
+    for i, at in enumerate((None, 3.0)):
+        first, second = row("a", "g", 2, "dp", 9.0, at=at), row("a", "g", 2, "dp", 4.0, at=at)
+        assert _two_rows_file(tmp_path / f"s{i}.parquet", first, second)["objective"] == 4.0
+        assert _two_rows_file(tmp_path / f"r{i}.parquet", second, first)["objective"] == 9.0
