@@ -158,10 +158,10 @@ def test_result_does_not_depend_on_thread_count():
             "sys.stdout.buffer.write(r.tps_table.tobytes() + repr([(s.nodes, s.d, s.t, sorted(s.tmpcs.items())) "
             "for s in r.stages]).encode())")
     outs = []
-    for threads in ("1", "2", "3"):
+    for threads in ("1", "3"):  # one thread and several
         env = dict(os.environ, RAYON_NUM_THREADS=threads)
         outs.append(subprocess.run([sys.executable, "-c", code, path], capture_output=True, env=env, check=True).stdout)
-    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == outs[1]
 
 
 def test_chain_by_hand():
@@ -355,7 +355,9 @@ def _published():
     rows = []
     for f in ("gnmt.json", "resnet.json"):
         for K, M, piper_tps, equi_tps in pub[f"code_{f}"]:
-            slow = f == "gnmt.json" and K >= 16
+            # the default run keeps the two smallest GNMT rows and the most memory-bound of the 128-device
+            # ResNet rows; the rows left to the slow run take the same code paths at larger sizes
+            slow = (f == "gnmt.json" and (K, M) not in ((2, 2.5), (4, 1.2))) or (K == 128 and M > 1.0)
             marks = [pytest.mark.slow] if slow else []
             rows.append(pytest.param(f, K, M, piper_tps, equi_tps, marks=marks, id=f"{f[:-5]}-K{K}-M{M}"))
     return rows
