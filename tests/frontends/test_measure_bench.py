@@ -1,0 +1,84 @@
+"""The tables of ``benches/bench_reality.py`` from planted measurements: the peer ratio and its
+bootstrap noise band, where a plan cuts in layers, which stage is the bottleneck and whether a miss
+is inside its band, and the drift account of ratios against a calibration from another pass."""
+
+import pathlib
+import sys
+
+import pytest
+
+BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
+
+
+@pytest.fixture(scope="module")
+def br():
+    sys.path.insert(0, str(BENCHES))
+    try:
+        import bench_reality
+    finally:
+        sys.path.remove(str(BENCHES))
+    return bench_reality
+
+
+def _m(passes):
+    """A _row-like record from per-stage pass times (ms)."""
+    import statistics
+
+    med = [statistics.median(p) for p in passes]
+    return {"passes_ms": passes, "measured_ms": med, "measured_max_ms": max(med), "predicted_ms": med,
+            "spread_ms": [0.0] * len(passes)}
+
+
+def test_paired_ratio_and_its_noise_band(br):
+    ours = [[10.0, 11.0, 9.0, 10.5, 9.5], [8.0, 8.0, 8.0, 8.0, 8.0]]
+    same = {"calibrated_again": _m(ours), "x": _m(ours)}
+    assert br._paired(same, "x") == (1.0, 0.0)  # the same times: no noise between them
+    slow = {"calibrated_again": _m(ours), "x": _m([[2 * t for t in s] for s in ours])}
+    assert br._paired(slow, "x") == pytest.approx((2.0, 0.0))  # twice as slow in every pass
+    noisy = {"calibrated_again": _m(ours), "x": _m([[10.0, 14.0, 8.0, 12.0, 9.0], [8.0] * 5])}
+    ratio, band = br._paired(noisy, "x")
+    assert ratio == pytest.approx(10.0 / 10.0) and band > 0.02
+
+
+def test_a_peer_faster_than_ours_is_explained(br):
+    r = {"model": "m", "k": 2, "calibrated_again": _m([[10.0] * 3, [9.0] * 3]),
+         "uniform": _m([[9.0] * 3, [9.0] * 3])}
+    r["uniform"]["predicted_ms"] = [11.0, 9.0]
+    text = br._why(r, "uniform", "uniform", 0.9, 0.02)
+    assert "-10.0%" in text and "outside it" in text and "11.0 ms against ours 10.0" in text
+    assert "decided it" in text
+    assert "within it" in br._why(r, "uniform", "uniform", 0.99, 0.02)
+
+
+def _cal(pred_now, measured, spread=None, drift=1.0, ratios=None):
+    out = {"predicted_now_ms": pred_now, "measured_ms": measured, "ratios_now": [1.0] * len(measured),
+           "drift": drift, "ratios": ratios or [drift] * len(measured)}
+    if spread is not None:
+        out["spread_ms"] = spread
+    return out
+
+
+def test_bottleneck_misses_are_measured_against_their_band(br):
+    rows = [{"model": "m", "k": 2, "calibrated": _cal([10.0, 9.0], [10.0, 9.5], [0.5, 0.5])},   # hit
+            {"model": "m", "k": 3, "calibrated": _cal([10.0, 9.0, 1.0], [9.8, 10.0, 1.0], [0.5, 0.5, 0.1])},
+            {"model": "m", "k": 4, "calibrated": _cal([10.0, 9.0], [8.0, 10.0], [0.1, 0.1])}]   # far miss
+    text = "\n".join(br._bottleneck_section([("r", rows)]))
+    assert "| r | m | 2 | 0 | 0 | yes |" in text
+    assert "| r | m | 3 | 0 | 1 | no | -2.0% | +-7.1% |" in text
+    assert "| r | m | 4 | 0 | 1 | no | -20.0% | +-1.4% |" in text
+    assert "measured one on 1 of 3 rows; 1 of the 2 misses are within their noise band" in text
+
+
+def test_drift_accounts_for_ratios_against_another_pass(br):
+    rows = [{"calibrated": _cal([1.0], [1.0], drift=1.4, ratios=[1.4, 1.33])},
+            {"calibrated": _cal([1.0], [1.0], drift=0.8, ratios=[0.8, 0.84])}]
+    text = " ".join(br._drift_section(rows))
+    assert "0.80-1.40x their calibrated time" in text
+    assert "4 of 4 stage ratios as calibrated fall outside 0.85-1.15" in text
+    assert "every as-calibrated ratio is 0.95-1.05 (4 of 4 within 0.85-1.15)" in text
+
+
+def test_where_a_plan_cuts_in_layers(br):
+    assert br._cuts([5.04, 8.0, 11.5], 4) == "5.04, 8, 11.5"
+    # an older record: every change of stage along program order, several in one layer
+    assert br._cuts([11.22, 11.38, 11.97], 2) == "11.22-11.97 (its branches split)"
