@@ -33,6 +33,9 @@ ROWS = published_rows()
 # without ../shared the one placeholder case skips (fails in CI) instead of an empty parametrisation
 NAMES = sorted(ROWS) or ["../shared/workloads is absent"]
 SLOW_DP = {"LayerGraphs/inceptionv3_inference.json", "LayerGraphs/inceptionv3_training.json"}
+# local search on the two 12-layer BERT operator graphs takes most of this file's time: the slow run
+# has them; the default run's local search covers the same code on the other fourteen workloads
+SLOW_LOCAL = {"OperatorGraphs/bert_L-12_training.json", "OperatorGraphs/bert_l-12_inference.json"}
 ROUNDING = 0.005  # the published values have 2 decimals
 IP_TOL = 0.005  # relative, against ip_noncontiguous_tps
 # our result <= the paper's value of the same baseline * (1 + tolerance): PipeDream is the same
@@ -90,11 +93,12 @@ def _check(name, method, exact_dp=False):
     return plan
 
 
-def _params(names):
-    return [pytest.param(n, id=n.replace(".json", "")) for n in names]
+def _params(names, slow=frozenset()):
+    return [pytest.param(n, id=n.replace(".json", ""), marks=[pytest.mark.slow] if n in slow else [])
+            for n in names]
 
 
-@pytest.mark.parametrize("name", _params(NAMES))
+@pytest.mark.parametrize("name", _params(NAMES, slow=SLOW_LOCAL))
 def test_local_search_bounded_by_the_exact_optima(name):
     _check(name, "local-search")
 
@@ -121,8 +125,9 @@ def test_slow_rows_against_the_computed_dp(name, method):
 
 
 # Table 1 has no PipeDream value on the operator graphs
-WITH_PAPER_VALUE = [pytest.param(n, m, id=f"{n.replace('.json', '')}-{m}") for n in NAMES for m in sorted(RUNS)
-                    if n not in ROWS or ROWS[n][PAPER_COLUMN[m]] is not None]
+WITH_PAPER_VALUE = [pytest.param(n, m, id=f"{n.replace('.json', '')}-{m}",
+                                 marks=[pytest.mark.slow] if m == "local-search" and n in SLOW_LOCAL else [])
+                    for n in NAMES for m in sorted(RUNS) if n not in ROWS or ROWS[n][PAPER_COLUMN[m]] is not None]
 
 
 @pytest.mark.parametrize(("name", "method"), WITH_PAPER_VALUE)
@@ -135,6 +140,6 @@ def test_no_worse_than_the_papers_value_of_the_baseline(name, method):
 def test_some_baseline_beats_the_dp_only_outside_its_family():
     """The reason for two floors: on some rows a non-contiguous result is below the DP optimum."""
     require_shared()
-    below = [(n, m) for n in sorted(set(ROWS) - SLOW_DP) for m in ("local-search", "scotch")
+    below = [(n, m) for n in sorted(set(ROWS) - SLOW_DP - SLOW_LOCAL) for m in ("local-search", "scotch")
              if _plan(n, m).objective < _dp(n) * (1 - 1e-6)]
     assert below and all(not _plan(n, m).contiguous for n, m in below)
