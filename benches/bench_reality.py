@@ -144,12 +144,32 @@ def manual_plan(trace: Any, stages: list[list[str]], method: str) -> Plan:
                 memory=math.inf)
 
 
+def _with_backward(trace: Any, stages: list[list[str]]) -> list[list[str]]:
+    """Stages of forward node ids, with their backward nodes on a training trace."""
+    if not trace.graph.is_training:
+        return stages
+    return [s + [f"{v}_bwd" for v in s] for s in stages]
+
+
 def layer_times(trace: Any, model: Any, repeat: int, device: str = "cpu") -> list[float]:
     """Each layer's seconds measured as torchgpipe's ``balance_by_time`` profiles them: every
-    layer built as a piece of the program and timed in situ (passes in program order, medians)."""
-    layers = layers_of(trace, model)
+    layer built as a piece of the program and timed in situ (passes in program order, medians;
+    forward and backward on a training trace)."""
+    layers = _with_backward(trace, layers_of(trace, model))
     m = measure(trace, manual_plan(trace, layers, "layers"), repeat=repeat, reference=False, device=device)
     return [s.measured for s in m.stages]
+
+
+def _timed_once(trace: Any, group: dict[str, Plan], repeat: int) -> dict[str, dict[str, Any]]:
+    """Every plan of ``group`` timed in the same passes, a split that several methods give built
+    and timed once (the same stages built twice would differ by noise alone): each plan's
+    ``_row``, with ``same_as`` the first method that gave its split."""
+    first: dict[Any, str] = {}
+    for key, pl in group.items():
+        first.setdefault(tuple(sorted(pl.assignment().items())), key)
+    same = {key: first[tuple(sorted(pl.assignment().items()))] for key, pl in group.items()}
+    timed = measure_many(trace, {key: group[key] for key in first.values()}, repeat=repeat, reference=False)
+    return {key: {**_row(timed[same[key]]), "same_as": same[key] if same[key] != key else None} for key in group}
 
 
 def peer_plans(trace: Any, model: Any, k: int, times: list[float] | None = None) -> dict[str, Plan]:
@@ -169,7 +189,7 @@ def peer_plans(trace: Any, model: Any, k: int, times: list[float] | None = None)
     out = {}
     for name, p in parts.items():
         stages = [[v for layer in layers[a:z] for v in layer] for a, z in zip(p, p[1:])]
-        out[name] = manual_plan(trace, stages, name)
+        out[name] = manual_plan(trace, _with_backward(trace, stages), name)
     return out
 
 
@@ -287,6 +307,7 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
         c3 = time.process_time()
         # each layer timed in situ, as torchgpipe's balance_by_time profiles it, for the peers
         ltimes = layer_times(tc, model, repeat, device) if tc is not None and peers else None
+        ltt: list[float] | None = None
         c4 = time.process_time()
         print(f"{name}: {len(t.order)} nodes, trace {c1 - c0:.1f} s CPU, calibration {c2 - c1:.1f} s CPU "
               f"(with the backward {c3 - c2:.1f} s), layer times {c4 - c3:.1f} s", file=sys.stderr, flush=True)
@@ -306,16 +327,7 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
                     # ours, refined and every peer split timed in the same passes (load drifts over minutes)
                     peer = peer_plans(tc, model, k, ltimes)
                     group = {"calibrated_again": plans["calibrated"], "refined_again": refined, **peer}
-                    # a plan that several methods give is timed once (the same stages built twice would
-                    # differ by noise alone)
-                    first: dict[Any, str] = {}
-                    for key, pl in group.items():
-                        first.setdefault(tuple(sorted(pl.assignment().items())), key)
-                    same = {key: first[tuple(sorted(pl.assignment().items()))] for key, pl in group.items()}
-                    timed = measure_many(tc, {key: group[key] for key in first.values()}, repeat=repeat,
-                                         reference=False)
-                    for key in group:
-                        row[key] = {**_row(timed[same[key]]), "same_as": same[key] if same[key] != key else None}
+                    row.update(_timed_once(tc, group, repeat))
                     row["layer_ms"] = [round(1e3 * x, 3) for x in ltimes or []]
                     row["peer_stage_layers"] = {key: _stage_layers(tc, model, pl) for key, pl in group.items()}
             if tt is not None:
@@ -331,6 +343,14 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
                     row[key] = _row(m)
                 row["training"]["family"] = ours.stats.get("family")
                 row["training_2x_same_plan"] = "training_2x" not in group
+                if peers:  # forward+backward: ours and the peers on forward+backward layer times
+                    if ltt is None:
+                        ltt = layer_times(tt, model, repeat, device)
+                    tgroup = {"calibrated_again": ours, **peer_plans(tt, model, k, ltt)}
+                    row["training_peers"] = _timed_once(tt, tgroup, repeat)
+                    row["training_layer_ms"] = [round(1e3 * x, 3) for x in ltt]
+                    row["training_peer_stage_layers"] = {key: _stage_layers(tt, model, pl)
+                                                         for key, pl in tgroup.items()}
             row["cpu_s"] = round(time.process_time() - r0, 1)
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -366,8 +386,27 @@ def _paired(r: dict[str, Any], key: str, resamples: int = 1000) -> tuple[float, 
     return ratio, float(q3 - q1) / 2
 
 
-def _peer_section(rows: list[dict[str, Any]]) -> list[str]:
-    """Ours against the peers, every plan timed in the same passes; where a peer is faster, why."""
+def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[str]:
+    """Ours against the peers, every plan timed in the same passes; where a peer is faster, why.
+    ``training``: the forward+backward rows (``training_peers`` of each row)."""
+    if training:
+        rows = [{"model": r["model"], "k": r["k"], **r["training_peers"],
+                 "peer_stage_layers": r.get("training_peer_stage_layers", {}),
+                 "layer_ms": r.get("training_layer_ms", [])} for r in rows if "training_peers" in r]
+        if not rows:
+            return []
+        peers = tuple(x for x in PEERS if x[0] != "refined_again")
+        return [
+            "",
+            "### Forward and backward",
+            "",
+            "Regenerate: `python bench_reality.py --no-forward --models gpt --depths --repeat 2 --json "
+            "pytorch_runs/peers_training.json`, then `--peers-training pytorch_runs/peers_training.json` in the "
+            "`--from` command above. As above on the training trace (`t.calibrated(training=True)`): each stage "
+            "timed forward then backward, the peers' `partition_balanced` and `balance_by_time` on each layer's "
+            "measured forward+backward time; ours is the plan on the calibrated training trace (no refine).",
+            "",
+        ] + _peer_table(rows, peers)
     lines = [
         "",
         "## Measured bottleneck stage: ours against the splits people use",
@@ -386,26 +425,32 @@ def _peer_section(rows: list[dict[str, Any]]) -> list[str]:
         "1,000 bootstrap resamplings of the passes (both plans resampled on the same passes); `= x`: the same "
         "split as `x`.",
         "",
-        "| model | k | ours | " + " | ".join(label for _, label in PEERS) + " |",
-        "|---|---|---|" + "---|" * len(PEERS),
+    ]
+    return lines + _peer_table(rows, PEERS)
+
+
+def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...]) -> list[str]:
+    lines = [
+        "| model | k | ours | " + " | ".join(label for _, label in peers) + " |",
+        "|---|---|---|" + "---|" * len(peers),
     ]
     wins: list[tuple[str, str]] = []
     for r in rows:
         ours = r["calibrated_again"]["measured_max_ms"]
         cells = []
-        for key, label in PEERS:
+        for key, label in peers:
             same = r[key].get("same_as")
             if same == "calibrated_again":
                 cells.append("= ours")
                 continue
             med, band = _paired(r, key)
-            name = dict(PEERS).get(same) if same else None
+            name = dict(peers).get(same) if same else None
             cells.append(f"{r[key]['measured_max_ms']:.1f} ({100 * (med - 1):+.0f}% +-{100 * band:.0f})"
                          + (f" = {name}" if name else ""))
             if med < 1:
                 wins.append((key, _why(r, key, label, med, band) if same is None else ""))
         lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | " + " | ".join(cells) + " |")
-    n = len(rows) * (len(PEERS) - 1)
+    n = len(rows) * sum(key != "refined_again" for key, _ in peers)
     peer_wins = [w for key, w in wins if key != "refined_again"]
     inside = sum("; within it" in w for _, w in wins if w)
     lines += ["", f"A peer's split measured faster than ours in {len(peer_wins)} of {n} "
@@ -621,7 +666,8 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
 
 def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
              second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None,
-             twice: list[dict[str, Any]] | None = None, peers: list[dict[str, Any]] | None = None) -> str:
+             twice: list[dict[str, Any]] | None = None, peers: list[dict[str, Any]] | None = None,
+             peers_training: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     import torch
 
@@ -769,6 +815,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
     peer_rows = peers if peers is not None else [r for r in rows if "calibrated_again" in r]
     if peer_rows:
         lines += _peer_section(peer_rows)
+    lines += _peer_section(peers_training or [], training=True)
     lines += _bottleneck_section([("1", rows), ("2", second or []), ("peers", peers or [])])
     lines += _drift_section([r for src in (rows, second or [], peers or []) for r in src if "calibrated" in r])
     if twice:
@@ -853,6 +900,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--twice", action="store_true", help="only: cost='measure' traced twice per model")
     ap.add_argument("--peers", type=pathlib.Path,
                     help="the --json of a run with the peers (and --no-training): its peer table goes in the page")
+    ap.add_argument("--peers-training", type=pathlib.Path,
+                    help="the --json of a --no-forward run with the peers: its forward+backward peer table")
+    ap.add_argument("--no-forward", action="store_true", help="only the forward+backward rows")
     ap.add_argument("--pipeline", type=pathlib.Path,
                     help="the --json of benches/bench_gloo_pipeline.py: its table goes in the page")
     ap.add_argument("--from", dest="sources", nargs="+", type=pathlib.Path,
@@ -883,8 +933,13 @@ def main(argv: list[str] | None = None) -> int:
                 if a.json:
                     a.json.write_text(json.dumps({"rows": done + partial, "depth": depth, "partial": True}, indent=1))
 
-            rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save, device=a.device)
-            if not a.no_training:
+            if a.no_forward:
+                rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, forward=False, on_row=save,
+                            device=a.device)
+            else:
+                rows += run(a.models, a.k, a.repeat, peers=not a.no_peers, training=False, on_row=save,
+                            device=a.device)
+            if not a.no_training and not a.no_forward:
                 by = {(r["model"], r["k"]): r for r in rows}
 
                 def merge(partial: list[dict[str, Any]]) -> None:
@@ -892,12 +947,13 @@ def main(argv: list[str] | None = None) -> int:
                     by[(r["model"], r["k"])].update({k: v for k, v in r.items() if k not in ("model", "k", "nodes")})
                     save([])
 
-                run(a.models, a.k, a.repeat, forward=False, on_row=merge, device=a.device)
+                run(a.models, a.k, a.repeat, peers=not a.no_peers, forward=False, on_row=merge, device=a.device)
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
     peers = json.loads(a.peers.read_text())["rows"] if a.peers else None
-    text = markdown(rows, a.repeat, depth, second, pipeline, twice, peers)
+    peers_training = json.loads(a.peers_training.read_text())["rows"] if a.peers_training else None
+    text = markdown(rows, a.repeat, depth, second, pipeline, twice, peers, peers_training)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)
