@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import networkx as nx
+import pytest
 
 import stagecut as sc
 
@@ -23,6 +24,10 @@ def _modules():
             yield ".".join(parts)
 
 
+# slow (a fresh import of each of ~140 modules): the default run still has the static check
+# test_no_import_cycle_between_modules (no cycle at all, function-local imports included) and
+# --doctest-modules, which imports every module
+@pytest.mark.slow
 def test_every_module_imports_alone():
     """Each module imported first, in a fresh interpreter state: an import cycle shows up as an
     ImportError for some entry point even when `import stagecut` happens to work."""
