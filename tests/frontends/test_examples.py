@@ -35,8 +35,8 @@ def user_lines(path):
 
 @pytest.mark.parametrize("name, devices", [
     # torchvision's ResNet-50 (the [torch] extra installs torchvision; 15-30 s on a CPU), else the
-    # small stand-in outside CI
-    ("resnet50_pipeline", 4),
+    # small stand-in outside CI; slow: the transformer example takes the same path by default
+    pytest.param("resnet50_pipeline", 4, marks=pytest.mark.slow),
     ("transformer_pipeline", 3),
 ])
 def test_example_builds_a_pipe_that_computes_the_model(name, devices, capsys):
