@@ -243,6 +243,9 @@ def test_reusing_the_open_chain_and_pruning_blocks_change_no_plan(monkeypatch):
         assert fast == plain, (trial, kw)
 
 
+# slow: the default run covers this path on small graphs (the brute-force and the open-chain tests)
+# and the replicated DP along PipeDream's path on GNMT (test_gnmt_training_along_pipedream_s_path)
+@pytest.mark.slow
 def test_gnmt_hierarchical_along_pipedream_s_path_as_before():
     # the plain DP's answer (about 10 s of CPU before the open chain and the pruning; about 1 s now)
     path = require_shared(SHARED / "throughput-inputs" / "LayerGraphs" / "gnmt_training.json")
