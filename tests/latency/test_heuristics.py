@@ -424,7 +424,8 @@ def test_time_limit_stops_a_search_with_status_time_limit():
         s = search(p, start=cpu, time_limit=0.3, max_evaluations=10**9)
         took = time.perf_counter() - t0
         assert s.status == "time_limit" and s.objective is not None, search.__name__
-        assert took < 0.3 + 1.5 and s.runtime_s <= took
+        # generous (a loaded machine stretches wall time); without the limit: 10**9 evaluations
+        assert took < 0.3 + 5.0 and s.runtime_s <= took
         check_schedule(p, s)
     assert simulated_annealing(p, start=cpu, time_limit=60.0, max_evaluations=20).status == "feasible"
 
