@@ -30,7 +30,8 @@ def regal200():
 
 def test_brkga_10k_decodes_regal200_k16(benchmark, regal200):
     plan = benchmark.pedantic(
-        lambda: slice_graph(regal200, devices=16, method="brkga", seed=0, decodes=10_000), rounds=3, iterations=1
+        lambda: slice_graph(regal200, devices=16, method="brkga", seed=0, decodes=10_000, improve=False), rounds=3,
+        iterations=1
     )
     benchmark.extra_info.update(objective=plan.objective, decodes=plan.stats["decodes"])
     assert plan.stats["decodes"] == 10_000
@@ -48,8 +49,8 @@ def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
 @pytest.mark.parametrize("n", [50, 100, 200, 400, 800])
 def test_decode_rate_vs_n(benchmark, n):
     g = regal_graph(n, model="erdos_renyi", seed=n)
-    plan = benchmark.pedantic(lambda: slice_graph(g, devices=16, method="brkga", seed=0, decodes=2000), rounds=2,
-                              iterations=1)
+    plan = benchmark.pedantic(lambda: slice_graph(g, devices=16, method="brkga", seed=0, decodes=2000, improve=False),
+                              rounds=2, iterations=1)
     benchmark.extra_info.update(decodes=plan.stats["decodes"])
 
 
@@ -60,7 +61,8 @@ def test_brkga_layer_graphs(benchmark, name):
 
     g = read_workload(LAYERS / f"{name}.json")
     plan = benchmark.pedantic(
-        lambda: slice_graph(g, devices=6, method="brkga", seed=0, decodes=10_000, memory=g.defaults["memory"]),
+        lambda: slice_graph(g, devices=6, method="brkga", seed=0, decodes=10_000, memory=g.defaults["memory"],
+                            improve=False),
         rounds=1,
         iterations=1,
     )
@@ -110,13 +112,13 @@ def ratios(max_ideals: int = 4_000_000, decodes: int = 10_000, seeds=(0, 1, 2, 3
             row = {"graph": path.stem, "memory": label, "dp": dp_obj, "ideals": ideals, "dp_s": dp_s, "exact_by": how}
             for method in ("brkga", "random", "mla-weighted"):
                 t = time.perf_counter()
-                plan = slice_graph(g, devices=6, method=method, seed=0, decodes=decodes, **kw)
+                plan = slice_graph(g, devices=6, method=method, seed=0, decodes=decodes, improve=False, **kw)
                 row[method] = plan.objective
                 row[f"{method}_s"] = time.perf_counter() - t
                 row["lb"] = plan.lower_bound
                 row["units"] = plan.stats["units"]
             row["brkga_seeds"] = [row["brkga"]] + [
-                slice_graph(g, devices=6, method="brkga", seed=s, decodes=decodes, **kw).objective
+                slice_graph(g, devices=6, method="brkga", seed=s, decodes=decodes, improve=False, **kw).objective
                 for s in seeds if s != 0
             ]
             rows.append(row)
@@ -129,7 +131,7 @@ def scaling(ns=(50, 100, 200, 400, 800, 1600), decodes: int = 5000) -> list:
     for n in ns:
         g = regal_graph(n, model="erdos_renyi", seed=n)
         t = time.perf_counter()
-        plan = slice_graph(g, devices=16, method="brkga", seed=0, decodes=decodes)
+        plan = slice_graph(g, devices=16, method="brkga", seed=0, decodes=decodes, improve=False)
         dt = time.perf_counter() - t
         row = {"n": n, "edges": len(g.edges), "decodes_per_s": plan.stats["decodes"] / dt, "seconds": dt}
         rows.append(row)

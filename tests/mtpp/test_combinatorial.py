@@ -20,7 +20,7 @@ from helpers import brute_force_mtpp
 from stagecut.errors import InvalidGraphError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import mtpp_bound
-from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
+from stagecut.mtpp.combinatorial import crossing_bound, least_bins, node_cut_bound, subgraph_bound
 from stagecut.mtpp.model import MtppProblem, block_cost, forced_groups, lower_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -168,12 +168,63 @@ def test_crossing_bound_pays_a_forced_tensor_twice_even_when_its_ends_are_light(
 def test_crossing_bound_counts_every_block_a_hub_tensor_reaches():
     # u (work 1) sends one tensor (6) to six consumers of work 3, k = 4. They cannot share a block
     # below 19, so the tensor crosses; each block holding some of them pays it and has room for
-    # T - 6 of their work: at T = 10.75 that is 19 / 4.75 = 4 blocks, (19 + 4 * 6) / 4 = 10.75
+    # T - 6 of their work. By total work alone, at T = 10.75 that is 19 / 4.75 = 4 blocks and
+    # (19 + 4 * 6) / 4 = 10.75; but below T = 12 no two consumers share a block (6 > T - 6): six
+    # blocks, (19 + 6 * 6) / 4 > 12. At 12 the bound meets the optimum
     g = sc.Graph([Node("u", {"accelerator": 1.0}, comm=6.0)] + [Node(i, {"accelerator": 3.0}) for i in range(6)],
                  [("u", i) for i in range(6)])
     p = MtppProblem(g, devices=4)
-    assert crossing_bound(p).bound == pytest.approx(10.75, rel=1e-9)
+    assert crossing_bound(p).bound == pytest.approx(12.0, rel=1e-9)
     assert slice_graph(p, method="dp").objective == pytest.approx(12.0)
+
+
+def test_crossing_bound_packs_the_groups_a_tensor_reaches_into_blocks():
+    # u (no work) sends a tensor (1) to three consumers of work 6, k = 2: they cannot share a block
+    # below 18, so the tensor crosses; each block holding some of them pays it and has room for
+    # T - 1 of their work. At T = 10 that is two blocks by total work (18 / 9), but no two
+    # consumers fit in one (12 > 9): three, (18 + 3) / 2 = 10.5 > 10; at 10.5 three blocks of 9.5
+    g = sc.Graph([Node("u", {"accelerator": 0.0}, comm=1.0)] + [Node(i, {"accelerator": 6.0}) for i in range(3)],
+                 [("u", i) for i in range(3)])
+    p = MtppProblem(g, devices=2)
+    assert crossing_bound(p).bound == pytest.approx(10.5, rel=1e-9)  # (10 by total work alone)
+    assert slice_graph(p, method="dp").objective == pytest.approx(13.0)
+
+
+def _fewest_bins(items: list[int], cap: int) -> int:
+    """Bin packing by brute force (first bins first: every assignment up to renaming bins)."""
+    best = len(items)
+
+    def place(i: int, loads: list[int]) -> None:
+        nonlocal best
+        if len(loads) >= best:
+            return
+        if i == len(items):
+            best = len(loads)
+            return
+        for b in range(len(loads)):
+            if loads[b] + items[i] <= cap:
+                loads[b] += items[i]
+                place(i + 1, loads)
+                loads[b] -= items[i]
+        place(i + 1, [*loads, items[i]])
+
+    place(0, [])
+    return best
+
+
+def test_least_bins_never_passes_brute_force_and_beats_the_total_work():
+    rng = random.Random(7)
+    above = 0
+    for _ in range(3000):
+        cap = rng.randint(2, 12)
+        items = [rng.randint(0, cap) for _ in range(rng.randint(1, 7))]
+        exact = _fewest_bins(sorted(items, reverse=True), cap)
+        got = least_bins([float(x) for x in items], float(cap))
+        assert got <= exact, (items, cap)
+        assert got >= max(1, math.ceil(sum(items) / cap))
+        above += got > max(1, math.ceil(sum(items) / cap))
+    assert above > 100  # (items over half a bin are common here: the bound must see them)
+    assert least_bins([], 5.0) == 0 and least_bins([6.0], 5.0) == math.inf
 
 
 def test_crossing_bound_adds_the_least_total_overflow():
@@ -233,7 +284,7 @@ def test_levels_in_mtpp_bound_and_certify():
 
 
 def test_certify_mips_start_from_the_best_bound_before_them():
-    # the star of the hub test: crossing proves 10.75, the bottleneck MIP alone 9 (the node cut)
+    # the star of the hub test: crossing proves 12 (the optimum), the bottleneck MIP alone 9 (the node cut)
     g = sc.Graph([Node("u", {"accelerator": 1.0}, comm=6.0)] + [Node(i, {"accelerator": 3.0}) for i in range(6)],
                  [("u", i) for i in range(6)])
     p = MtppProblem(g, devices=4)
@@ -241,8 +292,8 @@ def test_certify_mips_start_from_the_best_bound_before_them():
     plan = slice_graph(p, method="dp")
     cert = sc.certify(p, plan, levels=("crossing", "bottleneck"), stop_when_proven=False)
     crossing, bottleneck = cert.levels
-    assert crossing.bound == pytest.approx(10.75) and bottleneck.bound >= crossing.bound - 1e-9
-    assert bottleneck.stats["floor"] == pytest.approx(10.75) and cert.bound_source == "crossing"
+    assert crossing.bound == pytest.approx(12.0) and bottleneck.bound >= crossing.bound - 1e-9
+    assert bottleneck.stats["floor"] == pytest.approx(12.0) and cert.bound_source == "crossing"
 
 
 def test_a_bad_partition_start_is_refused():

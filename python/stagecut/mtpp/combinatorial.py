@@ -18,12 +18,15 @@
     estimate: the largest node cut among them, their own work and overflow), a partition of cost
     ``T`` separates some of them, and the tensor of ``u`` is paid at least twice in the sum of the
     block costs (sent by one block, received by another): once by each block holding some of
-    them, and those blocks hold their work ``W_u`` with at most ``T - comm(u)`` each, so it is
-    paid at least ``m_u(T) = max(2, ceil(W_u / (T - comm(u))))`` times. With ``j <= k`` blocks,
+    them, and those blocks hold their forced groups with at most ``T - comm(u)`` of their work
+    each, so it is paid at least ``m_u(T)`` times: 2, or the bins of ``T - comm(u)`` the groups'
+    works need (:func:`least_bins`, Martello and Toth's ``L2``: groups over half a bin each
+    take their own), if more. With ``j <= k`` blocks,
     ``j T >= W + C(T) + ov(P, j)`` (``C(T)``: the sum of ``m_u(T) comm(u)`` over the tensors
     forced to cross at ``T``; ``ov``: the least total overflow); the optimum satisfies this at
     ``T = OPT``, so the least ``T`` (at least the node-cut bound) that satisfies it is a bound.
-    ``C`` only shrinks as ``T`` grows, so a bisection finds it (rounded down).
+    A bisection finds it (rounded down); every ``T`` it answers failed the test (the optimum
+    passes it), so the answer is a bound even where ``C`` does not shrink as ``T`` grows.
 ``subgraph``
     The exact optimum (the ideal DP) of the problem restricted to an induced subgraph ``H`` with
     the same ``k`` and memory model: a partition of the whole graph restricted to ``H`` is a
@@ -59,7 +62,7 @@ from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
-__all__ = ["CombinatorialBound", "crossing_bound", "node_cut_bound", "subgraph_bound"]
+__all__ = ["CombinatorialBound", "crossing_bound", "least_bins", "node_cut_bound", "subgraph_bound"]
 
 #: Relative amount every flow value is rounded down by.
 _SLACK = 1e-12
@@ -222,13 +225,40 @@ def _least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> f
     return x / problem.bandwidth
 
 
-def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], spread: dict[int, float],
+def least_bins(items: Sequence[float], cap: float) -> float:
+    """A lower bound on the bins of capacity ``cap`` that hold ``items`` (Martello and Toth's
+    ``L2``: the items over half a bin each need their own, and those between ``a`` and half a
+    bin fill what they leave, for every ``a``); ``inf`` when an item is over ``cap``. Every
+    comparison leans towards fewer bins (float round-off never adds one).
+
+    >>> least_bins([6.0, 6.0, 6.0], 10.0), least_bins([6.0, 4.0], 10.0), least_bins([11.0], 10.0)
+    (3, 1, inf)
+    """
+    if not items:
+        return 0
+    if cap <= 0 or max(items) > cap * (1 + 1e-12):
+        return math.inf
+    loose = 1 + 1e-12
+    total = math.fsum(items)
+    best = max(1, math.ceil(total / cap - 1e-9))
+    half = cap / 2
+    for a in sorted({0.0, *(x for x in items if x <= half)}):
+        j1 = sum(1 for x in items if x > (cap - a) * loose)
+        j2 = [x for x in items if half * loose < x <= (cap - a) * loose]
+        j3 = math.fsum(x for x in items if a <= x <= half)
+        rest = j3 - (len(j2) * cap - math.fsum(j2))
+        best = max(best, j1 + len(j2) + max(0, math.ceil(rest / cap - 1e-9)))
+    return best
+
+
+def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], spread: dict[int, list[float]],
              ngroups: int) -> float:
     """The least ``T >= floor`` (rounded down) with ``T >= min_j (W + C(T) + ov(j)) / j``:
     ``C(T)`` sums, over the producers ``u`` with ``forced[u] > T``, ``comm(u)`` times the least
-    number of blocks that can hold its producer and consumers (``spread[u]``: their work) when
-    each pays the tensor, at least 2. The right side only falls as ``T`` grows: bisection,
-    answering the largest ``T`` found to fail (the optimum passes)."""
+    number of blocks that can hold its producer and consumers (``spread[u]``: the work of each
+    of their forced groups) when each pays the tensor (bins of ``T - comm(u)``:
+    :func:`least_bins`), at least 2. Bisection, answering the largest ``T`` found to fail
+    (each one tested fails: the optimum passes)."""
     g = problem.graph
     work = math.fsum(problem.work(i) for i in range(len(g.nodes)))
     params = math.fsum(n.memory for n in g.nodes)
@@ -245,12 +275,13 @@ def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], sprea
             if f > t:
                 if t <= c:
                     return math.inf  # the tensor must cross, yet a block paying it costs more than t
-                crossing += c * max(2, math.ceil(w / (t - c) - 1e-9))
+                crossing += c * max(2, least_bins(w, t - c))
         return min((work + crossing + ov[j - 1]) / j for j in range(1, jmax + 1))
 
-    if need(floor) <= floor:
+    first = need(floor)
+    if first <= floor:
         return floor
-    lo, hi = floor, max(need(floor), 2 * abs(floor), 1.0)
+    lo, hi = floor, max(first if math.isfinite(first) else 0.0, 2 * abs(floor), 1.0)  # (inf: no bisection)
     for _ in range(200):
         if need(hi) <= hi:
             break
@@ -288,7 +319,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
         return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
     # forced[u]: a lower estimate of the least block holding u's group and all its consumers' groups
     forced: dict[int, float] = {}
-    spread: dict[int, float] = {}
+    spread: dict[int, list[float]] = {}
     seeds: dict[int, list[int]] = {}
     for u in range(len(g.nodes)):
         others = {grp[v] for v in g.succ[u]} - {grp[u]}
@@ -296,7 +327,7 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
             continue  # no tensor, or one block always holds it all: it never has to cross
         seeds[u] = [i for r in sorted(others | {grp[u]}) for i in groups[r]]
         forced[u] = max(max(cut.per_group[r] for r in others | {grp[u]}), _own(problem, seeds[u]))
-        spread[u] = math.fsum(problem.work(i) for i in seeds[u])
+        spread[u] = [math.fsum(problem.work(i) for i in groups[r]) for r in sorted(others | {grp[u]})]
     solves, complete = cut.solves, cut.complete
     upper = {u: _cost(problem, seed) for u, seed in seeds.items()}
     ranked = [u for u in sorted(seeds, key=lambda x: -upper[x]) if upper[u] > floor and upper[u] > forced[u]]
