@@ -402,7 +402,8 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[st
             "",
             "Regenerate: `python bench_reality.py --no-forward --models gpt --depths --repeat 2 --json "
             "pytorch_runs/peers_training.json`, then `--peers-training pytorch_runs/peers_training.json` in the "
-            "`--from` command above. As above on the training trace (`t.calibrated(training=True)`): each stage "
+            f"`--from` command above. As above ({_passes(rows)} passes) on the training trace "
+            "(`t.calibrated(training=True)`): each stage "
             "timed forward then backward, the peers' `partition_balanced` and `balance_by_time` on each layer's "
             "measured forward+backward time; ours is the plan on the calibrated training trace (no refine).",
             "",
@@ -414,7 +415,8 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[st
         "Regenerate: `python bench_reality.py --no-training --depths --repeat 3 --json pytorch_runs/peers.json`, "
         "then `--peers pytorch_runs/peers.json` in the `--from` command above. Forward, milliseconds of the slowest "
         "stage as measured (lower is better). In each row every plan's stages are timed in the same passes (each "
-        "pass runs all the plans, in rotating order, 9 passes), so the load of the machine hits them alike; a split "
+        f"pass runs all the plans, in rotating order, {_passes(rows)} passes), so the load of the machine hits them "
+        "alike; a split "
         "that several methods give is built and timed once. `ours`: the plan on the calibrated trace; `refined`: "
         "after re-planning on measured stage times (`refine`, 2 rounds). The peers split the model's layers "
         "(top-level modules, the blocks of a top-level `Sequential` or `ModuleList`): DeepSpeed `uniform`, "
@@ -427,6 +429,12 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[st
         "",
     ]
     return lines + _peer_table(rows, PEERS)
+
+
+def _passes(rows: list[dict[str, Any]]) -> str:
+    """How many passes the rows' plans were timed in (as recorded)."""
+    n = {len(r["calibrated_again"]["passes_ms"][0]) for r in rows if "passes_ms" in r.get("calibrated_again", {})}
+    return "/".join(str(x) for x in sorted(n)) or "9"
 
 
 def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...]) -> list[str]:
@@ -711,6 +719,15 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "tt = t.calibrated(training=True)              # forward and backward calibrated: a training trace",
         "print(tt.measure(partition_trace(tt, 4)).table())   # forward+backward of each stage",
         "```",
+        "",
+        "On a GPU (written, not run here: this project's machines have no GPU, and its tests check only that "
+        "the path refuses cleanly without CUDA and reads CUDA events' milliseconds right): "
+        "`t.calibrated(device=\"cuda\")` copies the model and inputs to the GPU and times each segment between "
+        "two CUDA events on the current stream (synchronised after each call), and `tc.measure(plan)` / "
+        "`tc.refine(plan, k)` then time on the device the trace was calibrated on (another device is refused: "
+        "times on two devices do not compare). Without CUDA, `device=\"cuda\"` raises `BackendUnavailableError` "
+        "in one line; `bench_reality.py --device cuda` and `bench_gloo_pipeline.py --device cuda` (NCCL, one GPU "
+        "per rank, wall time between `torch.cuda.synchronize()` calls) exit 2 with one line.",
         "",
         "## Predicted vs measured, per stage (forward)",
         "",
