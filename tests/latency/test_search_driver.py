@@ -182,3 +182,141 @@ def test_ctrl_c_inside_a_search_ends_it_without_an_answer(name):
     with pytest.raises(KeyboardInterrupt):
         run(p, start=[0] * len(p), seed=1, time_limit=60, progress=interrupt)
     assert len(calls) == 1
+
+
+# ------------------------------------------------- tests for mutants that survived a sampled run
+def memory_trap():
+    """One accelerator that holds one node; node 2 gains 48 from it: the plain heuristics give
+    it to node 0, the memory-aware ones keep it for node 2."""
+    g = sc.Graph.chain([1.0, 1.0, 1.0, 1.0], cpu_costs=[2.0, 2.0, 50.0, 2.0], memory=[1.0] * 4)
+    return LatencyProblem.from_workload(g, accelerators=1, memory=1.0)
+
+
+def test_the_plain_start_pool_holds_only_the_plain_heuristics():
+    from stagecut.latency.heuristics.constructive import best_constructive
+    from stagecut.latency.heuristics.driver import start_within
+    from stagecut.latency.heuristics.memaware import best_start
+
+    p = memory_trap()
+    plain = start_within(p, lambda: False, plain_only=True)
+    assert plain.method in ("best-device", "met", "greedy", "heft")
+    assert plain.objective == best_constructive(p).objective == 55.0
+    full = start_within(p, lambda: False)
+    assert full.objective == best_start(p).objective == 7.0
+
+
+def test_a_search_under_a_time_limit_alone_cools_over_the_time():
+    """No evaluation budget: the budget's progress is the share of the time limit used."""
+    from stagecut.latency.heuristics.driver import _Budget
+
+    b = _Budget(3600.0, None, 100)
+    assert b.max_evaluations is None and 0.0 <= b.progress() < 0.5
+    b = _Budget(None, None, 100)
+    assert b.max_evaluations == 100 and b.progress() == 0.0
+    b.evaluations = 150
+    assert b.progress() == 1.0
+    s = simulated_annealing(chain_problem(n=6), start=[0] * 6, time_limit=0.2, seed=1)
+    assert s.objective is not None and s.status in ("feasible", "time_limit")
+
+
+def test_a_start_schedule_of_another_problem_is_refused_naming_the_node():
+    p = chain_problem(n=4)
+    other = heft(chain_problem(n=3))
+    with pytest.raises(sc.errors.InvalidArgumentError, match=r"start: node 3 has no device"):
+        local_search(p, start=other)
+
+
+def test_no_answer_reports_its_own_runtime():
+    import time
+
+    from stagecut.latency.heuristics.constructive import met
+
+    g = sc.Graph([sc.Node("a", {"gpu": 1.0}, memory=5.0)], [])
+    p = LatencyProblem(g, Devices.servers(1, 1, intra_bandwidth=1.0, inter_bandwidth=1.0, memory=1.0))
+    t = time.perf_counter()
+    s = met(p)
+    spent = time.perf_counter() - t
+    assert s.objective is None and s.status == "infeasible"
+    assert 0.0 <= s.runtime_s <= spent
+
+
+def test_a_random_move_always_changes_the_device():
+    from stagecut.latency.heuristics.search import _random_move
+
+    p = chain_problem(n=6)
+    w = Walk(p, [0, 1, 0, 1, 0, 1], "sa", 0, None, 10, 10)
+    rng = random.Random(0)
+    for _ in range(200):
+        u, old, d = _random_move(w.state, w.loads, w.cur, rng)
+        assert old == w.cur[u] and d != old
+
+
+def six_gpus():
+    """Six GPUs (the last one twice as fast), no CPU pool, unlimited memory."""
+    from stagecut.latency import Device
+
+    devs = [Device(f"gpu:{d}", "gpu", speed=2.0 if d == 5 else 1.0) for d in range(6)]
+    return Devices.from_matrix(devs, [[float("inf") if a == b else 1.0 for b in range(6)] for a in range(6)])
+
+
+def test_an_lns_window_may_move_a_unit_to_its_fastest_device():
+    """All on gpu:0: the roomy and least busy devices are gpu:0-2 (ties by position), no
+    neighbour is elsewhere; only the unit's fastest device brings gpu:5 into the window's sets."""
+    from stagecut.latency.heuristics.lns import _Windows
+
+    g = sc.Graph([sc.Node(i, {"gpu": 4.0}, comm=1.0) for i in range(3)], [(0, 1), (1, 2)])
+    p = LatencyProblem(g, six_gpus(), output_bytes="comm")
+    w = Walk(p, [0, 0, 0], "lns", 0, None, None, None)
+    wins = _Windows(w.state, 1, 1000, random.Random(0))
+    rows = wins.candidates([1], w.cur)
+    assert 5 in rows[:, 1].tolist()
+
+
+class _Rigged(random.Random):
+    """A generator whose first two ``randrange`` calls give ``first`` (the window kind, then
+    where on the path it starts)."""
+
+    def __init__(self, seed, first):
+        super().__init__(seed)
+        self.first = list(first)
+
+    def randrange(self, *args, **kwargs):
+        if self.first:
+            return self.first.pop(0)
+        return super().randrange(*args, **kwargs)
+
+
+def test_an_lns_run_window_grows_by_the_neighbours_off_the_path():
+    """A chain p0 -> p1 -> p2 on gpu:0 with a side node off each (on gpu:1): the run of critical
+    units on gpu:0 from p0 is the chain; a window of five takes two side nodes besides."""
+    from stagecut.latency.heuristics.lns import _Windows, critical_units
+
+    nodes = [sc.Node(f"p{i}", {"gpu": 5.0}, comm=1.0) for i in range(3)]
+    nodes += [sc.Node(f"s{i}", {"gpu": 0.5}, comm=0.0) for i in range(3)]
+    edges = [("p0", "p1"), ("p1", "p2")] + [(f"p{i}", f"s{i}") for i in range(3)]
+    p = LatencyProblem(sc.Graph(nodes, edges), six_gpus(), output_bytes="comm")
+    start = [0 if p.ids[i].startswith("p") else 1 for i in range(6)]
+    w = Walk(p, start, "lns", 0, None, None, None)
+    path, _ = critical_units(w.state, w.cur)
+    chain = [int(w.units.unit_of[p.index[v]]) for v in ("p0", "p1", "p2")]
+    assert path[:3] == chain
+    win = _Windows(w.state, 5, 1000, _Rigged(0, [2, 0])).draw(path, w.cur)
+    assert win[:3] == chain and len(win) == 5
+    side = {int(w.units.unit_of[p.index[f"s{i}"]]) for i in range(3)}
+    assert set(win[3:]) <= side
+
+
+def test_topo_packing_fills_the_fastest_device_first_and_fits_exactly():
+    from stagecut.latency.heuristics.memaware import topo_packing
+
+    g = sc.Graph([sc.Node(i, {"gpu": 2.0}, memory=1.0) for i in range(3)], [(0, 1), (1, 2)])
+    p = LatencyProblem(g, six_gpus())
+    assert topo_packing(p, [[0], [1], [2]]).tolist() == [5, 5, 5]
+    # blocks of 1, 2 and 1 bytes on two devices of 2: the last block fits exactly where the first is
+    from stagecut.latency import Device
+
+    devs = [Device(f"gpu:{d}", "gpu", memory=2.0) for d in range(2)]
+    two = Devices.from_matrix(devs, [[float("inf"), 1.0], [1.0, float("inf")]])
+    g = sc.Graph([sc.Node(i, {"gpu": 1.0}, memory=m) for i, m in enumerate([1.0, 2.0, 1.0])], [(0, 1), (1, 2)])
+    q = LatencyProblem(g, two)
+    assert topo_packing(q, [[0], [1], [2]]).tolist() == [0, 1, 0]
