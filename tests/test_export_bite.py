@@ -269,3 +269,28 @@ def test_a_colocation_class_is_never_cut_by_a_program_order_plan():
     assert in_program_order(trace, plan)
     assert [set(s.nodes) for s in plan.stages if s.nodes] == [{"a", "b", "c"}, {"d"}]
     assert plan.objective == pytest.approx(3.0)
+
+
+def test_a_mapped_split_is_scored_on_as_many_accelerators_as_it_has_stages():
+    # the trace's graph says 1 accelerator (a workload default); the mapped 3-stage split is
+    # scored on 3, so no limit is broken and no note says so
+    from stagecut.frontends.export import plan_to_pipelining
+
+    t = layer_trace([("a", ("0",)), ("b", ("1",)), ("c", ("2",))], [("a", "b"), ("b", "c")],
+                    times={"a": 1.0, "b": 2.0, "c": 3.0})
+    t.graph = sc.Graph(t.graph.nodes, t.graph.edges, {"accelerators": 1})
+    plan = manual_plan(t.graph, t.order, {"a": 0, "b": 1, "c": 2})
+    split = plan_to_pipelining(plan, t)
+    assert split.stages == (("a",), ("b",), ("c",)) and split.objective == 3.0
+    assert not [n for n in split.notes if "breaks a limit" in n], split.notes
+
+
+def test_the_program_order_graph_keeps_the_graphs_defaults():
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}, memory=2.0) for v in "abc"], [("a", "c")],
+                 {"accelerators": 2, "memory": 3.0})
+    trace = types.SimpleNamespace(graph=g, order=("a", "b", "c"))
+    po = program_order_graph(trace)
+    assert po.defaults == g.defaults and set(po.edges) == {("a", "c"), ("a", "b"), ("b", "c")}
+    # with cpus the restricted plan is planned on that graph: its memory default binds (2 + 2 > 3)
+    plan = partition_program_order(trace, 2, cpus=1)
+    assert all(len(s.nodes) <= 1 or s.kind == "cpu" for s in plan.stages), plan.stages
