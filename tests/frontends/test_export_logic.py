@@ -150,3 +150,12 @@ def test_exports_take_a_saved_plan(tmp_path):
         as_plan({"stages": "x"})
     with pytest.raises(NotExpressibleError, match="saved plan"):
         plan_to_pipelining(42, t)
+
+
+def test_split_spec_maps_each_point_to_its_split_kind():
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    from stagecut.frontends.export import PipelineSplit
+
+    split = PipelineSplit(points=(("blk.0", "beginning"), ("blk.1", "end")), stages=(("a",), ("b",), ("c",)),
+                          objective=1.0)
+    assert split.split_spec() == {"blk.0": pipelining.SplitPoint.BEGINNING, "blk.1": pipelining.SplitPoint.END}
