@@ -18,7 +18,7 @@ nn = torch.nn
 
 import stagecut as sc  # noqa: E402
 from frontends.test_partition_trace import GPT  # noqa: E402
-from frontends.torch_models import InplaceCNN, TiedLM, tied_lm_input  # noqa: E402
+from frontends.torch_models import InplaceCNN, TiedLM, manual_plan, tied_lm_input  # noqa: E402
 from stagecut.errors import InvalidArgumentError, StagecutError  # noqa: E402
 from stagecut.frontends import runtime  # noqa: E402
 from stagecut.frontends._common import NotExpressibleError  # noqa: E402
@@ -153,6 +153,29 @@ def test_stage_memory_matches_the_built_stages(make, ks):
 def test_stage_memory_matches_the_built_stages_at_size(make, ks):
     for _, _, _, measured in check_against_built(make, ks):
         assert all(m["saved"] > 0 for m in measured)
+
+
+class Half(nn.Module):
+    """``chunk`` makes two views of one storage; a stage that gets only ``a`` receives ``a``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.out = nn.Linear(8, 32), nn.Linear(16, 4)
+
+    def forward(self, x):
+        a, b = self.fc(x).chunk(2, -1)
+        return self.out(a) + torch.relu(b).sum()
+
+
+def test_a_stage_holds_what_it_receives_not_the_senders_storage():
+    torch.manual_seed(0)
+    model, x = Half().train(), torch.randn(6, 8)
+    t = trace_torch(model, (x,), bandwidth="10GB/s", flops_per_s=1e9)
+    plan = manual_plan(t, [["linear", "chunk", "relu", "sum_1"], ["linear_1", "add"]])
+    pred = t.training_memory(plan, optimizer="sgd")
+    measured = built_stages(model, x, t, plan, optimizers=("sgd",))
+    assert [s.saved for s in pred.stages] == [m["saved"] for m in measured]
+    assert pred.stages[1].saved == 6 * 16 * 4  # linear_1 saves the received half only
 
 
 def eager_saved(model, x):
@@ -298,7 +321,7 @@ def test_piper_mem_a_is_the_saved_activations(seq_trace):
     assert [set(s.nodes) for s in plan.stages] == [set(vs) for _, vs in layers]  # a stage per layer
     for node, (_, vs) in zip(prob.nodes, layers):
         van = node.tmpcs[1][0]
-        assert van.mem_a == saved_per_group(seq_trace.memory_record, [vs], seq_trace.graph.edges)[0]
+        assert van.mem_a == saved_per_group(seq_trace.memory_record, [vs])[0]
     assert [n.tmpcs[1][0].mem_a for n in prob.nodes] == [s.saved for s in by_stage.stages]
     import dataclasses
 

@@ -15,9 +15,9 @@ it saves, each storage's bytes and the operator whose output first held it.
 A stage of a pipeline does not share storages with the stage before it: it *receives* the tensors
 that cross the boundary, each as its own contiguous tensor (``torch.distributed.pipelining``
 sends contiguous tensors). So a storage a stage saves but did not make counts as the received
-tensors that carry it (the outputs of earlier-stage operators that this stage reads and that live
-in that storage), not as the whole storage of the sender: receiving only ``q`` of a fused ``qkv``
-costs ``q``'s bytes. What this does not count: the stage's outputs that the pipeline runtime keeps
+tensors that carry it (the values made by earlier stages that this stage's operators read and
+that live in that storage), not as the whole storage of the sender: receiving only ``q`` of a
+fused ``qkv`` costs ``q``'s bytes. What this does not count: the stage's outputs that the pipeline runtime keeps
 until their gradient comes back (one tensor per boundary per microbatch), the gradients of the
 activations during backward, temporaries, and allocator fragmentation; mixed precision and
 recomputation (``torch.utils.checkpoint`` at trace time records what it really saves, though).
@@ -38,7 +38,7 @@ Per stage :func:`training_memory` adds:
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,8 +69,11 @@ class MemoryRecord:
         Bytes of each storage (``untyped_storage().nbytes()``).
     producer : tuple of (str or None)
         The node whose output first held each storage; ``None`` for a model input.
-    outputs : mapping of str to tuple of (int, float)
-        Per node, ``(storage, bytes)`` of each tensor of its output (what a later stage receives).
+    inputs : mapping of str to tuple of (str or None, str, int, float)
+        Per node, each tensor it reads: ``(producer, value, storage, bytes)``, the producer the
+        node that made the value (``None``: a model input), ``value`` the program value's name
+        (a ``getitem`` picking one tensor of a tuple is its own value), then the value's storage
+        and its own bytes (what a stage receiving it holds).
     weights : mapping of str to tuple of str
         Per node, the parameters and buffers it uses (one name per tensor: tied aliases merged).
     weight_bytes : mapping of str to float
@@ -83,7 +86,7 @@ class MemoryRecord:
     saved: Mapping[str, tuple[int, ...]]
     storage_bytes: tuple[float, ...]
     producer: tuple[str | None, ...]
-    outputs: Mapping[str, tuple[tuple[int, float], ...]]
+    inputs: Mapping[str, tuple[tuple[str | None, str, int, float], ...]]
     weights: Mapping[str, tuple[str, ...]]
     weight_bytes: Mapping[str, float]
     trainable: frozenset[str]
@@ -108,7 +111,7 @@ class RawSaved:
     nodes): storages saved and output storages, each storage's bytes and first holder."""
 
     saved: dict[str, list[int]]
-    outputs: dict[str, list[tuple[int, float]]]
+    inputs: dict[str, list[tuple[str, int, float]]]  # node -> (value read, its storage, its bytes)
     storage_bytes: list[float]
     holder: list[str | None]  # node name, "" for a weight, None for a model input
     notes: list[str]
@@ -152,7 +155,7 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
         key(t, "")
 
     saved: dict[str, list[int]] = {}
-    outputs: dict[str, list[tuple[int, float]]] = {}
+    reads: dict[str, list[tuple[str, int, float]]] = {}
     current: list[str] = [""]
     packed: list[tuple[str, Any]] = []
 
@@ -167,8 +170,12 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
             current[0] = n.name
             out = super().run_node(n)
             if n.op in ("call_function", "call_method", "call_module"):
-                outputs[n.name] = [(k, float(t.numel() * t.element_size())) for t in leaves(out)
-                                   if isinstance(t, torch.Tensor) and (k := key(t, n.name)) is not None]
+                for t in leaves(out):
+                    if isinstance(t, torch.Tensor):
+                        key(t, n.name)  # the first node whose output holds a storage made it
+                reads[n.name] = [(a.name, k, float(t.numel() * t.element_size())) for a in n.all_input_nodes
+                                  for t in leaves(self.env[a]) if isinstance(t, torch.Tensor)
+                                  and (k := key(t, None)) is not None]
             return out
 
     with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -181,7 +188,7 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
     if not packed:
         notes.append("autograd saved no tensor in the traced forward (no parameter requires grad, or the model "
                      "ran under no_grad): saved activations are 0")
-    return RawSaved(saved=saved, outputs=outputs, storage_bytes=storage_bytes, holder=holder, notes=notes)
+    return RawSaved(saved=saved, inputs=reads, storage_bytes=storage_bytes, holder=holder, notes=notes)
 
 
 def make_record(raw: RawSaved, owner: Mapping[str, str], weights: Mapping[str, Sequence[str]],
@@ -195,12 +202,12 @@ def make_record(raw: RawSaved, owner: Mapping[str, str], weights: Mapping[str, S
             bucket = saved.setdefault(owner[name], [])
             bucket.extend(k for k in ks if k not in bucket)
     producer = [owner.get(h) if h else None for h in raw.holder]
-    outputs: dict[str, tuple[tuple[int, float], ...]] = {}
-    for name, outs in raw.outputs.items():
-        if owner.get(name) == name:
-            outputs[name] = tuple(outs)
+    inputs: dict[str, list[tuple[str | None, str, int, float]]] = {}
+    for name, ins in raw.inputs.items():
+        if name in owner:
+            inputs.setdefault(owner[name], []).extend((owner.get(a), a, k, b) for a, k, b in ins)
     return MemoryRecord(saved={v: tuple(ks) for v, ks in saved.items()}, storage_bytes=tuple(raw.storage_bytes),
-                        producer=tuple(producer), outputs=outputs,
+                        producer=tuple(producer), inputs={v: tuple(ins) for v, ins in inputs.items()},
                         weights={v: tuple(dict.fromkeys(ws)) for v, ws in weights.items()},
                         weight_bytes=dict(weight_bytes), trainable=frozenset(trainable), notes=tuple(raw.notes))
 
@@ -295,29 +302,28 @@ class TrainingMemory:
         return "\n".join(lines)
 
 
-def saved_per_group(record: MemoryRecord, groups: Sequence[Sequence[str]],
-                    edges: Iterable[tuple[Hashable, Hashable]]) -> list[float]:
+def saved_per_group(record: MemoryRecord, groups: Sequence[Sequence[str]]) -> list[float]:
     """Saved activation bytes per microbatch of each group of nodes (a stage, a layer), each
     group holding its own storages: a storage counted once per group, at its full size when a
-    node of the group (or, for the first group, the model input) made it, else as the tensors
-    the group receives in it (the outputs of other groups' nodes that ``edges`` bring in)."""
+    node of the group (or, for the first group, the model input) made it, else as the values
+    the group receives in it (the values other groups made that its nodes read, each once, at
+    its own size)."""
     group = {v: i for i, vs in enumerate(groups) for v in vs}
-    received: list[dict[int, float]] = [{} for _ in groups]  # per group: storage -> bytes received in it
-    readers: dict[str, set[int]] = {}
-    for u, v in edges:
-        if u in group and v in group and group[u] != group[v]:
-            readers.setdefault(str(u), set()).add(group[v])
-    for u, gs in readers.items():
-        for g in gs:
-            for key, nbytes in record.outputs.get(u, ()):
-                received[g][key] = received[g].get(key, 0.0) + nbytes
+    received: list[dict[tuple[str, int], float]] = [{} for _ in groups]  # (value, storage) -> bytes
+    for v, g in group.items():
+        for producer, value, key, nbytes in record.inputs.get(v, ()):
+            if (group.get(producer, 0) if producer is not None else 0) != g:
+                received[g][(value, key)] = nbytes
     out = []
     for i, vs in enumerate(groups):
+        by_storage: dict[int, float] = {}
+        for (_, key), nbytes in received[i].items():
+            by_storage[key] = by_storage.get(key, 0.0) + nbytes
         total = 0.0
         for key in dict.fromkeys(key for v in vs for key in record.saved.get(v, ())):
             p = record.producer[key]
             home = group.get(p, 0) if p is not None else 0
-            total += record.storage_bytes[key] if home == i or key not in received[i] else received[i][key]
+            total += record.storage_bytes[key] if home == i or key not in by_storage else by_storage[key]
         out.append(total)
     return out
 
@@ -417,7 +423,7 @@ def training_memory(trace: Any, plan: Any, *, optimizer: str | int = "adam", sch
     members: list[list[str]] = [[] for _ in range(k)]
     for v in trace.order:
         members[stage[v]].append(v)
-    saved = saved_per_group(record, members, trace.graph.edges)
+    saved = saved_per_group(record, members)
     out = []
     for i, vs in enumerate(members):
         ws = dict.fromkeys(w for v in vs for w in record.weights.get(v, ()))

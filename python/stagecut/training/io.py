@@ -470,7 +470,7 @@ def piper_from_trace(trace: Any, *, samples: int, devices: int, memory: float, b
     succs = {i: [b for (a, b) in crossing if a == i] for i in range(len(layers))}
     record = getattr(trace, "memory_record", None)
     if record is not None:
-        saved_bytes = saved_per_group(record, [vs for _, vs in layers], g.edges)
+        saved_bytes = saved_per_group(record, [vs for _, vs in layers])
     else:
         saved_bytes = [float(sum(trace.output_bytes[v] for v in vs)) for _, vs in layers]
     nodes = []
