@@ -15,7 +15,9 @@ micro-batch as below) the parent process:
 2. splits the model's layers in two equal counts (``uniform``: DeepSpeed's ``uniform``, the
    layers as ``benches/bench_reality.py`` finds them).
 
-Then 2 spawned processes (gloo, ``torch.set_num_threads(1)``) trace the model again, build each
+Then 2 spawned processes (gloo, ``torch.set_num_threads(1)``; spawned, joined and ended after
+``--timeout`` seconds by :func:`stagecut.frontends._gloo.run_ranks`, the harness the pipeline
+tests use) trace the model again, build each
 plan's stages with :func:`stagecut.frontends.runtime.pipeline` and the trace's ``split_policy``,
 and run ``ScheduleGPipe`` and ``Schedule1F1B`` (8 micro-batches, mean squared error against a
 random target, gradients accumulated; no optimizer step): one step to warm up, then ``--steps``
@@ -35,14 +37,10 @@ and where CUDA, 2 devices or NCCL are missing the option is refused in one line 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import pathlib
 import sys
-import tempfile
 import time
-import traceback
 from typing import Any
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -146,11 +144,12 @@ def _loss(out: Any, target: Any) -> Any:
     return ((out - target) ** 2).mean()
 
 
-def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, out_dir: str,
-            device: str = "cpu") -> None:
-    """Every plan of one model built, then for each schedule the plans' steps taken in turn
-    (plan A, plan B, plan A, ...) so that the machine's load hits them alike. ``device="cuda"``:
-    NCCL, rank ``r`` on ``cuda:r``, each step synchronised before and after."""
+def _model_step(rank: int, case: dict[str, Any], state: dict[str, Any]) -> list[dict[str, Any]]:
+    """One model on one rank (the step :func:`stagecut.frontends._gloo.run_ranks` runs): every
+    plan of the model built, then for each schedule the plans' steps taken in turn (plan A,
+    plan B, plan A, ...) so that the machine's load hits them alike. ``case["device"] == "cuda"``:
+    rank ``r`` on ``cuda:r`` (the harness set it and started NCCL), each step synchronised before
+    and after."""
     import bench_reality as br
     import torch
     import torch.distributed as dist
@@ -158,90 +157,63 @@ def _worker(rank: int, init_file: str, jobs: list[dict[str, Any]], steps: int, o
 
     from stagecut.frontends import runtime
 
-    torch.set_num_threads(1)
-    cuda = device == "cuda"
-    if cuda:
-        torch.cuda.set_device(rank)
+    jobs, steps, cuda = case["jobs"], case["steps"], case["device"] == "cuda"
     dev = torch.device(f"cuda:{rank}" if cuda else "cpu")
 
     def sync() -> None:
         if cuda:
             torch.cuda.synchronize(dev)
 
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=900))
     results: list[dict[str, Any]] = []
-    try:
-        model_name = jobs[0]["model"]
-        model, x_mb = build(model_name)
-        t = _trace(model, x_mb)
-        x, target = batch(model, x_mb)
-        x, target = x.to(dev), target.to(dev)
-        pipes = {}
-        for job in jobs:
-            plan = br.manual_plan(t, job["stages"], job["plan"])
-            pipes[job["plan"]] = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
-        for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
-            scheds = {k: cls(p.build_stage(rank, dev), MICRO_BATCHES, loss_fn=_loss)
-                      for k, p in pipes.items()}
-            walls: dict[str, list[float]] = {k: [] for k in pipes}
-            cpus: dict[str, list[float]] = {k: [] for k in pipes}
-            losses: dict[str, list[float]] = {k: [] for k in pipes}
-            for i in range(steps + 1):
-                for k, sched in scheds.items():
-                    sync()
-                    dist.barrier()
-                    w0, c0 = time.perf_counter(), time.process_time()
-                    if rank == 0:
-                        sched.step(x)
-                    else:
-                        got: list[Any] = []
-                        sched.step(target=target, losses=got)
-                        losses[k].append(float(sum(float(v) for v in got)))
-                    sync()
-                    if i > 0:  # the first step warms up
-                        walls[k].append(time.perf_counter() - w0)
-                        cpus[k].append(time.process_time() - c0)
-                    for p in pipes[k].get_stage_module(rank).parameters():
-                        p.grad = None
-            dist.barrier()
-            for k in pipes:
-                results.append({"model": model_name, "plan": k, "schedule": name, "ok": True, "wall_s": walls[k],
-                                "cpu_s": cpus[k], "losses": losses[k]})
-    except Exception as e:  # noqa: BLE001 - reported in the table
-        results.append({"model": jobs[0]["model"], "ok": False,
-                        "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                        "trace": traceback.format_exc()[-2000:]})
-    finally:
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(results, f)
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
-            pass
+    model_name = jobs[0]["model"]
+    model, x_mb = build(model_name)
+    t = _trace(model, x_mb)
+    x, target = batch(model, x_mb)
+    x, target = x.to(dev), target.to(dev)
+    pipes = {}
+    for job in jobs:
+        plan = br.manual_plan(t, job["stages"], job["plan"])
+        pipes[job["plan"]] = runtime.pipeline(model, (x_mb,), split_policy=t.split_policy(plan))
+    for name, cls in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        scheds = {k: cls(p.build_stage(rank, dev), MICRO_BATCHES, loss_fn=_loss) for k, p in pipes.items()}
+        walls: dict[str, list[float]] = {k: [] for k in pipes}
+        cpus: dict[str, list[float]] = {k: [] for k in pipes}
+        losses: dict[str, list[float]] = {k: [] for k in pipes}
+        for i in range(steps + 1):
+            for k, sched in scheds.items():
+                sync()
+                dist.barrier()
+                w0, c0 = time.perf_counter(), time.process_time()
+                if rank == 0:
+                    sched.step(x)
+                else:
+                    got: list[Any] = []
+                    sched.step(target=target, losses=got)
+                    losses[k].append(float(sum(float(v) for v in got)))
+                sync()
+                if i > 0:  # the first step warms up
+                    walls[k].append(time.perf_counter() - w0)
+                    cpus[k].append(time.process_time() - c0)
+                for p in pipes[k].get_stage_module(rank).parameters():
+                    p.grad = None
+        dist.barrier()
+        for k in pipes:
+            results.append({"model": model_name, "plan": k, "schedule": name, "wall_s": walls[k], "cpu_s": cpus[k],
+                            "losses": losses[k]})
+    return results
 
 
-def run_jobs(jobs: list[dict[str, Any]], steps: int, device: str = "cpu") -> list[list[dict[str, Any]]]:
+def run_jobs(jobs: list[dict[str, Any]], steps: int, device: str = "cpu",
+             timeout: float = 3600.0) -> list[list[dict[str, Any]]]:
     """The jobs (one model; plan name and stages each) on 2 ranks (gloo; ``device="cuda"``:
-    NCCL, one GPU each); the per-rank result lists."""
+    NCCL, one GPU each), ended after ``timeout`` seconds; the per-rank result lists."""
     reason = check_device(device)
     if reason is not None:
         raise RuntimeError(reason)
-    import torch.multiprocessing as mp
+    from stagecut.frontends._gloo import run_ranks
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_worker, args=(os.path.join(tmp, "init"), jobs, steps, tmp, device), nprocs=2,
-                                 join=False, start_method="spawn")
-        try:
-            while not ctx.join(timeout=3600):
-                pass
-        except Exception as e:  # noqa: BLE001 - a rank that died: its file says how far it got
-            print(f"a rank failed: {e}", file=sys.stderr)
-        out = []
-        for rank in range(2):
-            path = os.path.join(tmp, f"rank{rank}.json")
-            out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
-    return out
+    return run_ranks(_model_step, [{"jobs": jobs, "steps": steps, "device": device}], world=2,
+                     backend="nccl" if device == "cuda" else "gloo", timeout=timeout, group_timeout=900)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="calibration passes (3 x this)")
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--timeout", type=float, default=3600.0,
+                    help="seconds for one model's run on the 2 ranks; ranks still running then are ended")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                     help="cuda: NCCL, one GPU per rank, CUDA-event calibration (not run by this project: no GPU)")
     a = ap.parse_args(argv)
@@ -266,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         jobs = [{"model": name, "plan": key, "stages": stages} for key, stages in info["stages"].items()]
         w0 = time.perf_counter()
-        ranks = run_jobs(jobs, a.steps, a.device)
+        ranks = run_jobs(jobs, a.steps, a.device, a.timeout)
         print(f"{name}: ran in {time.perf_counter() - w0:.0f} s", file=sys.stderr, flush=True)
         rows.append({"model": name, "size": SIZES[name], **{k: v for k, v in info.items() if k != "stages"},
                      "stage_nodes": {k: [len(s) for s in v] for k, v in info["stages"].items()},

@@ -9,15 +9,16 @@ The reference is independent of stagecut: a deep copy of the model run on each m
 its losses summed and back-propagated (what the schedule accumulates); a parameter held by
 several stages (a replicated shared weight) is checked by the sum of its copies' gradients
 (after the all-reduce: each copy's gradient and value, against the reference's).
+
+The ranks are spawned and joined by :func:`stagecut.frontends._gloo.run_ranks`, the harness
+``benches/bench_gloo_pipeline.py`` uses too.
 """
 
 import copy
-import datetime
-import json
 import os
 import sys
-import time
-import traceback
+
+from stagecut.frontends._gloo import run_ranks
 
 MICRO_BATCHES = 2
 
@@ -167,96 +168,43 @@ def _case(rank, model_name, stages, mode, traces):
     return result
 
 
-def _worker(rank, init_file, cases, out_dir):
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
-    traces = {}
-    results = []
-    try:
-        for model_name, stages, mode in cases:
-            try:
-                t0 = time.process_time()
-                r = _case(rank, model_name, stages, mode, traces)
-                results.append({"ok": True, "cpu_s": time.process_time() - t0, **r})
-            except Exception as e:  # noqa: BLE001 - reported to the test, which fails on it
-                results.append({"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                                "trace": traceback.format_exc()[-2000:]})
-                break  # the other rank may be waiting on a message that will not come
-    finally:
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-            json.dump(results, f)
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
-            pass
+def _case_step(rank, case, traces):
+    """:func:`run_ranks`'s step: one ``(model name, stages, mode)`` case (the traces kept per rank)."""
+    model_name, stages, mode = case
+    return _case(rank, model_name, stages, mode, traces)
 
 
-def _join(ctx, timeout):
-    """Wait for the spawned ranks, at most ``timeout`` seconds in all; then end those still
-    running (a hung rank fails its test instead of hanging it)."""
-    deadline = time.monotonic() + timeout
-    try:
-        while not ctx.join(timeout=5):
-            if time.monotonic() > deadline:
-                break
-    except Exception:  # a rank that died: its results file says how far it got
-        pass
-    for p in ctx.processes:
-        if p.is_alive():
-            p.terminate()
-            p.join(10)
+def _tests_on_path():
+    """The spawned ranks import this module (``frontends.gloo_pipeline``) and the test models by
+    name: the tests directory goes on ``sys.path``, which the spawned processes inherit."""
+    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if tests_dir not in sys.path:
+        sys.path.insert(0, tests_dir)
 
 
 def run(cases, tmp_dir, timeout=600):
     """Run ``cases`` (``(model name, stages, mode)``, mode as :func:`_case` takes it) on 2 gloo
     ranks; the per-rank results (a list per rank, one dict per case run; a failing case ends the
     rank's list)."""
-    import torch.multiprocessing as mp
-
-    init_file = os.path.join(str(tmp_dir), "gloo_init")
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if tests_dir not in sys.path:
-        sys.path.insert(0, tests_dir)
-    ctx = mp.start_processes(_worker, args=(init_file, cases, str(tmp_dir)), nprocs=2, join=False,
-                             start_method="spawn")
-    _join(ctx, timeout)
-    out = []
-    for rank in range(2):
-        path = os.path.join(str(tmp_dir), f"rank{rank}.json")
-        out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
-    return out
+    _tests_on_path()
+    return run_ranks(_case_step, cases, world=2, timeout=timeout, group_timeout=60, tmp_dir=tmp_dir)
 
 
-def _plan_once_worker(rank, init_file, out_dir):
-    import torch
-    import torch.distributed as dist
-
+def _plan_once_step(rank, case, state):
+    """Each rank would plan differently (its own "measured" times): rank 0's plan wins."""
     import stagecut as sc
     from stagecut.frontends.runtime import plan_once
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
-    try:  # each rank would plan differently (its own "measured" times): rank 0's plan wins
-        times = [1.0, 2.0, 3.0, 4.0] if rank == 0 else [4.0, 3.0, 2.0, 1.0]
-        plan = plan_once(lambda: sc.partition(sc.Graph.chain(times), devices=2))
-        with open(os.path.join(out_dir, f"plan{rank}.json"), "w") as f:
-            json.dump(plan.to_json(), f)
-    finally:
-        dist.destroy_process_group()
+    times = [1.0, 2.0, 3.0, 4.0] if rank == 0 else [4.0, 3.0, 2.0, 1.0]
+    return {"plan": plan_once(lambda: sc.partition(sc.Graph.chain(times), devices=2)).to_json()}
 
 
-def run_plan_once(tmp_dir):
+def run_plan_once(tmp_dir, timeout=300):
     """The plan each of 2 gloo ranks gets from ``plan_once`` (JSON mappings)."""
-    import torch.multiprocessing as mp
-
-    mp.start_processes(_plan_once_worker, args=(os.path.join(str(tmp_dir), "gloo_init"), str(tmp_dir)), nprocs=2,
-                       join=True, start_method="spawn")
-    return [json.load(open(os.path.join(str(tmp_dir), f"plan{r}.json"))) for r in range(2)]
+    _tests_on_path()
+    ranks = run_ranks(_plan_once_step, [None], world=2, timeout=timeout, tmp_dir=tmp_dir)
+    assert all(r and r[0]["ok"] for r in ranks), ranks
+    return [r[0]["plan"] for r in ranks]
 
 
 def two_blocks():
@@ -347,46 +295,13 @@ def _grid_case(model_name, stages, replicas):
             "missing": sorted(set(ref_params) - seen), "tied": tied, "averaged": averaged}
 
 
-def _grid_worker(rank, world, init_file, cases, out_dir):
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
-    results = []
-    try:
-        for model_name, stages, replicas in cases:
-            try:
-                t0 = time.process_time()
-                r = _grid_case(model_name, stages, replicas)
-                results.append({"ok": True, "cpu_s": time.process_time() - t0, **r})
-            except Exception as e:  # noqa: BLE001 - reported to the test, which fails on it
-                results.append({"ok": False, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                                "trace": traceback.format_exc()[-2000:]})
-                break
-    finally:
-        with open(os.path.join(out_dir, f"grid{rank}.json"), "w") as f:
-            json.dump(results, f)
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001
-            pass
+def _grid_step(rank, case, state):
+    """:func:`run_ranks`'s step: one ``(model name, stages, replicas)`` case."""
+    return _grid_case(*case)
 
 
 def run_grid(cases, world, tmp_dir, timeout=900):
     """Run ``cases`` (``(model name, stages, replicas)``, ``len(stages) * replicas == world``) on
     ``world`` gloo ranks; each rank's results (rank 0's carry the comparison)."""
-    import torch.multiprocessing as mp
-
-    tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if tests_dir not in sys.path:
-        sys.path.insert(0, tests_dir)
-    ctx = mp.start_processes(_grid_worker, args=(world, os.path.join(str(tmp_dir), "gloo_grid"), cases, str(tmp_dir)),
-                             nprocs=world, join=False, start_method="spawn")
-    _join(ctx, timeout)
-    out = []
-    for rank in range(world):
-        path = os.path.join(str(tmp_dir), f"grid{rank}.json")
-        out.append(json.load(open(path)) if os.path.exists(path) else [{"ok": False, "error": "no result"}])
-    return out
+    _tests_on_path()
+    return run_ranks(_grid_step, cases, world=world, timeout=timeout, group_timeout=120, tmp_dir=tmp_dir)
