@@ -135,3 +135,24 @@ def test_a_long_uniform_chain_lists_its_candidates_in_narrowing_windows():
     assert plan.status == "optimal"
     assert max(loads(costs, got, comm)) == pytest.approx(plan.objective, rel=1e-12)
     assert sum(got) == n and len(got) <= k
+
+
+def test_free_layers_with_transfers_against_the_brute_force():
+    # every cost zero: the threshold search has no width to narrow and ends on the float itself
+    rng = random.Random(11)
+    for _ in range(30):
+        n, k = rng.randint(2, 7), rng.randint(2, 4)
+        comm = [float(rng.choice([0, 0, 1, 2, 5])) for _ in range(n)]
+        for fill in (True, False):
+            sizes = sc.balance([0.0] * n, k, comm=comm, fill=fill)
+            want, fewest = best([0.0] * n, k, comm=comm, fill=fill)
+            assert max(loads([0.0] * n, sizes, comm)) == want, (comm, k, fill, sizes)
+            assert len(sizes) == (min(k, n) if fill else fewest)
+
+
+def test_a_memory_refusal_names_the_stage_count_it_tried():
+    # 3 layers, 5 stages asked: fill means exactly 3, without fill at most 5
+    with pytest.raises(InvalidArgumentError, match="into exactly 3 stages fits 1.0 per stage"):
+        sc.balance([1, 1, 1], 5, comm=[1, 1, 1], memory=[2, 2, 2], capacity=1)
+    with pytest.raises(InvalidArgumentError, match="into at most 5 stages fits 1.0 per stage"):
+        sc.balance([1, 1, 1], 5, comm=[1, 1, 1], memory=[2, 2, 2], capacity=1, fill=False)
