@@ -19,7 +19,11 @@ Budgets: ``max_evaluations`` (fitness evaluations) and ``time_limit`` (seconds, 
 an enclosing :func:`stagecut._deadline.deadline`); a search stopped by the time limit returns its
 best with status ``"time_limit"``, otherwise ``"feasible"``. With the same seed and an
 evaluation budget the result is the same on every run (a time limit that stops the search first
-makes it depend on the machine's speed).
+makes it depend on the machine's speed). The answer's ``stats["found_by"]`` names the search, or
+the start's method (``"start"`` for a bare placement) when the search did not improve on it; the
+searches share their driver (:class:`~stagecut.latency.heuristics.driver.Walk`) with
+:func:`~stagecut.latency.heuristics.lns.lns` and
+:func:`~stagecut.latency.heuristics.partition_baselines.mcmc`.
 
 Progress (:mod:`stagecut.progress`): inside a ``progress=`` call (:func:`stagecut.latency.place`)
 or with ``progress=`` given here, a search reports phase ``"sa"``, ``"ea"``, ``"local"`` (and
