@@ -294,3 +294,13 @@ def test_the_program_order_graph_keeps_the_graphs_defaults():
     # with cpus the restricted plan is planned on that graph: its memory default binds (2 + 2 > 3)
     plan = partition_program_order(trace, 2, cpus=1)
     assert all(len(s.nodes) <= 1 or s.kind == "cpu" for s in plan.stages), plan.stages
+
+
+def test_a_program_order_plan_may_cut_right_before_a_colocation_class():
+    nodes = [sc.Node(v, {"accelerator": 3.0 if v == "a" else 1.0}, colocation="bd" if v in "bd" else None)
+             for v in "abcd"]
+    trace = types.SimpleNamespace(graph=sc.Graph(nodes, [("a", "b"), ("b", "c"), ("c", "d")]),
+                                  order=("a", "b", "c", "d"))
+    plan = partition_program_order(trace, 2)
+    assert [set(s.nodes) for s in plan.stages if s.nodes] == [{"a"}, {"b", "c", "d"}]
+    assert plan.objective == pytest.approx(3.0)
