@@ -515,7 +515,8 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
         "| run | model | k | predicted slowest | measured slowest | same | predicted one measured at | noise band |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    miss, inside, total = 0, 0, 0
+    miss, inside, total, before = 0, 0, 0, 0
+    beyond: list[float] = []  # how far each miss outside its band is beyond it
     # a run that did not record the passes: the band the recording run measured on the same model and k
     # (the median stage's relative spread, for two stages)
     typical = {}
@@ -537,11 +538,14 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
                 lines.append(f"| {name} | {r['model']} | {r['k']} | {p} | {m} | yes | | |")
                 continue
             miss += 1
+            before += m < p
             gap = ms[p] / ms[m] - 1
             sp = c.get("spread_ms")
             band = math.hypot(sp[p], sp[m]) / ms[m] if sp else typical.get((r["model"], r["k"]))
             if band is not None and -gap <= band:
                 inside += 1
+            elif band is not None:
+                beyond.append(-gap - band)
             lines.append(f"| {name} | {r['model']} | {r['k']} | {p} | {m} | no | {100 * gap:+.1f}% | "
                          + (f"+-{100 * band:.1f}%{'' if sp else ' (from the peers run)'} |"
                             if band is not None else "- |"))
@@ -558,16 +562,22 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
     cals = [r["calibrated"] for _, rows in runs for r in rows if "calibrated" in r]
     rel_sp = [x / y for c in cals for x, y in zip(c.get("spread_ms", []), c["measured_ms"]) if y > 0]
     spreads = f"{100 * min(rel_sp):.0f}-{100 * max(rel_sp):.0f}%" if rel_sp else "-"
+    lean = max((100 * abs(sorted(v)[len(v) // 2] - 1) for v in rel.values() if v), default=0.0)
     by_pos = "; ".join(f"{key} stages {100 * (sorted(v)[len(v) // 2] - 1):+.1f}% ({sum(y > 1 for y in v)} of "
                        f"{len(v)} above)" for key, v in rel.items() if v)
     lines += ["", f"The predicted bottleneck is the measured one on {total - miss} of {total} rows; "
               f"{inside} of the {miss} misses are within their noise band (for runs `1` and `2`, which did not "
               "record the passes, the band the `peers` run measured on the same model and k: the median stage's "
               "spread, for two stages). Is a miss systematic? Each stage's same-pass ratio over its row's mean, "
-              f"the median by position: {by_pos}. The misses are not one stage position, and the leaning of the "
-              "first stages is well inside the per-stage noise band (half the interquartile range over the passes, "
-              f"{spreads} of a stage's time in the runs that recorded it), so the calibration is left as it is: on "
-              "this machine the bottleneck stage can only be named within that band."]
+              f"the median by position: {by_pos}. No position leans by more than {lean:.1f}%, inside the per-stage "
+              f"noise band (half the interquartile range over the passes, {spreads} of a stage's time in the runs "
+              "that recorded it), and the misses go both ways (the stage measured slowest is before the predicted "
+              f"one in {before} of the {miss} misses, after it in the others)"
+              + (f"; the {len(beyond)} misses outside their band are {100 * min(beyond):.1f}-"
+                 f"{100 * max(beyond):.1f} points beyond it" if beyond else "")
+              + ". So the calibration is left as it is: on this machine the bottleneck stage can be named only "
+              "within that band, and where two stages are that close the plan's bottleneck is too (the peer "
+              "table above shows what a miss costs)."]
     return lines
 
 
@@ -677,6 +687,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
              twice: list[dict[str, Any]] | None = None, peers: list[dict[str, Any]] | None = None,
              peers_training: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
+    extra = " --peers-training pytorch_runs/peers_training.json" if peers_training else ""
     import torch
 
     lines = [
@@ -689,9 +700,9 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "bench_reality.py --twice --json pytorch_runs/twice.json`, `python bench_gloo_pipeline.py --steps 2 "
         "--repeat 2 --json pytorch_runs/pipeline.json`, then `python bench_reality.py --from pytorch_runs/run1.json "
         "pytorch_runs/run2.json pytorch_runs/twice.json --pipeline pytorch_runs/pipeline.json --peers "
-        f"pytorch_runs/peers.json --repeat {repeat} --markdown ../docs/results/pytorch.md`, the peer run made with "
-        "the command in its section. On a machine with a GPU, `--device cuda` times with CUDA events (and "
-        "`bench_gloo_pipeline.py --device cuda` runs NCCL, one GPU per rank): written, but not run by this "
+        f"pytorch_runs/peers.json{extra} --repeat {repeat} --markdown ../docs/results/pytorch.md`, the peer runs "
+        "made with the commands in their sections. On a machine with a GPU, `--device cuda` times with CUDA "
+        "events (and `bench_gloo_pipeline.py --device cuda` runs NCCL, one GPU per rank): written, but not run by this "
         "project (its machines have no GPU); without CUDA both refuse the option in one line.",
         "",
         f"Conditions: CPU ({cpu}), torch {torch.__version__}, `torch.set_num_threads(1)`, random weights, eval "
