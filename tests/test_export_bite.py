@@ -304,3 +304,18 @@ def test_a_program_order_plan_may_cut_right_before_a_colocation_class():
     plan = partition_program_order(trace, 2)
     assert [set(s.nodes) for s in plan.stages if s.nodes] == [{"a"}, {"b", "c", "d"}]
     assert plan.objective == pytest.approx(3.0)
+
+
+def test_nearest_never_moves_a_boundary_back_onto_the_one_before_it():
+    # modules a, b, c of two operators each; the plan cuts inside a and inside b. The first cut
+    # moves to 2 (b's beginning); for the second, 2 (a's end, still free) and 4 (c's beginning)
+    # are as near, but 2 is the first cut: the stages stay non-empty and in order
+    from stagecut.frontends.export import plan_to_pipelining
+
+    mods = [("a0", ("a",)), ("a1", ("a",)), ("b0", ("b",)), ("b1", ("b",)), ("c0", ("c",)), ("c1", ("c",))]
+    t = layer_trace(mods, [(u, v) for (u, _), (v, _) in zip(mods, mods[1:])])
+    plan = manual_plan(t.graph, t.order, {"a0": 0, "a1": 1, "b0": 1, "b1": 2, "c0": 2, "c1": 2})
+    split = plan_to_pipelining(plan, t, mode="nearest")
+    assert split.stages == (("a0", "a1"), ("b0", "b1"), ("c0", "c1"))
+    assert split.points == (("b", "beginning"), ("c", "beginning")) and split.objective == 2.0
+    assert [n.split(" (")[0] for n in split.notes[:2]] == ["stage 1 starts at node 'b0'", "stage 2 starts at node 'c0'"]
