@@ -127,3 +127,5 @@ def test_cli_slice_improve_flags(capsys):
     capsys.readouterr()
     assert main(["slice", "regal:60:erdos_renyi:3", "-k", "8", "--improve", "0"]) == 2
     assert "--improve" in capsys.readouterr().err
+    assert main(["slice", "regal:60:erdos_renyi:3", "-k", "8", "--improve", "3", "--no-improve"]) == 2
+    assert "not allowed with" in capsys.readouterr().err

@@ -102,11 +102,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "order: SliceGraph on one topological order (default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
-    p.add_argument("--improve", type=_common.positive_number, default=None, metavar="S",
+    improve = p.add_mutually_exclusive_group()
+    improve.add_argument("--improve", type=_common.positive_number, default=None, metavar="S",
                    help="then improve the plan by exact re-splits of two blocks at a time for at most S seconds, "
                         "inside --time-limit (default: 2 s for brkga, random, mla and mla-weighted; none for "
                         "order and dp); the answer is never worse than the search's")
-    p.add_argument("--no-improve", action="store_true",
+    improve.add_argument("--no-improve", action="store_true",
                    help="the search's plan as it is: no re-splits of two blocks")
     p.add_argument("--seed", type=_common.nonnegative_int, default=0,
                    help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
