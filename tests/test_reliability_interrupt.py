@@ -198,12 +198,16 @@ def test_many_threads_solving_mips_leave_stdout_working(capfd):
 
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.5, 1.0])
 def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(delay):
-    # SIGINT while the package imports (well before any work): no KeyboardInterrupt traceback. The
-    # child says "up" once Python itself has started (a signal during Python's own start-up, before
-    # any of stagecut runs, is Python's), then runs the command as its script does
-    code = ("import sys, runpy\n"
-            "print('up', file=sys.stderr, flush=True)\n"
+    # SIGINT while the command imports what it needs (well before any work): no KeyboardInterrupt
+    # traceback. The child says "up" once the package's first statement has put the command's handler
+    # in place (a signal before that, during Python's own start-up or the import of that one module,
+    # is Python's: waiting for it makes the test independent of the machine's load), then runs the
+    # command as its script does
+    code = ("import sys, runpy, signal\n"
             "sys.argv = ['stagecut', 'partition', 'example:chain', '-k', '2']\n"
+            "import stagecut\n"
+            "assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+            "print('up', file=sys.stderr, flush=True)\n"
             "runpy.run_module('stagecut', run_name='__main__')\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=_default_sigint)
