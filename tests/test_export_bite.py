@@ -319,3 +319,16 @@ def test_nearest_never_moves_a_boundary_back_onto_the_one_before_it():
     assert split.stages == (("a0", "a1"), ("b0", "b1"), ("c0", "c1"))
     assert split.points == (("b", "beginning"), ("c", "beginning")) and split.objective == 2.0
     assert [n.split(" (")[0] for n in split.notes[:2]] == ["stage 1 starts at node 'b0'", "stage 2 starts at node 'c0'"]
+
+
+def test_a_plan_that_misses_a_node_of_the_trace_names_the_first_one_missing():
+    from stagecut.frontends import NotExpressibleError
+    from stagecut.frontends.export import plan_to_pipelining
+
+    t = layer_trace([("a", ("0",)), ("b", ("1",)), ("c", ("2",))], [("a", "b"), ("b", "c")])
+    for keep, first in (({"a": 0, "c": 1}, "b"), ({"a": 0}, "b"), ({"c": 0}, "a")):
+        sub = sc.Graph([sc.Node(v, {"accelerator": 1.0}) for v in keep], [])
+        plan = manual_plan(sub, tuple(keep), keep)
+        for export in (plan_to_pipelining, plan_to_balance):
+            with pytest.raises(NotExpressibleError, match=f"node '{first}' of the trace is in no stage"):
+                export(plan, t)
