@@ -292,8 +292,13 @@ class ListCore:
 
     def arrival(self, i: int, d: int) -> float:
         """When the last input of node ``i`` (every predecessor placed) reaches device ``d``."""
-        p = self.problem
-        return max((self.finish[j] + p.transfer(j, int(self.dev[j]), d) for j in p.pred[i]), default=0.0)
+        finish, dev, transfer = self.finish, self.dev, self.problem.transfer
+        s = 0.0
+        for j in self.problem.pred[i]:
+            a = finish[j] + transfer(j, int(dev[j]), d)
+            if a > s:
+                s = a
+        return s
 
     def place(self, i: int, d: int, f: float) -> None:
         """Node ``i`` runs on device ``d`` and finishes at ``f`` (its unit goes there if new)."""
