@@ -330,3 +330,13 @@ def test_piper_mem_a_is_the_saved_activations(seq_trace):
     for node, (_, vs) in zip(old.nodes, layers):  # the fallback: every output counted
         assert node.tmpcs[1][0].mem_a == sum(seq_trace.output_bytes[v] for v in vs)
     assert sum(n.tmpcs[1][0].mem_a for n in prob.nodes) < sum(n.tmpcs[1][0].mem_a for n in old.nodes)
+
+
+def test_a_training_trace_gives_the_forward_traces_memory(seq_trace):
+    from stagecut.frontends._common import trace_with_backward
+
+    t = trace_with_backward(seq_trace, 2.0)
+    plan = sc.partition(t.graph, devices=4)
+    forward = {v: s.index for s in plan.stages for v in s.nodes if not str(v).endswith("_bwd")}
+    fwd_plan = manual_plan(seq_trace, [[v for v in seq_trace.order if forward[v] == i] for i in range(4)])
+    assert t.training_memory(plan).stages == seq_trace.training_memory(fwd_plan).stages
