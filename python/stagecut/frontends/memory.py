@@ -17,16 +17,17 @@ that cross the boundary, each as its own contiguous tensor (``torch.distributed.
 sends contiguous tensors). So a storage a stage saves but did not make counts as the received
 tensors that carry it (the values made by earlier stages that this stage's operators read and
 that live in that storage), not as the whole storage of the sender: receiving only ``q`` of a
-fused ``qkv`` costs ``q``'s bytes. What this does not count: the stage's outputs that the pipeline runtime keeps
-until their gradient comes back (one tensor per boundary per microbatch), the gradients of the
-activations during backward, temporaries, and allocator fragmentation; mixed precision and
-recomputation (``torch.utils.checkpoint`` at trace time records what it really saves, though).
+fused ``qkv`` costs ``q``'s bytes. What this does not count: the stage's outputs that the
+pipeline runtime keeps until their gradient comes back (one tensor per boundary per
+microbatch), the gradients of the activations during backward, temporaries and allocator
+fragmentation; mixed precision and recomputation are not modelled.
 
 Per stage :func:`training_memory` adds:
 
 * ``parameters``: bytes of the trainable parameters the stage's operators use (each counted once
   per stage; a tied parameter used on two stages is held by both), ``buffers``: the same for
-  buffers and constants (BatchNorm statistics, masks);
+  buffers and constants (BatchNorm statistics, masks; a buffer no operator reads, such as
+  BatchNorm's ``num_batches_tracked`` counter, is not counted);
 * ``gradients``: one gradient per trainable parameter, of its size;
 * ``optimizer``: ``states`` tensors of a parameter's size per trainable parameter, plus, for
   ``"adam"`` (``torch.optim.Adam``/``AdamW``), a 4-byte ``step`` tensor per parameter tensor;
@@ -194,7 +195,7 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
 def make_record(raw: RawSaved, owner: Mapping[str, str], weights: Mapping[str, Sequence[str]],
                 weight_bytes: Mapping[str, float], trainable: set[str]) -> MemoryRecord:
     """The :class:`MemoryRecord` of a trace from :func:`record_saved`'s raw result: each program
-    node's saved storages and outputs go to the trace node that ``owner`` names (a ``getitem``
+    node's saved storages and the values it reads go to the trace node that ``owner`` names (a ``getitem``
     to the operator it picks from, an unused node to its latest input's)."""
     saved: dict[str, list[int]] = {}
     for name, ks in raw.saved.items():
