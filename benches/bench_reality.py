@@ -396,11 +396,12 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[st
         if not rows:
             return []
         peers = tuple(x for x in PEERS if x[0] != "refined_again")
+        models = " ".join(dict.fromkeys(r["model"] for r in rows))
         return [
             "",
             "### Forward and backward",
             "",
-            "Regenerate: `python bench_reality.py --no-forward --models gpt --depths --repeat 2 --json "
+            f"Regenerate: `python bench_reality.py --no-forward --models {models} --depths --repeat 2 --json "
             "pytorch_runs/peers_training.json`, then `--peers-training pytorch_runs/peers_training.json` in the "
             f"`--from` command above. As above ({_passes(rows)} passes) on the training trace "
             "(`t.calibrated(training=True)`): each stage "
@@ -495,7 +496,12 @@ def _why(r: dict[str, Any], key: str, label: str, med: float, band: float) -> st
             + ("; within it" if 1 - med <= band else "; outside it") + "). The calibrated model predicted its "
             f"slowest stage at {pp:.1f} ms against ours {po:.1f} ({100 * (pp / po - 1):+.1f}%)")
     err = 100 * ((peer["measured_max_ms"] / pp) / (ours["measured_max_ms"] / po) - 1)
-    return text + (f"; the model's error between the two splits ({err:+.1f}%) decided it." if 1 - med > band else ".")
+    cuts = r.get("peer_stage_layers", {})
+    inside = [x for x in cuts.get("calibrated_again", []) if x != int(x)]
+    where = (f" Ours cuts inside a layer (at {', '.join(f'{x:g}' for x in inside)}), the peer between layers "
+             f"(at {_cuts(cuts.get(key, []), r['k'])})." if inside and key != "refined_again" else "")
+    return text + (f"; the model's error between the two splits ({err:+.1f}%) decided it." if 1 - med > band
+                   else ".") + where
 
 
 def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
@@ -978,6 +984,10 @@ def main(argv: list[str] | None = None) -> int:
                 run(a.models, a.k, a.repeat, peers=not a.no_peers, forward=False, on_row=merge, device=a.device)
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
+    if a.no_forward and not a.sources:  # no forward rows: the run is a record for --peers-training
+        print(f"forward+backward rows written to {a.json}: pass it as --peers-training to a --from run"
+              if a.json else json.dumps(rows), file=sys.stderr)
+        return 0
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
     peers = json.loads(a.peers.read_text())["rows"] if a.peers else None
     peers_training = json.loads(a.peers_training.read_text())["rows"] if a.peers_training else None
