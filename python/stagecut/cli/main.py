@@ -148,15 +148,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as e:  # --help, --version, usage errors
             return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
         from stagecut.progress import reporting  # (the core: not needed for --help)
-    except KeyboardInterrupt:
+        quiet = bool(getattr(args, "quiet", False))
+        # progress bars by default (shown only on a terminal, past 2 s); --quiet: no bar, notes or warnings
+        with warnings.catch_warnings(), quieted(quiet), reporting(not quiet):
+            warnings.showwarning = _no_warning if quiet else _one_line_warning
+            print_parse_notes(args)
+            return int(args.func(args))
+    except KeyboardInterrupt:  # outside the command's own handler: setting up, or the notes
         print("stagecut: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    quiet = bool(getattr(args, "quiet", False))
-    # progress bars by default (shown only on a terminal, past 2 s); --quiet: no bar, notes or warnings
-    with warnings.catch_warnings(), quieted(quiet), reporting(not quiet):
-        warnings.showwarning = _no_warning if quiet else _one_line_warning
-        print_parse_notes(args)
-        return int(args.func(args))
 
 
 if __name__ == "__main__":  # pragma: no cover
