@@ -111,7 +111,10 @@ def test_reports_are_rate_limited():
     running = [e for e in events if not e.final]
     assert running and events[-1].final and events[-1].best == s.objective
     gaps = [b.elapsed - a.elapsed for a, b in zip(running, running[1:])]
-    assert all(g >= pg.REPORT_EVERY * 0.999 for g in gaps), min(gaps)
+    # the reporter spaces its own clock readings; an event's time is read a moment later, and a loaded
+    # machine may pause the process in between (0.244 s seen under stress-ng): 0.1 s of slack for that
+    # (no rate limit: gaps of microseconds; half the interval: 0.125 s)
+    assert all(g >= pg.REPORT_EVERY - 0.1 for g in gaps), min(gaps)
     assert len(running) <= 1 + events[-1].elapsed / pg.REPORT_EVERY
     assert len(running) < s.stats["evaluations"] / 100
 
