@@ -26,6 +26,9 @@
 # debug info (the brute-force tests are small; a build per mutant is the cost). Results:
 # OUT/rust/mutants.out/{caught,missed,timeout,unviable}.txt, OUT/python/survivors.txt, and a
 # summary (score = killed / viable: caught + missed + timeout; a timeout counts as killed).
+# Under load, mutmut's timeout and suspicious verdicts are not kills: its wall-clock limit is half its
+# CPU limit, and a worker forked after torch was imported can deadlock. Re-run them (--keep) with
+# benches/mutation_recheck.py, which also checks a new test against its mutant.
 # See benches/MUTATION.md for the last recorded scores and the surviving mutants.
 set -euo pipefail
 
