@@ -26,15 +26,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
-from stagecut.graph import Graph, kahn_order
+from stagecut.graph import Graph
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
+from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
+from stagecut.mtpp.plan import plan_blocks
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.units import Display
@@ -112,56 +114,6 @@ class Certificate(Result):
         if self.objective is None or self.lower_bound is None or not (0 < self.lower_bound < math.inf):
             return math.inf
         return self.objective / self.lower_bound
-
-
-def _ordered_groups(graph: Graph, assignment: Mapping[NodeId, Any]) -> list[list[NodeId]]:
-    """Blocks from ``{node: stage}``, ordered along the quotient DAG."""
-    groups: dict[Hashable, list[NodeId]] = {}
-    for v, s in assignment.items():
-        groups.setdefault(tuple(s) if isinstance(s, (list, tuple)) else s, []).append(v)
-    where = {v: s for s, vs in groups.items() for v in vs}
-    keys = list(groups)
-    succ: dict[Hashable, set[Hashable]] = {s: set() for s in keys}
-    for a, b in graph.edges:
-        if a in where and b in where and where[a] != where[b]:
-            succ[where[a]].add(where[b])
-    order = kahn_order(keys, succ)
-    if len(order) != len(keys):
-        raise InvalidGraphError("the plan's stages form a cycle: it is not a pipeline")
-    return [groups[s] for s in order]
-
-
-def plan_blocks(graph: Graph, plan: Any) -> list[list[NodeId]]:
-    """Blocks (lists of node ids, in pipeline order) from a result (its ``stages``), a list of
-    blocks or of ``Stage`` objects, the JSON of a result (``{"stages": [{"nodes": ...}, ...]}``) or of an old plan
-    (``{"blocks": ...}``), a ``{node: stage}`` mapping or a ``{node: (kind, index)}`` mapping.
-
-    Raises
-    ------
-    InvalidArgumentError
-        ``plan`` is none of these, or a result that holds no partition.
-    InvalidGraphError
-        A mapping whose stages form a cycle.
-
-    Examples
-    --------
-    >>> from stagecut.graph import Graph
-    >>> plan_blocks(Graph.chain([1.0, 1.0, 1.0]), {2: "b", 0: "a", 1: "a"})
-    [[0, 1], [2]]
-    """
-    if isinstance(plan, Result):
-        if not plan.stages:
-            raise InvalidArgumentError(f"plan: the {type(plan).__name__} holds no partition (status {plan.status})")
-        return [list(s.nodes) for s in plan.stages]
-    if isinstance(plan, Mapping):
-        if isinstance(plan.get("stages"), (list, tuple)):
-            return [list(s["nodes"]) if isinstance(s, Mapping) else list(s) for s in plan["stages"]]
-        if isinstance(plan.get("blocks"), (list, tuple)):
-            return [list(b) for b in plan["blocks"]]
-        return _ordered_groups(graph, plan)
-    if isinstance(plan, (list, tuple)):
-        return [list(b.nodes) if isinstance(b, Stage) else list(b) for b in plan]
-    raise InvalidArgumentError(f"plan: cannot read blocks from a {type(plan).__name__}")
 
 
 def _check_levels(levels: Sequence[str] | str) -> tuple[str, ...]:
@@ -317,8 +269,6 @@ def certify(
 
 def _improve_budget(improve: Any) -> float | None:
     """Seconds of re-splits before the ladder (``None``: none)."""
-    from stagecut.mtpp.slicegraph import IMPROVE_SECONDS
-
     if improve is None or improve is False:
         return None
     if improve is True:
@@ -331,8 +281,6 @@ def _improve(problem: MtppProblem, ev: MtppEvaluation, budget: float, time_limit
              t0: float) -> tuple[MtppEvaluation, dict[str, Stat], list[str]]:
     """The plan ``ev`` improved by :func:`~stagecut.mtpp.improve.improve_plan` (re-scored; kept
     only when cheaper), the stats and notes saying so."""
-    from stagecut.mtpp.improve import improve_plan
-
     stats: dict[str, Stat] = {"found_by": "plan", "start_objective": ev.objective}
     if not math.isfinite(ev.objective):
         return ev, stats, []

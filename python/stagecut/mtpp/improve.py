@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -40,8 +41,8 @@ from stagecut._deadline import remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import kahn_order
 from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups, lower_bound
-from stagecut.mtpp.slicegraph import SlicePlan
-from stagecut.results import NodeId, Status
+from stagecut.mtpp.plan import SlicePlan, plan_blocks
+from stagecut.results import NodeId, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
 
 __all__ = ["improve_plan"]
@@ -389,8 +390,6 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     >>> improve_plan(p, [[0, 1, 2, 3]]).objective     # one block split in two
     2.0
     """
-    from stagecut.mtpp.certify import plan_blocks  # (certify imports the bounds, which import slicegraph)
-
     t0 = time.perf_counter()
     if not isinstance(problem, MtppProblem):
         raise InvalidArgumentError(
@@ -433,3 +432,58 @@ def _ordered(plan: _Plan) -> list[list[NodeId]]:
     order = kahn_order(range(len(plan.blocks)), [sorted(s) for s in succ])
     ids = plan.p.graph.ids
     return [[ids[i] for i in sorted(plan.nodes(plan.blocks[b]))] for b in order]
+
+
+#: Seconds of pairwise re-splits after a search (``improve=None`` or ``True``).
+IMPROVE_SECONDS = 2.0
+
+
+def improve_budget(improve: Any, by_default: bool) -> float | None:
+    """Seconds for :func:`after_search` from a search's ``improve`` argument (``None``: off);
+    ``by_default``: whether ``improve=None`` turns it on (the seeded searches)."""
+    if improve is None:
+        return IMPROVE_SECONDS if by_default else None
+    if isinstance(improve, bool):
+        return IMPROVE_SECONDS if improve else None
+    return check_number(improve, "improve (seconds, True or False)", positive=True, allow_inf=True,
+                        error=InvalidArgumentError)
+
+
+def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: float | None, t0: float) -> SlicePlan:
+    """``plan`` improved by :func:`~stagecut.mtpp.improve.improve_plan` for at most ``budget``
+    seconds within the call's ``limit``: never worse, ``stats["found_by"]`` says which part found it."""
+    start = plan.objective
+    stats: dict[str, Stat] = {**plan.stats, "found_by": plan.method, "start_objective": start, "improve_moves": 0}
+    if start is None or plan.status == "optimal":  # nothing to improve, or nothing to gain
+        return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
+    left = None if limit is None or math.isinf(limit) else limit - (time.perf_counter() - t0)
+    seconds = budget if left is None else min(budget, left)
+    notes = list(plan.notes)
+    stats["improve_limit_s"] = max(0.0, seconds)
+    if seconds <= 0:
+        notes.append("no time left to improve the plan by re-splits of two blocks")
+        return dataclasses.replace(plan, stats=stats, notes=tuple(notes), runtime_s=time.perf_counter() - t0)
+    imp = improve_plan(problem, plan, time_limit=None if math.isinf(seconds) else seconds)
+    cut_short = bool(imp.stats.get("time_limit_reached"))
+    stats["improve_moves"] = imp.stats.get("moves", 0)
+    if cut_short:
+        notes.append(f"the re-splits of two blocks stopped at their time limit ({seconds:.3g} s)")
+    ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (re-scored here too: the answer is the evaluator's)
+    if not ev.objective < start:
+        return dataclasses.replace(plan, stats=stats, notes=tuple(notes), runtime_s=time.perf_counter() - t0)
+    stats["found_by"] = "improve"
+    lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
+    status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else \
+        "time_limit" if plan.status == "time_limit" or (cut_short and seconds < budget) else "feasible"
+    notes.append(f"re-splits of two blocks lowered the {plan.method} plan's cost from {start:.9g} to "
+                 f"{ev.objective:.9g}")
+    return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
+                               notes=tuple(notes), order=_block_order(problem, ev.stages),
+                               runtime_s=time.perf_counter() - t0)
+
+
+def _block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeId, ...]:
+    """A topological order of the nodes that runs through the blocks one after the other."""
+    g = problem.graph
+    rank = {i: r for r, i in enumerate(g.topological_order())}
+    return tuple(g.nodes[i].id for s in stages for i in sorted((g.index[v] for v in s.nodes), key=rank.__getitem__))

@@ -46,7 +46,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -56,10 +56,12 @@ from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_erro
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
+from stagecut.mtpp.improve import after_search, improve_budget
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
+from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.units import CoreArrays, Units
 from stagecut.progress import Progress, reports
-from stagecut.results import NodeId, Result, Stage, Stat, Status
+from stagecut.results import NodeId, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
 
 __all__ = ["SlicePlan", "slice_graph", "METHODS", "Relaxation", "mtpp_arrays", "segment_io"]
@@ -69,49 +71,6 @@ METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order")
 _SEEDED = ("brkga", "random", "mla", "mla-weighted")
 _SEGMENT_COSTS = ("auto", "scan", "fenwick")
 Priorities = Mapping[NodeId, float] | Sequence[float] | npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlicePlan(Result):
-    """A pipeline partition under the MTPP cost model and how it was found (a
-    :class:`~stagecut.results.Result`).
-
-    ``objective`` is what the independent evaluator (:func:`stagecut.mtpp.evaluate`) says of
-    ``stages`` (``None`` when no partition was found); ``lower_bound`` the simple bound of
-    :func:`stagecut.mtpp.lower_bound` (the optimum itself for ``method="dp"``). Each stage is a
-    block: device ``"accelerator:i"``, load = block cost, parts ``work`` / ``io`` /
-    ``overflow``, memory = the parameters it holds. ``stats``: ``decodes``, ``units`` (after
-    folding), ``slice_rounds`` (threshold rounds of the slicing DP), ``ideals`` (``"dp"``).
-
-    Attributes
-    ----------
-    devices : int
-        Most blocks allowed (``k``).
-    memory, bandwidth, reserved_memory, colocate
-        The memory model and colocation setting it was solved for (``memory``: ``inf`` when
-        unlimited).
-    order : tuple of node ids
-        The topological order the blocks are cut from (for ``"dp"``: the blocks one after the other).
-    history : tuple of float
-        The search's best objective after each generation (one value for ``"order"`` and
-        ``"dp"``), before the re-splits of ``improve``.
-    exact_by : str, optional
-        For ``"dp"``: how the optimum was proven (``"ideal DP"``, ``"relaxation + repair"``...).
-    relaxation : Relaxation, optional
-        For ``"dp"``: the last round of the leaf relaxation, when one ran.
-    """
-
-    objective_name: ClassVar[str] = "largest block cost (MTPP)"
-
-    devices: int
-    memory: float = math.inf
-    bandwidth: float | None = None
-    reserved_memory: float = 0.0
-    colocate: bool = True
-    order: tuple[NodeId, ...] = ()
-    history: tuple[float, ...] = ()
-    exact_by: str | None = None
-    relaxation: Relaxation | None = None
 
 
 def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False) -> CoreArrays:
@@ -520,7 +479,7 @@ def slice_graph(
     opts = _options(old.get("method", method), seed, population, generations, decodes, elite, mutant, rho, islands,
                     max_ideals, segment_costs)
     limit = check_time_limit(time_limit)
-    budget = _improve_budget(improve, opts.method)
+    budget = improve_budget(improve, opts.method in _SEEDED)
     units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
         _warn_cycle_groups(problem, units.groups)
@@ -533,61 +492,5 @@ def slice_graph(
                 found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
         plan = _plan(problem, units, opts, found, t0)
         if budget is not None:
-            plan = _improved(problem, plan, budget, limit, t0)
+            plan = after_search(problem, plan, budget, limit, t0)
     return plan
-
-
-#: Seconds of pairwise re-splits after a search (``improve=None`` or ``True``).
-IMPROVE_SECONDS = 2.0
-
-
-def _improve_budget(improve: Any, method: str) -> float | None:
-    """Seconds for :func:`_improved` (``None``: off)."""
-    if improve is None:
-        return IMPROVE_SECONDS if method in _SEEDED else None
-    if isinstance(improve, bool):
-        return IMPROVE_SECONDS if improve else None
-    return check_number(improve, "improve (seconds, True or False)", positive=True, allow_inf=True,
-                        error=InvalidArgumentError)
-
-
-def _improved(problem: MtppProblem, plan: SlicePlan, budget: float, limit: float | None, t0: float) -> SlicePlan:
-    """``plan`` improved by :func:`~stagecut.mtpp.improve.improve_plan` for at most ``budget``
-    seconds within the call's ``limit``: never worse, ``stats["found_by"]`` says which part found it."""
-    from stagecut.mtpp.improve import improve_plan  # (improve imports this module)
-
-    start = plan.objective
-    stats: dict[str, Stat] = {**plan.stats, "found_by": plan.method, "start_objective": start, "improve_moves": 0}
-    if start is None or plan.status == "optimal":  # nothing to improve, or nothing to gain
-        return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
-    left = None if limit is None or math.isinf(limit) else limit - (time.perf_counter() - t0)
-    seconds = budget if left is None else min(budget, left)
-    notes = list(plan.notes)
-    stats["improve_limit_s"] = max(0.0, seconds)
-    if seconds <= 0:
-        notes.append("no time left to improve the plan by re-splits of two blocks")
-        return dataclasses.replace(plan, stats=stats, notes=tuple(notes), runtime_s=time.perf_counter() - t0)
-    imp = improve_plan(problem, plan, time_limit=None if math.isinf(seconds) else seconds)
-    cut_short = bool(imp.stats.get("time_limit_reached"))
-    stats["improve_moves"] = imp.stats.get("moves", 0)
-    if cut_short:
-        notes.append(f"the re-splits of two blocks stopped at their time limit ({seconds:.3g} s)")
-    ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (re-scored here too: the answer is the evaluator's)
-    if not ev.objective < start:
-        return dataclasses.replace(plan, stats=stats, notes=tuple(notes), runtime_s=time.perf_counter() - t0)
-    stats["found_by"] = "improve"
-    lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
-    status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else \
-        "time_limit" if plan.status == "time_limit" or (cut_short and seconds < budget) else "feasible"
-    notes.append(f"re-splits of two blocks lowered the {plan.method} plan's cost from {start:.9g} to "
-                 f"{ev.objective:.9g}")
-    return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
-                               notes=tuple(notes), order=_block_order(problem, ev.stages),
-                               runtime_s=time.perf_counter() - t0)
-
-
-def _block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeId, ...]:
-    """A topological order of the nodes that runs through the blocks one after the other."""
-    g = problem.graph
-    rank = {i: r for r, i in enumerate(g.topological_order())}
-    return tuple(g.nodes[i].id for s in stages for i in sorted((g.index[v] for v in s.nodes), key=rank.__getitem__))
