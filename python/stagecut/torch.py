@@ -28,10 +28,11 @@ from typing import Any
 
 from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import NotExpressibleError, check_sizes, require, trace_with_backward
+from stagecut.frontends.memory import StageMemory, TrainingMemory
 from stagecut.frontends.torch import TorchTrace, trace_torch
 from stagecut.validate import check_number
 
-__all__ = ["trace", "OpRecord", "TorchTrace", "NotExpressibleError"]
+__all__ = ["trace", "OpRecord", "TorchTrace", "TrainingMemory", "StageMemory", "NotExpressibleError"]
 
 
 @dataclass(frozen=True)
