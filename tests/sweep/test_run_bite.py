@@ -59,3 +59,79 @@ def test_a_scheduler_a_client_and_a_worker_count_exclude_each_other(tmp_path):
     with pytest.raises(sc.InvalidArgumentError, match="^workers: sets the size of the local cluster"):
         run_sweep(spec, workers=2, scheduler="tcp://127.0.0.1:1")
     assert not (tmp_path / "r").exists()
+
+
+def test_without_dask_the_sweep_says_how_to_install_it(monkeypatch):
+    import builtins
+    import sys
+
+    from stagecut.errors import BackendUnavailableError
+    from stagecut.sweep import run
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name == "distributed" or name.startswith("distributed."):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "distributed", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    message = r"^sweeps run on Dask: pip install 'stagecut\[sweep\]' \(dask\[distributed\] and pyarrow\)$"
+    with pytest.raises(BackendUnavailableError, match=message):
+        run._distributed()
+
+
+def test_each_worker_sizes_the_rust_pool_to_its_share_of_its_hosts_threads(monkeypatch):
+    # two workers on host h (2 and 3 threads) and one on g (4 threads), 20 cores per host
+    require_sweep_extra()
+    from stagecut.sweep import run
+
+    class Client:
+        plugins = []
+
+        def scheduler_info(self, n_workers):
+            assert n_workers == -1  # every worker, not the first few
+            return {"workers": {"a": {"host": "h", "nthreads": 2}, "b": {"host": "h", "nthreads": 3},
+                                "c": {"host": "g", "nthreads": 4}}}
+
+        def register_plugin(self, plugin, name):
+            self.plugins.append((plugin, name))
+
+    client = Client()
+    run._rayon_plugin(None, client)
+    ((plugin, name),) = client.plugins
+    assert name == plugin.name == "stagecut-rayon-threads"
+    monkeypatch.setattr(os, "cpu_count", lambda: 20)
+    monkeypatch.setenv("RAYON_NUM_THREADS", "0")
+    for ip, threads, share in (("h", 2, "4"), ("g", 4, "5"), ("new", 6, "3")):
+        worker = type("W", (), {"ip": ip, "state": type("S", (), {"nthreads": threads})()})()
+        plugin.setup(worker)
+        assert os.environ["RAYON_NUM_THREADS"] == share, ip
+
+
+def test_the_local_cluster_starts_its_workers_deaf_to_ctrl_c_and_restores_the_handler(monkeypatch):
+    import signal
+    import types
+
+    from stagecut.sweep import run
+
+    seen = {}
+
+    def cluster(**kwargs):
+        seen["handler"] = signal.getsignal(signal.SIGINT)  # what the worker processes inherit
+        return kwargs
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    before = signal.getsignal(signal.SIGINT)
+    kwargs = run._local_cluster(types.SimpleNamespace(LocalCluster=cluster), 3)
+    assert seen["handler"] is signal.SIG_IGN and signal.getsignal(signal.SIGINT) is before
+    assert (kwargs["n_workers"], kwargs["threads_per_worker"], kwargs["processes"]) == (3, 1, True)
+    assert kwargs["env"] == {"RAYON_NUM_THREADS": "2"}  # 8 cores // 3 workers
+
+    def broken(**kwargs):
+        raise OSError("no ports left")
+
+    with pytest.raises(OSError, match="no ports left"):
+        run._local_cluster(types.SimpleNamespace(LocalCluster=broken), 2)
+    assert signal.getsignal(signal.SIGINT) is before
