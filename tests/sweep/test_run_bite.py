@@ -135,3 +135,14 @@ def test_the_local_cluster_starts_its_workers_deaf_to_ctrl_c_and_restores_the_ha
     with pytest.raises(OSError, match="no ports left"):
         run._local_cluster(types.SimpleNamespace(LocalCluster=broken), 2)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_sweep_with_nothing_left_to_run_reports_no_errors_and_starts_no_cluster(tmp_path, monkeypatch):
+    require_sweep_extra()
+    from stagecut.sweep import run
+
+    spec = sweep_from_dict({"graphs": ["regal:8"], "devices": [2], "methods": ["dp"]})
+    write_row(str(tmp_path), run_task(expand(spec)[0]))
+    monkeypatch.setattr(run, "_distributed", lambda: pytest.fail("a cluster was started"))
+    r = run.run_sweep(spec, results=str(tmp_path))
+    assert (r.results, r.tasks, r.skipped, r.ran, r.errors) == (str(tmp_path), 1, 1, (), 0)
