@@ -146,3 +146,36 @@ def test_a_sweep_with_nothing_left_to_run_reports_no_errors_and_starts_no_cluste
     monkeypatch.setattr(run, "_distributed", lambda: pytest.fail("a cluster was started"))
     r = run.run_sweep(spec, results=str(tmp_path))
     assert (r.results, r.tasks, r.skipped, r.ran, r.errors) == (str(tmp_path), 1, 1, (), 0)
+
+
+def test_the_sweeps_own_client_joins_the_cluster_it_started_and_both_are_closed(tmp_path, monkeypatch):
+    require_sweep_extra()
+    import types
+
+    from stagecut.sweep import run
+
+    events = []
+
+    class Cluster:
+        def close(self):
+            events.append("cluster closed")
+
+    class Client:
+        def __init__(self, address):
+            events.append(("client of", address))
+
+        def close(self):
+            events.append("client closed")
+
+    cluster = Cluster()
+    monkeypatch.setattr(run, "_distributed", lambda: types.SimpleNamespace(Client=Client))
+    monkeypatch.setattr(run, "_local_cluster", lambda distributed, n: events.append(("workers", n)) or cluster)
+
+    def stop(distributed, client):
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(run, "_rayon_plugin", stop)
+    spec = sweep_from_dict({"graphs": ["regal:8"], "devices": [2, 3], "methods": ["dp"]})
+    with pytest.raises(RuntimeError, match="stop here"):
+        run.run_sweep(spec, results=str(tmp_path), workers=5)
+    assert events == [("workers", 2), ("client of", cluster), "client closed", "cluster closed"]
