@@ -50,3 +50,21 @@ def test_long_paths_include_the_path_long_in_time_and_memory_together():
 def test_brute_force_names_what_it_got_instead_of_a_problem():
     with pytest.raises(InvalidArgumentError, match=r"got .*'not a problem'"):
         solve_brute("not a problem")
+
+
+def test_the_pcie_greedy_says_it_found_no_packing():
+    from stagecut.latency.pcie.greedy import pcie_greedy
+
+    g = sc.Graph([sc.Node(v, {"accelerator": 1.0}, memory=1.0) for v in "ab"], [("a", "b")])
+    s = pcie_greedy(LatencyProblem.from_workload(g, accelerators=1, memory=1.5))
+    assert s.objective is None and s.method == "pcie-greedy" and s.status == "unknown"
+    assert "no packing" in s.notes[0]
+
+
+def test_best_device_counts_the_devices_it_evaluated():
+    from stagecut.latency.heuristics.constructive import best_device
+
+    g = sc.Graph([sc.Node(v, {"gpu": 1.0, "cpu": 2.0}) for v in "ab"], [("a", "b")])
+    p = LatencyProblem(g, Devices.servers(1, 3, intra_bandwidth=1.0, inter_bandwidth=1.0))
+    s = best_device(p)
+    assert s.stats["evaluations"] == 3 and s.objective == 2.0
