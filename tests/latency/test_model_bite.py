@@ -68,3 +68,12 @@ def test_best_device_counts_the_devices_it_evaluated():
     p = LatencyProblem(g, Devices.servers(1, 3, intra_bandwidth=1.0, inter_bandwidth=1.0))
     s = best_device(p)
     assert s.stats["evaluations"] == 3 and s.objective == 2.0
+
+
+def test_too_many_devices_are_refused_with_the_matrix_size():
+    """2 x 1,024 GPUs: the 2,048 x 2,048 bandwidth matrix of 8-byte floats is 32 MiB."""
+    from stagecut.errors import MemoryLimitError
+
+    with pytest.raises(MemoryLimitError, match=r"servers x gpus_per_server: 2 x 1024 means 2048 devices; at most "
+                                               r"1024 .* more than 32 MiB\)"):
+        Devices.servers(2, 1024, intra_bandwidth=1.0, inter_bandwidth=1.0)
