@@ -179,3 +179,21 @@ def test_the_sweeps_own_client_joins_the_cluster_it_started_and_both_are_closed(
     with pytest.raises(RuntimeError, match="stop here"):
         run.run_sweep(spec, results=str(tmp_path), workers=5)
     assert events == [("workers", 2), ("client of", cluster), "client closed", "cluster closed"]
+
+
+def test_a_scheduler_address_is_checked_then_passed_as_given():
+    import types
+
+    from stagecut.errors import InvalidArgumentError
+    from stagecut.sweep import run
+
+    calls = []
+    fake = types.SimpleNamespace(Client=lambda address, timeout: calls.append((address, timeout)) or "client")
+    for address in ("tcp://10.0.0.1:8786", "10.0.0.1:8786", "tls://sched.example:1"):
+        assert run._connect(fake, address) == "client"
+    assert calls == [(a, f"{run.CONNECT_TIMEOUT}s") for a in ("tcp://10.0.0.1:8786", "10.0.0.1:8786",
+                                                              "tls://sched.example:1")]
+    for bad in ("tcp://10.0.0.1", "tcp://:8786", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:port"):
+        with pytest.raises(InvalidArgumentError, match="^scheduler: expected tcp://HOST:PORT"):
+            run._connect(fake, bad)
+    assert len(calls) == 3
