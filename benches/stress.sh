@@ -33,7 +33,8 @@ for ((i = 1; i <= N; i++)); do
     when=$(date -u +"%Y-%m-%d %H:%M")
     CI=true /usr/bin/time -f "%e %U %S" -o "$TIMES" python -m pytest -q -p no:cacheprovider >"$LOG" 2>&1
     code=$?
-    read -r wall user sys <"$TIMES" || { wall=?; user=0; sys=0; }
+    # (GNU time puts "Command exited with non-zero status N" before its line when the run failed)
+    read -r wall user sys < <(tail -n 1 "$TIMES") || { wall=0; user=0; sys=0; }
     cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.0f", u + s }')
     summary=$(grep -E "^=*.* in [0-9.]+s" "$LOG" | tail -1)
     count() { grep -oE "[0-9]+ $1" <<<"$summary" | grep -oE "^[0-9]+" || echo 0; }
