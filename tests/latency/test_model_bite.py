@@ -77,3 +77,10 @@ def test_too_many_devices_are_refused_with_the_matrix_size():
     with pytest.raises(MemoryLimitError, match=r"servers x gpus_per_server: 2 x 1024 means 2048 devices; at most "
                                                r"1024 .* more than 32 MiB\)"):
         Devices.servers(2, 1024, intra_bandwidth=1.0, inter_bandwidth=1.0)
+
+
+def test_output_bytes_of_an_unknown_node_are_refused_naming_it():
+    g = sc.Graph([sc.Node("a", {"gpu": 1.0}), sc.Node("b", {"gpu": 1.0})], [("a", "b")])
+    devs = Devices.servers(1, 2, intra_bandwidth=1.0, inter_bandwidth=1.0)
+    with pytest.raises(InvalidArgumentError, match=r"output_bytes: unknown node 'zz'"):
+        LatencyProblem(g, devs, output_bytes={"a": 1.0, "zz": 2.0})
