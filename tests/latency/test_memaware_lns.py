@@ -254,7 +254,7 @@ def test_lns_bad_arguments_name_the_argument():
 # ------------------------------------------------------------------- auto
 def test_auto_is_never_worse_than_its_parts_and_says_who_found_it():
     p = bad_start_problem(seed=9, n=30)
-    s = sc.place(p, method="auto", time_limit=4.0, seed=0)
+    s = sc.place(p, method="auto", time_limit=6.0, seed=0)  # (every part reached under load)
     assert s.objective is not None
     found_by = s.stats["found_by"]
     assert s.method == f"auto ({found_by})"
