@@ -156,3 +156,13 @@ def test_a_memory_refusal_names_the_stage_count_it_tried():
         sc.balance([1, 1, 1], 5, comm=[1, 1, 1], memory=[2, 2, 2], capacity=1)
     with pytest.raises(InvalidArgumentError, match="into at most 5 stages fits 1.0 per stage"):
         sc.balance([1, 1, 1], 5, comm=[1, 1, 1], memory=[2, 2, 2], capacity=1, fill=False)
+
+
+def test_the_split_is_exact_to_the_last_bit():
+    # the two splits differ by one unit in the last place: 9.0 against 9.000000000000002
+    assert sc.balance([3.0000000000000018, 6.0, 3.0], 2) == [1, 2]
+    assert sc.balance([3.0000000000000018, 6.0, 6.000000000000002], 3) == [1, 1, 1]
+    assert sc.balance([3.000000000000001, 6.0, 6.000000000000002, 3.000000000000001, 6.0], 3) == [2, 1, 2]
+    # free layers and a transfer of the smallest positive float: the optimum is 0, not 5e-324
+    assert sc.balance([0.0, 0.0, 0.0], 2, comm=[0.0, 5e-324, 0.0]) == [1, 2]
+    assert sc.balance([0.0, 0.0, 0.0], 2, comm=[5e-324, 0.0, 0.0]) == [2, 1]
