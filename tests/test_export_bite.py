@@ -332,3 +332,14 @@ def test_a_plan_that_misses_a_node_of_the_trace_names_the_first_one_missing():
         for export in (plan_to_pipelining, plan_to_balance):
             with pytest.raises(NotExpressibleError, match=f"node '{first}' of the trace is in no stage"):
                 export(plan, t)
+
+
+def test_glue_moved_with_a_boundary_is_noted_for_the_stage_it_starts():
+    # x (a), two top-level operators g1 g2, y (b): the cut between g1 and g2 moves past g2 to y's beginning
+    from stagecut.frontends.export import plan_to_pipelining
+
+    t = layer_trace([("a", ("x",)), ("g1", ()), ("g2", ()), ("b", ("y",))], [("a", "g1"), ("g1", "g2"), ("g2", "b")])
+    split = plan_to_pipelining(manual_plan(t.graph, t.order, {"a": 0, "g1": 0, "g2": 1, "b": 1}), t)
+    assert split.stages == (("a", "g1", "g2"), ("b",)) and split.points == (("y", "beginning"),)
+    assert split.notes[0].startswith("stage 1 starts at node 'b' (beginning of module 'y') instead of 'g2': "
+                                     "1 operator(s) of the top-level forward (g2) go with the previous stage")

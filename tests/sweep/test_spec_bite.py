@@ -121,3 +121,9 @@ def test_progress_is_not_an_option_a_sweep_may_set(objective):
     with pytest.raises(InvalidArgumentError,
                        match=rf"^methods\[0\]\.options\.progress: not an option of {objective} methods"):
         check_spec(make(objective=objective, methods=[{"name": method, "options": {"progress": True}}]))
+
+
+def test_a_worker_count_is_kept():
+    assert make(workers=3).workers == 3 and make().workers is None
+    with pytest.raises(InvalidArgumentError, match="^workers"):
+        make(workers=0)

@@ -154,3 +154,28 @@ def test_of_two_rows_finished_at_the_same_time_the_later_one_wins(tmp_path):
         first, second = row("a", "g", 2, "dp", 9.0, at=at), row("a", "g", 2, "dp", 4.0, at=at)
         assert _two_rows_file(tmp_path / f"s{i}.parquet", first, second)["objective"] == 4.0
         assert _two_rows_file(tmp_path / f"r{i}.parquet", second, first)["objective"] == 9.0
+
+
+def test_a_part_keeps_the_tables_column_types(tmp_path):
+    # whole numbers given for float columns come back as floats, a missing one as None
+    write_row(str(tmp_path), {**row("a", "g", 2, "dp", 4, lb=3, t=2), "seed": 1})
+    (back,) = read_results(tmp_path)
+    assert [type(back[c]) for c in ("objective", "lower_bound", "runtime_s", "devices", "seed")] == \
+        [float, float, float, int, int]
+    assert back["gap"] is None and back["error"] is None
+
+
+def test_every_part_has_the_tables_schema(tmp_path):
+    # so the directory reads as one Parquet dataset whatever each row left empty
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stagecut.sweep.table import COLUMNS
+
+    a = write_row(str(tmp_path), {**row("a", "g", 2, "dp", 4.0), "status": "error", "error": "ValueError: x"})
+    b = write_row(str(tmp_path), row("b", "g", 2, "dp", None))
+    assert pq.read_schema(a).remove_metadata() == pq.read_schema(b).remove_metadata()
+    assert [f.name for f in pq.read_schema(b)] == [name for name, _ in COLUMNS]
+    schema = pq.read_schema(b)
+    assert schema.field("error").type == pa.string() and schema.field("objective").type == pa.float64()
+    assert pq.read_table(str(tmp_path)).num_rows == 2
