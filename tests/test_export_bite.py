@@ -343,3 +343,18 @@ def test_glue_moved_with_a_boundary_is_noted_for_the_stage_it_starts():
     assert split.stages == (("a", "g1", "g2"), ("b",)) and split.points == (("y", "beginning"),)
     assert split.notes[0].startswith("stage 1 starts at node 'b' (beginning of module 'y') instead of 'g2': "
                                      "1 operator(s) of the top-level forward (g2) go with the previous stage")
+
+
+def test_backward_nodes_go_with_their_forward_class_or_else_to_the_last_stage():
+    from stagecut.frontends.export import plan_to_pipelining
+
+    nodes = [sc.Node("a", {"accelerator": 1.0}, colocation="ca"), sc.Node("b", {"accelerator": 1.0}, colocation="cb"),
+             sc.Node("gb", {"accelerator": 4.0}, colocation="cb", backward=True),
+             sc.Node("gx", {"accelerator": 8.0}, colocation="lonely", backward=True)]
+    g = sc.Graph(nodes, [("a", "b"), ("b", "gb"), ("gb", "gx")])
+    t = types.SimpleNamespace(graph=g, order=("a", "b"), modules={"a": ("0",), "b": ("1",)}, children=("0", "1"),
+                              calls={"0": 1, "1": 1}, targets={"a": "aten.op", "b": "aten.op"})
+    split = plan_to_pipelining(manual_plan(g, ("a", "b"), {"a": 0, "b": 1}), t)
+    want = sc.evaluate(g, {"a": ("accelerator", 0), "b": ("accelerator", 1), "gb": ("accelerator", 1),
+                           "gx": ("accelerator", 1)}, devices=2, cpus=0)
+    assert split.stages == (("a",), ("b",)) and split.objective == want.objective == 13.0
