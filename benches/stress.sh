@@ -3,6 +3,7 @@
 # CPU load of two busy workers (stress-ng --cpu 2), stopping at the first run that does not pass:
 #
 #   benches/stress.sh [N]
+#   STRESS_PYTEST_ARGS="-n 4" benches/stress.sh 20    # the same suite in 4 pytest-xdist workers
 #
 # Each run appends one row to benches/STRESS.md (date, commit, passed/failed counts, wall and CPU
 # seconds); the full output of the last run is in $STRESS_LOG (default /tmp/stagecut-stress.log).
@@ -25,13 +26,15 @@ STRESS=$!
 trap 'kill "$STRESS" 2>/dev/null; wait "$STRESS" 2>/dev/null; rm -f "$TIMES"' EXIT
 trap 'exit 130' INT TERM
 
+ARGS=${STRESS_PYTEST_ARGS:-}
 commit=$(git rev-parse --short HEAD)
 # the runs test the working tree: say so when it differs from the commit
 git diff --quiet HEAD -- python rust tests pyproject.toml 2>/dev/null || commit="$commit+changes"
+[ -n "$ARGS" ] && commit="$commit \`$ARGS\`"
 
 for ((i = 1; i <= N; i++)); do
     when=$(date -u +"%Y-%m-%d %H:%M")
-    CI=true /usr/bin/time -f "%e %U %S" -o "$TIMES" python -m pytest -q -p no:cacheprovider >"$LOG" 2>&1
+    CI=true /usr/bin/time -f "%e %U %S" -o "$TIMES" python -m pytest -q -p no:cacheprovider $ARGS >"$LOG" 2>&1
     code=$?
     # (GNU time puts "Command exited with non-zero status N" before its line when the run failed)
     read -r wall user sys < <(tail -n 1 "$TIMES") || { wall=0; user=0; sys=0; }
