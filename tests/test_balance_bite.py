@@ -166,3 +166,21 @@ def test_the_split_is_exact_to_the_last_bit():
     # free layers and a transfer of the smallest positive float: the optimum is 0, not 5e-324
     assert sc.balance([0.0, 0.0, 0.0], 2, comm=[0.0, 5e-324, 0.0]) == [1, 2]
     assert sc.balance([0.0, 0.0, 0.0], 2, comm=[5e-324, 0.0, 0.0]) == [2, 1]
+
+
+def test_free_layers_end_the_threshold_search_on_adjacent_floats():
+    # every cost 0: no candidate window is ever narrow enough to list, so the bisection ends on
+    # two adjacent floats and answers with the upper one; the optimum is the cheapest cut(s)
+    assert sc.balance([0.0] * 4, 2, comm=[5.0, 1.0, 5.0, 5.0]) == [2, 2]  # both stages carry 1
+    assert sc.balance([0.0] * 4, 2, comm=[1.0, 5.0, 5.0, 5.0]) == [1, 3]
+    assert sc.balance([0.0] * 5, 3, comm=[5.0, 1.0, 5.0, 1.0, 5.0]) == [2, 2, 1]  # the middle carries 2
+    assert sc.balance([0.0] * 4, 2, comm=[5.0, 1.0, 5.0, 5.0], fill=False) == [4]  # one stage: no transfer
+
+
+def test_very_many_equal_loads_end_the_threshold_search_on_adjacent_floats():
+    # 5,000 layers of cost 1 and free transfers: every window around the optimum holds more
+    # candidates than are listed, down to adjacent floats; the answer is still the optimum
+    n, k = 5000, 7
+    got = sc.balance([1.0] * n, k, comm=[0.0] * n, fill=False)
+    assert max(loads([1.0] * n, got, [0.0] * n)) == 715 == -(-n // k)
+    assert sum(got) == n and len(got) == k

@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import math
 import struct
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -94,10 +95,10 @@ def _greedy(p: list[float], mp: list[float] | None, cap: float, t: float, k: int
         if len(ends) == k:
             return None
         pa = p[a]
-        e = bisect.bisect_right(p, t, lo=a, hi=n + 1, key=lambda x: x - pa) - 1
+        e = bisect.bisect_right(p, t, lo=a, key=lambda x: x - pa) - 1
         if mp is not None:
             ma = mp[a]
-            e = min(e, bisect.bisect_right(mp, cap, lo=a, hi=n + 1, key=lambda x: x - ma) - 1)
+            e = min(e, bisect.bisect_right(mp, cap, lo=a, key=lambda x: x - ma) - 1)
         if e <= a:
             return None
         ends.append(e)
@@ -243,7 +244,7 @@ def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None
     p = np.concatenate(([0.0], np.cumsum(np.asarray(c, dtype=np.float64))))
     reach = _Reach(p, comm, mp, cap, m, fill)
     total = float(p[-1])
-    top = min(2.0 * (total + 2.0 * max(comm)) + 1.0, float(np.finfo(np.float64).max))  # above every load
+    top = min(2.0 * (total + 2.0 * max(comm)) + 1.0, sys.float_info.max)  # above every load
     if mp is not None and reach.probe(top) is None:
         raise InvalidArgumentError(f"capacity: no split of the {n} layers into {'exactly' if fill else 'at most'} "
                                    f"{m if fill else k} stages fits {cap} per stage")
@@ -268,17 +269,18 @@ def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
     """The least threshold with a split, given ``probe(lo)`` None and ``probe(hi)`` not: the
     largest load of an optimal split is one of the candidates ``R[b] - L[a]``. Bisect the
     threshold (on the float bit patterns) until the interval holds few candidates (about
-    ``n**2 / total`` of them per unit of load), list them, and bisect over them."""
+    ``n**2 / total`` of them per unit of load), list them, and bisect over them. When no window
+    is ever small enough to list (every cost 0, so ``width`` is 0, or very many equal loads), the
+    bisection ends on two adjacent floats and ``hi`` is the answer."""
     n = reach.n
     ls = np.sort(reach.left)
     width = 32.0 * total / (n * n)
-    vals = np.empty(0)
     while True:
         lo_b, hi_b = (_bits(lo) if lo >= 0 else -1), _bits(hi)
         if hi_b - lo_b <= 1:  # hi is the only float left
-            break
+            return hi
         if hi - lo <= width:
-            i0 = np.searchsorted(ls, reach.right - hi - 1e-12 * abs(hi), side="left")
+            i0 = np.searchsorted(ls, reach.right - hi - 1e-12 * abs(hi))
             i1 = np.searchsorted(ls, reach.right - lo + 1e-12 * abs(lo), side="right")
             count = np.maximum(i1 - i0, 0)
             listed = int(count.sum())
@@ -286,14 +288,17 @@ def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
                 rows = np.repeat(np.arange(n), count)
                 offset = np.arange(listed) - np.repeat(np.cumsum(count) - count, count)
                 vals = reach.right[rows] - ls[i0[rows] + offset]
-                vals = np.unique(vals[(vals > lo) & (vals <= hi)])
-                break
+                return _least(reach, np.unique(vals[(vals > lo) & (vals <= hi)]), hi)
             width /= 16.0
         mid = _float((max(lo_b, 0) + hi_b) // 2)
         if reach.probe(mid) is None:
             lo = mid
         else:
             hi = mid
+
+
+def _least(reach: _Reach, vals: npt.NDArray[np.float64], hi: float) -> float:
+    """The least of the sorted candidates ``vals`` with a split, else ``hi`` (which has one)."""
     below, above = -1, len(vals)  # probe(vals[above]) (hi when above == len(vals)) has a split
     while above - below > 1:
         mid_i = (below + above) // 2
