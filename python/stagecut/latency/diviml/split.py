@@ -69,10 +69,11 @@ from typing import Any
 import numpy as np
 
 from stagecut._deadline import deadline, expired
-from stagecut._mip import check_options, stated_tolerance
+from stagecut._mip import stated_tolerance
 from stagecut._parallel import parallel_map, parallel_width
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
+from stagecut.latency._args import check_solver_call
 from stagecut.latency.diviml.modules import channel_modules, cut_vertices, modules_of
 from stagecut.latency.diviml.split_multi import solve_split_multi
 from stagecut.latency.exact.bounds import SMALL, best_bound, memory_binds, path_placement
@@ -83,7 +84,7 @@ from stagecut.latency.model.evaluate import schedule_from
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Stat, Status
-from stagecut.validate import check_int, shown
+from stagecut.validate import check_int
 
 __all__ = ["solve_split"]
 
@@ -212,9 +213,7 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
         A solver failed.
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    check_options(time_limit, None, threads, 0, solver)
+    problem = check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads, start=start)
     if workers is not None:
         check_int(workers, "workers", minimum=1)
     nw = parallel_width(workers)
@@ -222,8 +221,6 @@ def solve_split(problem: LatencyProblem, *, time_limit: float | None = None, sol
     why = problem.fits_anywhere()
     if why is not None:
         return Schedule.infeasible("split", why, devices=names, runtime_s=time.perf_counter() - t0)
-    if start is not None and not isinstance(start, Schedule):
-        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
     with deadline(time_limit):  # the start, the module solves and the fallback: one time limit
         if start is None:
             from stagecut.latency.heuristics.search import START_SHARE, start_within

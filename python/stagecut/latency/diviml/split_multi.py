@@ -72,9 +72,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from stagecut._deadline import deadline, expired
-from stagecut._mip import check_options, stated_tolerance
+from stagecut._mip import stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
+from stagecut.latency._args import check_solver_call
 from stagecut.latency.diviml.batched import (
     BatchedSchedule,
     BatchSpec,
@@ -90,7 +91,6 @@ from stagecut.latency.model.evaluate import schedule_from
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
 from stagecut.results import Stat, Status
-from stagecut.validate import shown
 
 __all__ = ["solve_split_multi", "solve_split_batched", "single_batch"]
 
@@ -230,9 +230,8 @@ def solve_split_multi(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSp
         A solver failed.
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    check_options(time_limit, None, threads, 0, solver)
+    problem = check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads, start=start,
+                                bound_solves=bound_solves)
     with deadline(time_limit):  # every module solve, bound solve and the start: one time limit
         c, mods = modules if modules is not None else channel_modules(problem, channels)
         return _sequential(problem, inputs, spec, c, mods, time_limit, solver, threads, bound_solves, start, t0)
@@ -320,8 +319,6 @@ def _no_worse_than(problem: LatencyProblem, best: Schedule, start: Schedule | No
         from stagecut.latency.heuristics.constructive import best_constructive
 
         start = best_constructive(problem)
-    elif not isinstance(start, Schedule):
-        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
     if start.objective is None or best.objective is None or start.objective >= best.objective:
         return best
     names = problem.devices.names
@@ -381,9 +378,7 @@ def solve_split_batched(problem: LatencyProblem, inputs: int, *, spec: BatchSpec
         A solver failed.
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    check_options(time_limit, None, threads, 0, solver)
+    problem = check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads)
     sp = spec if spec is not None else batch_spec(problem, inputs)
     cuts = cut_vertices(problem)
     if not cuts:

@@ -73,7 +73,6 @@ from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import (
     MODEL_TOL,
     MipOutcome,
-    check_options,
     data_gap,
     import_mip,
     new_model,
@@ -82,6 +81,7 @@ from stagecut._mip import (
     stated_tolerance,
 )
 from stagecut.errors import InvalidArgumentError
+from stagecut.latency._args import check_solver_call
 from stagecut.latency.exact.bounds import SMALL, LatencyBound, best_bound, memory_binds, path_placement
 from stagecut.latency.exact.brute import colocated, symmetry_groups
 from stagecut.latency.exact.milp_build import (
@@ -396,11 +396,8 @@ def solve_milp(problem: LatencyProblem, *, time_limit: float | None = None, solv
         The solver failed.
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    check_options(time_limit, gap, threads, seed, solver)
-    if start is not None and not isinstance(start, Schedule):
-        raise InvalidArgumentError(f"start: expected a Schedule, got {shown(start)}")
+    problem = check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads, gap=gap, seed=seed,
+                                start=start, verbose=verbose)
     names = problem.devices.names
     why = problem.fits_anywhere() or _class_fits_nowhere(problem)
     if why is not None:

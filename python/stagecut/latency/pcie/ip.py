@@ -52,7 +52,6 @@ from stagecut._deadline import deadline, expired, remaining
 from stagecut._mip import (
     MipOutcome,
     add,
-    check_options,
     data_gap,
     import_mip,
     new_model,
@@ -62,6 +61,7 @@ from stagecut._mip import (
 )
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
+from stagecut.latency._args import check_solver_call
 from stagecut.latency.exact.bounds import best_bound
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.latency.model.schedule import Schedule
@@ -425,7 +425,8 @@ def solve_pcie_ip(problem: LatencyProblem | Graph, *, q: int = 1, time_limit: fl
         problem = LatencyProblem.from_workload(problem)
     check_pcie(problem)
     q = check_int(q, "q", minimum=1)
-    check_options(time_limit, gap, threads, seed, solver)
+    check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads, gap=gap, seed=seed,
+                      verbose=verbose)
     names = problem.devices.names
     why = problem.fits_anywhere()
     if why is not None:
