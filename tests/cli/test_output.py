@@ -6,7 +6,7 @@ import re
 import pytest
 
 import stagecut as sc
-from stagecut.cli._common import saved_display
+from stagecut.cli._common import as_flags, saved_display
 from stagecut.results import format_ranges, node_list_notes
 from stagecut.units import Display
 
@@ -41,7 +41,9 @@ def test_memory_in_the_unit_given_else_one_that_fits(run, big_chain):
 def test_notes_of_a_built_in_example_name_no_file(run):
     code, out, _ = run("partition", "example:transformer")
     assert code == 0 and "file" not in out
-    assert "devices=4 from the defaults of example:transformer" in out
+    assert "note       --devices 4 (from the defaults of example:transformer)" in out.splitlines()
+    assert "note       --cpus 1 (from the defaults of example:transformer)" in out.splitlines()
+    assert "devices=" not in out and "cpus=" not in out
 
 
 def test_show_prints_the_units_the_result_was_given_in(run, big_chain, tmp_path):
@@ -90,3 +92,61 @@ def test_sweep_progress_lines_tell_the_tasks_apart():
         "[3/9] g.json k=2 dp: infeasible, in 0.50 s"
     assert progress_line({**row, "status": "error", "objective": None, "error": "boom"}, 3, 9) == \
         "[3/9] g.json k=2 dp: error: boom, in 0.50 s"
+
+
+#: what the library writes -> what the command line prints (the library's keywords as the flags that set them)
+LIBRARY_TO_CLI = [
+    ("devices=6 from the file's maxFPGAs", "--devices 6 (from the file's maxFPGAs)"),
+    ("cpus=1 from the file's maxCPUs", "--cpus 1 (from the file's maxCPUs)"),
+    ("memory=8e+09 from the file's maxSizePerFPGA", "--memory 7.451GiB (from the file's maxSizePerFPGA)"),
+    ("more than max_ideals=1000 ideals", "more than --max-ideals 1000 ideals"),
+    ("raise max_ideals, or use method='dpl' (linearized DP) or method='auto'",
+     "raise --max-ideals, or use --method dpl (linearized DP) or --method auto"),
+    ("raise max_ideals or use partition(method='dp')", "raise --max-ideals or use --method dp"),
+    ("not proven (knapsack='exact' proves it)", "not proven (--knapsack exact proves it)"),
+    ("uses       2 devices, sum of d 2", "uses       2 devices; the stages' data-parallel degrees (d) sum to 2"),
+    # left alone: a stage's device column, words that are no keyword, a keyword that sets no flag
+    ("d=1,t=1", "d=1,t=1"), ("the method 'dp' and max_ideals", "the method 'dp' and max_ideals"),
+    ("colocate=True keeps each class whole", "colocate=True keeps each class whole"),
+]
+
+
+@pytest.mark.parametrize("library, cli", LIBRARY_TO_CLI)
+def test_library_keywords_read_as_flags(library, cli):
+    assert as_flags(library, Display(bytes=True)) == cli
+
+
+def test_a_memory_from_the_input_without_byte_units_keeps_its_number():
+    assert as_flags("memory=8e+09 from the file's maxSizePerFPGA", Display(bytes=False)) == \
+        "--memory 8e+09 (from the file's maxSizePerFPGA)"
+
+
+def test_a_saved_api_result_shows_its_settings_as_flags(run, tmp_path):
+    g = sc.Graph.chain([1.0, 2.0, 1.0], memory=[1.0] * 3, defaults={"accelerators": 2, "cpus": 1, "memory": 8e9})
+    data = sc.partition(g).to_json()
+    assert "memory=8e+09 from the file's maxSizePerFPGA" in data["notes"]
+    saved = tmp_path / "api.json"
+    saved.write_text(json.dumps({**data, "units": {"time": "ms", "memory": "bytes", "shown": {}}}))
+    code, out, _ = run("show", saved)
+    notes = [line for line in out.splitlines() if line.startswith("note ")]
+    assert code == 0 and notes == ["note       --devices 2 (from the file's maxFPGAs)",
+                                   "note       --cpus 1 (from the file's maxCPUs)",
+                                   "note       --memory 7.451GiB (from the file's maxSizePerFPGA)"], out
+
+
+def test_the_training_plan_speaks_of_flags_and_degrees(run, piper):
+    code, out, _ = run("plan", piper)
+    lines = out.splitlines()
+    assert code == 0 and any(line.startswith("uses       ") and
+                             re.fullmatch(r"uses {7}\d+ devices?; the stages' data-parallel degrees \(d\) sum to \d+",
+                                          line) for line in lines), out
+    assert "note       TMPCs per stage by the authors' greedy: optimality not proven (--knapsack exact proves it)" \
+        in lines, out
+    assert "sum of d" not in out and "knapsack=" not in out
+
+
+def test_an_error_names_the_flags_not_the_keywords(run, chain):
+    code, out, err = run("partition", chain, "--method", "dp", "--max-ideals", "2")
+    assert code == 2 and not out
+    assert err.strip() == ("stagecut: error: the graph has more than --max-ideals 2 ideals; raise --max-ideals, or "
+                           "use --method dpl (linearized DP, at most n + 1 ideals) or --method auto"), err

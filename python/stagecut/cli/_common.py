@@ -48,7 +48,7 @@ __all__ = [
     "add_deprecated", "memory_of", "bandwidth_of", "positive_int", "nonnegative_int", "number",
     "positive_number", "report", "note", "guarded", "read_json", "read_placement", "write_json", "stage_table",
     "bad_argument", "doc", "check_outputs", "requires", "add_quiet", "quiet", "quieted",
-    "print_parse_notes", "display_of", "saved_display", "node_names", "settings_of", "RWNN_SPEC",
+    "print_parse_notes", "display_of", "saved_display", "node_names", "settings_of", "RWNN_SPEC", "as_flags",
 ]
 
 
@@ -329,16 +329,55 @@ def _human_sizes(text: str, display: Display) -> str:
 _METHODS_NOTE = re.compile(r"^(note {7}methods): ", re.MULTILINE)
 #: certify's note on a cheaper partition, whose stages the JSON holds (``best_stages``)
 _BEST_STAGES = re.compile(r"\(cost ([0-9.e+-]+)\): see best_stages")
-#: the library's argument in a note (``more than max_ideals=1000 ideals``), a flag on the command line
-_MAX_IDEALS = re.compile(r"\bmax_ideals=(\d+)")
+#: a setting the library took from the input (``devices=6 from the file's maxFPGAs``): the flag
+#: that sets it on the command line, and the value
+_FROM_INPUT = re.compile(r"\b(devices|cpus|memory)=(\S+) from (the file's \w+)")
+#: the library's keyword arguments that notes and messages name, and the flags that set them
+_KEYWORD_FLAGS = {"method": "--method", "knapsack": "--knapsack", "max_ideals": "--max-ideals"}
+_KEYWORDS = "|".join(_KEYWORD_FLAGS)
+#: a call with one keyword (``partition(method='dp')``), a keyword with its value (``method='dpl'``,
+#: ``max_ideals=1000``), a keyword as a word (``raise max_ideals``)
+_KEYWORD_CALL = re.compile(rf"\b[a-z_]+\(({_KEYWORDS})='([\w-]+)'\)")
+_KEYWORD_VALUE = re.compile(rf"\b({_KEYWORDS})=(?:'([\w-]+)'|(\d+)\b)")
+_KEYWORD_WORD = re.compile(r"\b(raise) (max_ideals)\b")
+#: the training plan's ``uses`` line (the sum over its stages of the data-parallel degree ``d``)
+_SUM_OF_D = re.compile(r"^(uses {7}\d+ devices?), sum of d (\d+)$", re.MULTILINE)
+
+
+def _flag_value(name: str, value: str, display: Display | None) -> str:
+    """A value as the flag ``name`` takes it: a memory in bytes as a size (``8e+09`` as ``7.451GiB``)."""
+    if name != "memory" or display is None or not display.bytes:
+        return value
+    try:
+        size = float(value)
+    except ValueError:
+        return value
+    text = display.size_text(size)
+    return value if text.endswith(" bytes") else text.replace(" ", "")
+
+
+def as_flags(text: str, display: Display | None = None) -> str:
+    """Notes and messages written for the library, read on the command line: its keyword
+    arguments as the flags that set them (``devices=6 from the file's maxFPGAs`` as ``--devices 6
+    (from the file's maxFPGAs)``, ``method='dpl'`` as ``--method dpl``, ``max_ideals=1000`` as
+    ``--max-ideals 1000``, ``knapsack='exact'`` as ``--knapsack exact``), and the training plan's
+    ``sum of d`` in words.
+
+    >>> as_flags("devices=6 from the file's maxFPGAs; raise max_ideals, or use partition(method='dpl')")
+    "--devices 6 (from the file's maxFPGAs); raise --max-ideals, or use --method dpl"
+    """
+    text = _FROM_INPUT.sub(lambda m: f"--{m.group(1)} {_flag_value(m.group(1), m.group(2), display)} "
+                                     f"(from {m.group(3)})", text)
+    text = _KEYWORD_CALL.sub(lambda m: f"{_KEYWORD_FLAGS[m.group(1)]} {m.group(2)}", text)
+    text = _KEYWORD_VALUE.sub(lambda m: f"{_KEYWORD_FLAGS[m.group(1)]} {m.group(2) or m.group(3)}", text)
+    text = _KEYWORD_WORD.sub(lambda m: f"{m.group(1)} {_KEYWORD_FLAGS[m.group(2)]}", text)
+    return _SUM_OF_D.sub(r"\1; the stages' data-parallel degrees (d) sum to \2", text)
 
 
 def _units_in_notes(text: str, display: Display) -> str:
     """Notes written for the library, read on the command line: the numbers of ``auto``'s
     ``methods:`` note in the input's time unit, certify's cheaper partition with its unit and
-    where its stages are (``best_stages`` in ``--json`` and ``-o FILE``), ``max_ideals=N`` as
-    the flag ``--max-ideals N``."""
-    text = _MAX_IDEALS.sub(r"--max-ideals \1", text)
+    where its stages are (``best_stages`` in ``--json`` and ``-o FILE``)."""
     unit = f" {display.time}" if display.time else ""
     if unit:
         text = _METHODS_NOTE.sub(rf"\1 ({display.time}): ", text)
@@ -378,7 +417,8 @@ def report(result: Any, args: argparse.Namespace, *, extra_notes: Sequence[str] 
     settings = settings_of(result, display)
     if settings:
         lines.append(f"settings   {settings}")
-    print(_units_in_notes(_human_sizes(_from_spec("\n".join(lines), spec), display), display))
+    text = _from_spec(as_flags("\n".join(lines), display), spec)  # (the flags first: "(from the file's ...)")
+    print(_units_in_notes(_human_sizes(text, display), display))
     table = stage_table(result, display)
     if table:
         print()
@@ -473,7 +513,7 @@ def _one_line(e: BaseException) -> str:
     if isinstance(e, MemoryError) and not isinstance(e, StagecutError):  # not a request refused beforehand
         text = f"out of memory{': ' + text if text else ''}"
     first = text.splitlines()[0] if text else type(e).__name__
-    return first
+    return as_flags(first)
 
 
 def _is_bug(e: BaseException) -> bool:
