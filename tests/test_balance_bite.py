@@ -3,6 +3,7 @@ oracle of its own: a brute force over every split, or the throughput DP on the s
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import random
 
@@ -184,3 +185,67 @@ def test_very_many_equal_loads_end_the_threshold_search_on_adjacent_floats():
     got = sc.balance([1.0] * n, k, comm=[0.0] * n, fill=False)
     assert max(loads([1.0] * n, got, [0.0] * n)) == 715 == -(-n // k)
     assert sum(got) == n and len(got) == k
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    """Every threshold the communication search probes, in order."""
+    reach = importlib.import_module("stagecut.balance")._Reach
+    log, probe = [], reach.probe
+    monkeypatch.setattr(reach, "probe", lambda self, t: log.append(t) or probe(self, t))
+    return log
+
+
+def draw_memory_chain(rng):
+    n = rng.randint(2, 8)
+    costs = [float(rng.randint(0, 6)) for _ in range(n)]
+    comm = [float(rng.randint(0, 3)) for _ in range(n)]
+    memory = [float(rng.choice([0, 1, 1, 5])) for _ in range(n)] if rng.random() < 0.7 else None
+    return costs, comm, memory, (5.0 if memory else None), rng.randint(2, 4), rng.random() < 0.5
+
+
+PINNED_PROBES = [
+    # the first guess (bound + largest layer + two transfers) is below the optimum: a memory-heavy
+    # first layer must be alone, so the rest is one stage of 20
+    ([0.0, 5, 5, 5, 5], [1.0, 0, 0, 0, 0], [5.0, 1, 1, 1, 1], 5.0, 2, False),
+    # a listed candidate equal to the interval's lower end, or to its upper end
+    ([6.0, 0, 5, 3, 6, 1, 0], [0.0, 0, 1, 0, 0, 2, 2], [0.0, 0, 1, 1, 1, 5, 1], 5.0, 3, True),
+    ([0.0, 3, 2, 3, 0, 4, 2], [1.0, 2, 0, 0, 0, 3, 1], [1.0, 5, 1, 0, 1, 1, 5], 5.0, 4, True),
+    ([5.0, 2, 1, 5, 6, 6, 6, 5], [1.0, 2, 2, 0, 1, 3, 1, 0], [0.0, 1, 0, 0, 1, 1, 1, 5], 5.0, 2, False),
+]
+
+
+def test_no_threshold_is_probed_twice(probes):
+    # a probe is O(k n) numpy work: a threshold whose answer is known (the first guess, the ends of
+    # the candidate interval) is never probed again; only the answer is, to rebuild its split
+    rng = random.Random(21)
+    cases = PINNED_PROBES + [draw_memory_chain(rng) for _ in range(300)]
+    checked = 0
+    for costs, comm, memory, capacity, k, fill in cases:
+        probes.clear()
+        try:
+            sizes = sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
+        except InvalidArgumentError:
+            continue
+        assert max(loads(costs, sizes, comm)) == best(costs, k, comm, memory, capacity, fill)[0]
+        again = [t for t in set(probes[:-1]) if probes[:-1].count(t) > 1]
+        assert not again, (costs, comm, memory, k, fill, probes)
+        checked += 1
+    assert checked >= 200
+
+
+def test_a_bad_argument_is_named_with_what_it_got():
+    with pytest.raises(InvalidArgumentError, match=r"^costs: expected a sequence of per-layer numbers, got int$"):
+        sc.balance(5, 2)
+    with pytest.raises(InvalidArgumentError, match=r"^comm: expected a sequence of per-layer numbers, got str$"):
+        sc.balance([1.0, 2.0], 2, comm="ab")
+    with pytest.raises(InvalidArgumentError, match=r"^capacity: -1 must be non-negative$"):
+        sc.balance([1.0], 1, memory=[1.0], capacity=-1)
+
+
+def test_plain_ints_and_floats_mixed_take_the_fast_path():
+    # the per-value checks are the slow path, for values that need a message or a conversion
+    fast = importlib.import_module("stagecut.balance")._fast_values
+    assert fast([1, 2.5]) == [1.0, 2.5]
+    assert fast([1, 2]) == [1.0, 2.0] and fast([0.5]) == [0.5]
+    assert fast([1, True]) is None and fast([1, -2.0]) is None

@@ -288,7 +288,7 @@ def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
                 rows = np.repeat(np.arange(n), count)
                 offset = np.arange(listed) - np.repeat(np.cumsum(count) - count, count)
                 vals = reach.right[rows] - ls[i0[rows] + offset]
-                return _least(reach, np.unique(vals[(vals > lo) & (vals <= hi)]), hi)
+                return _least(reach, np.unique(vals[(vals > lo) & (vals < hi)]), hi)
             width /= 16.0
         mid = _float((max(lo_b, 0) + hi_b) // 2)
         if reach.probe(mid) is None:
@@ -298,7 +298,8 @@ def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
 
 
 def _least(reach: _Reach, vals: npt.NDArray[np.float64], hi: float) -> float:
-    """The least of the sorted candidates ``vals`` with a split, else ``hi`` (which has one)."""
+    """The least of the sorted candidates ``vals`` (all strictly between two probed thresholds,
+    so none is probed twice) with a split, else ``hi`` (which has one)."""
     below, above = -1, len(vals)  # probe(vals[above]) (hi when above == len(vals)) has a split
     while above - below > 1:
         mid_i = (below + above) // 2
