@@ -64,3 +64,31 @@ def test_a_bad_start_is_refused_before_an_unplaceable_problem_is_answered():
     assert solve_split(p).status == "infeasible"
     with pytest.raises(InvalidArgumentError, match="^start: expected a Schedule"):
         solve_split(p, start="gpu:0")
+
+
+@pytest.mark.parametrize("arg", ["gap", "seed", "verbose", "start", "time_limit"])
+def test_the_milp_refuses_before_its_bound_and_warm_start(arg, monkeypatch):
+    """A bad option is refused before any work: not later by the model's own check (the MILP's
+    simple bound and warm start can take seconds on a large graph)."""
+    import stagecut.latency.exact.milp as milp
+
+    def no_work(*_args, **_kwargs):
+        raise AssertionError("the MILP started working before checking its options")
+
+    monkeypatch.setattr(milp, "best_bound", no_work)
+    value, message = BAD[arg]
+    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}$"):
+        solve_milp(_problem(), **{arg: value})
+
+
+@pytest.mark.parametrize("arg", ["gap", "seed", "verbose", "time_limit"])
+def test_the_pcie_ip_refuses_before_its_warm_start(arg, monkeypatch):
+    import stagecut.latency.pcie.ip as ip
+
+    def no_work(*_args, **_kwargs):
+        raise AssertionError("the PCIe IP started working before checking its options")
+
+    monkeypatch.setattr(ip, "_known", no_work)
+    value, message = BAD[arg]
+    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}$"):
+        solve_pcie_ip(_problem(), **{arg: value})
