@@ -72,8 +72,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
-                        "node-cut, crossing, subgraph (combinatorial: min cuts, forced crossings, exact "
-                        "optima of subgraphs), bottleneck (MIP), bottleneck-guess (MIPs over guessed "
+                        "node-cut, crossing, cover, subgraph (combinatorial: min cuts, forced crossings, "
+                        "the blocks convex sets need, exact optima of subgraphs), bottleneck (MIP), "
+                        "bottleneck-guess (MIPs over guessed "
                         f"bottlenecks), exact (the full MIP) (default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a level gets what is left (default: 600)")

@@ -25,11 +25,12 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     are independent and run in worker processes.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
-``node-cut``, ``crossing``, ``subgraph``
+``node-cut``, ``crossing``, ``cover``, ``subgraph``
     Combinatorial bounds, sound by construction (:mod:`stagecut.mtpp.combinatorial`): the least
     cost of a block holding each node (an s-t minimum cut: the tensors a heavy node must receive
-    and send), the average bound with the tensors that must cross, and exact optima of induced
-    subgraphs.
+    and send), the average bound with the tensors that must cross, the same with convex blocks
+    (each tensor paid by as many blocks as the convex closures of its producer and consumers
+    need), and exact optima of induced subgraphs.
 
 The MIP levels also carry ``T >= floor`` (a valid cut), ``floor`` the larger of the simple and
 the node-cut bound (and of ``known_bound``, a bound the caller has proven, e.g. an earlier level
@@ -59,7 +60,7 @@ from stagecut._mip import check_options, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
-from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
+from stagecut.mtpp.combinatorial import cover_bound, crossing_bound, node_cut_bound, subgraph_bound
 from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate
@@ -71,9 +72,9 @@ __all__ = ["COMBINATORIAL", "LEVELS", "BoundStatus", "BoundResult", "GuessBound"
            "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess", "exact")
 #: The levels computed without a MIP solver.
-COMBINATORIAL = ("simple", "node-cut", "crossing", "subgraph")
+COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
 BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
 
@@ -238,7 +239,7 @@ def mtpp_bound(
         With a Graph, ``devices`` and the memory model (``memory``, ``bandwidth``,
         ``reserved_memory``), ``kind`` and ``colocate`` make the problem
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
-    level : {"simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
+    level : {"simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
     time_limit : float, optional
         Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
         returns the dual bound found so far with status ``"time_limit"`` (never the primal
@@ -354,6 +355,8 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         r = node_cut_bound(problem, deadline=deadline)
     elif level == "crossing":
         r = crossing_bound(problem, deadline=deadline)
+    elif level == "cover":
+        r = cover_bound(problem, deadline=deadline)
     else:
         r = subgraph_bound(problem, deadline=deadline)
     bound = max(r.bound, simple_bound(problem))

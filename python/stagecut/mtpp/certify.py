@@ -2,9 +2,9 @@
 
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
 bounds in order (by default :data:`~stagecut.mtpp.bounds.LEVELS`: ``simple``, the combinatorial
-``node-cut``, ``crossing`` and ``subgraph``, then the MIPs ``bottleneck``, ``bottleneck-guess`` and
-``exact``) within one time budget, and reports the best proven lower bound (capped by the plan's
-cost), the level it came from (``bound_source``) and the per-instance approximation ratio
+``node-cut``, ``crossing``, ``cover`` and ``subgraph``, then the MIPs ``bottleneck``,
+``bottleneck-guess`` and ``exact``) within one time budget, and reports the best proven lower
+bound (capped by the plan's cost), the level it came from (``bound_source``) and the per-instance approximation ratio
 ``objective / lower_bound``. A level that proved nothing has bound ``None`` ("no bound").
 Every MIP bound is the solver's dual bound, with its status; a level stopped by the time limit
 contributes its dual bound, never its primal value.
@@ -193,9 +193,11 @@ def certify(
         With a problem, all of these come from it.
     plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
-    levels : sequence of {"simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
-        Run in this order (default: all of them, weakest first). The MIP levels start from the
-        best bound of the levels before them.
+    levels : sequence of str
+        Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
+        ``"cover"``, ``"subgraph"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``), run in
+        this order (default: all of them, weakest first). The MIP levels start from the best bound
+        of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each MIP level gets what is left, each
         combinatorial level a fifth of it (at least 5 s; stopped there it gives its best bound
