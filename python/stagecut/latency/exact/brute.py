@@ -20,8 +20,9 @@ builds the same schedules node by node instead, and is exact for these reasons:
   schedule is built once, up to the order of zero-time nodes at one instant.
 * **Bounds.** A branch stops when a lower bound on every completion reaches the best makespan
   found: each unplaced node's earliest start (after the last appended start, its device's
-  availability and its placed predecessors' arrival, minimised over its devices, and its
-  unplaced predecessors' earliest finish) plus its longest path to a sink at the fastest times;
+  availability and its placed predecessors' arrival, minimised over its devices) plus its
+  longest path to a sink at the fastest times (an unplaced predecessor's delay adds nothing:
+  that predecessor's own term covers it);
   and the work that must run on devices without parallelism, spread over them.
 * **Colocation.** The nodes of one colocation class (:attr:`stagecut.Node.colocation`) share a
   device: one that can run them all and hold them all.
@@ -217,23 +218,23 @@ class _Search:
         self.visited = 0
 
     def bound(self, last_s: float, cur: float) -> float:
-        """A lower bound on the makespan of every completion of the current partial schedule."""
-        n, dev, fin, tr = self.n, self.dev, self.fin, self.tr
+        """A lower bound on the makespan of every completion of the current partial schedule.
+
+        Each unplaced node ``v`` starts no earlier than ``e(v)``, the latest of the last appended
+        start and, minimised over its devices, the device's availability and its placed
+        predecessors' arrival; so the makespan is at least ``e(v) + tail[v]``. An unplaced
+        predecessor ``u`` also delays ``v`` (to ``start(u) + fastest[u]``), but taking it into
+        ``e(v)`` never raises the bound: ``tail[u] >= fastest[u] + tail[v]``, so
+        ``e(u) + fastest[u] + tail[v]`` is covered by ``u``'s own term ``e(u) + tail[u]`` (by
+        induction along the topological order, the same holds when ``e(u)`` itself came from an
+        unplaced predecessor). Those terms are therefore left out."""
+        dev, fin, tr = self.dev, self.fin, self.tr
         lb = cur
-        est = [0.0] * n
         work = 0.0
         for v in self.topo:
             if dev[v] >= 0:
                 continue
-            e = last_s
-            placed_preds = []
-            for u in self.pred[v]:
-                if dev[u] < 0:
-                    f = est[u] + self.fastest[u]
-                    if f > e:
-                        e = f
-                else:
-                    placed_preds.append(u)
+            placed_preds = [u for u in self.pred[v] if dev[u] >= 0]
             best_d = math.inf
             for d in self.allowed[v]:
                 a = 0.0 if self.par[d] else self.avail[d]
@@ -243,9 +244,7 @@ class _Search:
                         a = x
                 if a < best_d:
                     best_d = a
-            if best_d > e:
-                e = best_d
-            est[v] = e
+            e = max(last_s, best_d)
             if e + self.tail[v] > lb:
                 lb = e + self.tail[v]
             work += self.seq_work[v]

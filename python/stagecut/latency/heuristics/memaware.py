@@ -315,7 +315,9 @@ def chain_packing(problem: LatencyProblem, blocks: list[list[int]]) -> np.ndarra
     two runs costs the outputs that cross it (each node once, from its block to the last block
     reading it) over the slowest link of that kind (between two sequential devices, or between a
     sequential and a parallel one). A dynamic program over (cut, devices used) minimises the
-    total in O(blocks x devices) with a sliding-window minimum over each run's start.
+    total in O(blocks x devices) with a sliding-window minimum over each run's start. Among
+    equally cheap starts a run takes the latest (it is as short as it can be: the devices
+    before it in that order, larger and then faster, take the blocks).
     """
     nb = len(blocks)
     if nb == 0:

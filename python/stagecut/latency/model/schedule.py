@@ -125,11 +125,11 @@ class Schedule(Result):
 
 def stages_of(devices: tuple[str, ...], order: Mapping[str, tuple[NodeId, ...]], busy: Mapping[str, float],
               memory_used: Mapping[str, float]) -> tuple[Stage, ...]:
-    """One stage per device that runs a node, in device order."""
+    """One stage per device that runs a node, in device order; ``busy`` and ``memory_used`` hold
+    every such device (a missing entry is a caller's bug: ``KeyError``)."""
     out: list[Stage] = []
     for name in devices:
-        nodes = order.get(name, ())
-        if nodes:
-            out.append(Stage(index=len(out), device=name, nodes=tuple(nodes), load=busy.get(name, 0.0),
-                             memory=memory_used.get(name, 0.0)))
+        if order.get(name):
+            out.append(Stage(index=len(out), device=name, nodes=tuple(order[name]), load=busy[name],
+                             memory=memory_used[name]))
     return tuple(out)
