@@ -1,4 +1,5 @@
-"""Every latency MIP solver checks its arguments the same way, before any work, with the same
+"""Every latency MIP solver (the MILP, SPLIT with one and several channels, batched SPLIT, the
+batched MILP, the PCIe IP) checks its arguments the same way, before any work, with the same
 messages (the checks live once, in :mod:`stagecut.latency._args`)."""
 
 import re
@@ -8,6 +9,7 @@ import pytest
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
 from stagecut.latency import Devices, LatencyProblem, solve_milp, solve_pcie_ip
+from stagecut.latency.diviml.batched import solve_batched
 from stagecut.latency.diviml.split import solve_split
 from stagecut.latency.diviml.split_multi import solve_split_batched, solve_split_multi
 
@@ -17,6 +19,7 @@ SOLVERS = {
     "split": (solve_split, {"time_limit", "solver", "threads", "start", "workers"}),
     "split_multi": (solve_split_multi, {"time_limit", "solver", "threads", "start", "bound_solves"}),
     "split_batched": (lambda p, **kw: solve_split_batched(p, 2, **kw), {"time_limit", "solver", "threads"}),
+    "batched": (lambda p, **kw: solve_batched(p, 2, **kw), {"time_limit", "solver", "threads", "seed"}),
     "pcie_ip": (solve_pcie_ip, {"time_limit", "solver", "threads", "gap", "seed", "verbose"}),
 }
 

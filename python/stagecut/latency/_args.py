@@ -1,5 +1,5 @@
 """The argument checks every latency MIP solver makes before it starts (the DiviML MILP,
-MILP-SPLIT with one and several channels, batched SPLIT and the PCIe IP): the problem, the
+MILP-SPLIT with one and several channels, the batched MILP and batched SPLIT, the PCIe IP): the problem, the
 solver options of :func:`stagecut._mip.check_options` (solver name, time limit, gap, threads,
 seed) and the schedule to start from, in that order, each refused with one
 :class:`~stagecut.errors.InvalidArgumentError` naming the argument.

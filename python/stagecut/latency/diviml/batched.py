@@ -63,8 +63,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from stagecut._deadline import deadline, expired, remaining
-from stagecut._mip import MODEL_TOL, add, check_options, import_mip, new_model, reference_scale, solve, stated_tolerance
+from stagecut._mip import MODEL_TOL, add, import_mip, new_model, reference_scale, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
+from stagecut.latency._args import check_solver_call
 from stagecut.latency.exact.milp import transitive_closure
 from stagecut.latency.model.problem import LatencyProblem
 from stagecut.results import NodeId, Result, Stage, Stat, Status
@@ -421,9 +422,7 @@ def solve_batched(problem: LatencyProblem, inputs: int = 1, *, spec: BatchSpec |
         The solver failed.
     """
     t0 = time.perf_counter()
-    if not isinstance(problem, LatencyProblem):
-        raise InvalidArgumentError(f"problem: expected a LatencyProblem, got {shown(problem)}")
-    check_options(time_limit, None, threads, seed, solver)
+    problem = check_solver_call(problem, time_limit=time_limit, solver=solver, threads=threads, seed=seed)
     sp = spec if spec is not None else batch_spec(problem, inputs, batch_sizes=batch_sizes, alpha=alpha)
     n, nd = len(problem), problem.num_devices
     if release is not None:
