@@ -107,7 +107,10 @@ LIBRARY_TO_CLI = [
     ("uses       2 devices, sum of d 2", "uses       2 devices; the stages' data-parallel degrees (d) sum to 2"),
     # left alone: a stage's device column, words that are no keyword, a keyword that sets no flag
     ("d=1,t=1", "d=1,t=1"), ("the method 'dp' and max_ideals", "the method 'dp' and max_ideals"),
-    ("colocate=True keeps each class whole", "colocate=True keeps each class whole"),
+    ("runs stopped at max_moves=50", "runs stopped at max_moves=50"),
+    ("(colocate=False ignores classes)", "(--ignore-colocation ignores classes)"),
+    ("(colocate=True keeps each colocation class in one block)",
+     "(leaving out --ignore-colocation keeps each colocation class in one block)"),
 ]
 
 

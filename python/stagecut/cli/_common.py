@@ -340,6 +340,9 @@ _KEYWORDS = "|".join(_KEYWORD_FLAGS)
 _KEYWORD_CALL = re.compile(rf"\b[a-z_]+\(({_KEYWORDS})='([\w-]+)'\)")
 _KEYWORD_VALUE = re.compile(rf"\b({_KEYWORDS})=(?:'([\w-]+)'|(\d+)\b)")
 _KEYWORD_WORD = re.compile(r"\b(raise) (max_ideals)\b")
+#: a boolean keyword and what says it on the command line
+_BOOLEAN_FLAGS = {"colocate=False": "--ignore-colocation", "colocate=True": "leaving out --ignore-colocation"}
+_BOOLEAN = re.compile(r"\b(" + "|".join(_BOOLEAN_FLAGS) + r")\b")
 #: the training plan's ``uses`` line (the sum over its stages of the data-parallel degree ``d``)
 _SUM_OF_D = re.compile(r"^(uses {7}\d+ devices?), sum of d (\d+)$", re.MULTILINE)
 
@@ -360,7 +363,8 @@ def as_flags(text: str, display: Display | None = None) -> str:
     """Notes and messages written for the library, read on the command line: its keyword
     arguments as the flags that set them (``devices=6 from the file's maxFPGAs`` as ``--devices 6
     (from the file's maxFPGAs)``, ``method='dpl'`` as ``--method dpl``, ``max_ideals=1000`` as
-    ``--max-ideals 1000``, ``knapsack='exact'`` as ``--knapsack exact``), and the training plan's
+    ``--max-ideals 1000``, ``knapsack='exact'`` as ``--knapsack exact``, ``colocate=False`` as
+    ``--ignore-colocation``), and the training plan's
     ``sum of d`` in words.
 
     >>> as_flags("devices=6 from the file's maxFPGAs; raise max_ideals, or use partition(method='dpl')")
@@ -371,6 +375,7 @@ def as_flags(text: str, display: Display | None = None) -> str:
     text = _KEYWORD_CALL.sub(lambda m: f"{_KEYWORD_FLAGS[m.group(1)]} {m.group(2)}", text)
     text = _KEYWORD_VALUE.sub(lambda m: f"{_KEYWORD_FLAGS[m.group(1)]} {m.group(2) or m.group(3)}", text)
     text = _KEYWORD_WORD.sub(lambda m: f"{m.group(1)} {_KEYWORD_FLAGS[m.group(2)]}", text)
+    text = _BOOLEAN.sub(lambda m: _BOOLEAN_FLAGS[m.group(1)], text)
     return _SUM_OF_D.sub(r"\1; the stages' data-parallel degrees (d) sum to \2", text)
 
 
