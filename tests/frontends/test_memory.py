@@ -83,7 +83,7 @@ def built_stages(model, x, trace, plan, optimizers=("adam", "sgd", "sgd-momentum
         if pairs:
             torch.autograd.backward([v for v, _ in pairs], [g for _, g in pairs])
     for i, row in enumerate(out):
-        # a parameter no operator of the stage uses gets no gradient (the runtime may keep a copy of a tied one)
+        # every parameter a stage holds is one its operators use (the runtime drops the others)
         params = [p for p in pipe.get_stage_module(i).parameters() if p.grad is not None]
         row["parameters"] = float(sum(nbytes(p) for p in params))
         row["gradients"] = float(sum(nbytes(p.grad) for p in params))

@@ -21,7 +21,10 @@ that requires grad. Two kinds of cut fail there although the unsplit program is 
   the unsplit program sees).
 
 :func:`pipeline` is ``torch.distributed.pipelining.pipeline`` with that pass applied, for a
-``split_spec`` or a ``split_policy``; :func:`stagecut.frontends.split.split_policy` applies it
+``split_spec`` or a ``split_policy``, and each stage module then stripped of the parameters and
+buffers its program never reads (:func:`drop_unused_weights`: ``torch.distributed.pipelining``
+gives a stage a copy of a tied weight under each of its names, also the names of modules the
+stage does not run); :func:`stagecut.frontends.split.split_policy` applies it
 itself. The copies cost one memory pass over the tensors they copy; ``notes(gm)`` is not kept:
 the pass records what it did in ``gm.meta["stagecut_runtime"]``.
 """
@@ -37,8 +40,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import require
 from stagecut.results import Plan
 
-__all__ = ["make_runnable", "pipeline", "as_plan", "plan_once", "tied_parameters", "allreduce_tied",
-           "allreduce_data_parallel", "pipeline_grid"]
+__all__ = ["make_runnable", "pipeline", "drop_unused_weights", "as_plan", "plan_once", "tied_parameters",
+           "allreduce_tied", "allreduce_data_parallel", "pipeline_grid"]
 
 
 def as_plan(plan: Plan | str | os.PathLike[str] | Mapping[str, Any]) -> Plan:
@@ -285,8 +288,73 @@ def pipeline(model: Any, mb_args: tuple[Any, ...], mb_kwargs: Mapping[str, Any] 
 
         def policy(gm: Any) -> Any:
             return make_runnable(user(gm))
-    return _IR.Pipe.from_tracing(mod=model, example_args=tuple(mb_args),
+    pipe = _IR.Pipe.from_tracing(mod=model, example_args=tuple(mb_args),
                                  example_kwargs=dict(mb_kwargs) if mb_kwargs else None, split_policy=policy)
+    for i in range(pipe.num_stages):
+        drop_unused_weights(pipe.get_stage_module(i))
+    return pipe
+
+
+def _weights_read(module: Any, torch: Any) -> tuple[set[int], set[int]]:
+    """The tensors (by ``id``) that the program of a stage module reads, and the submodules (by
+    ``id``) its programs call: ``get_attr`` nodes of its graph and of the graphs of the
+    submodules it calls, every parameter and buffer of a called module that has no graph."""
+    used: set[int] = set()
+    called: set[int] = set()
+
+    def visit(mod: Any) -> None:
+        if id(mod) in called:
+            return
+        called.add(id(mod))
+        graph = getattr(mod, "graph", None)
+        if not isinstance(graph, torch.fx.Graph):  # an ordinary module: it may read all it holds
+            used.update(id(t) for t in (*mod.parameters(), *mod.buffers()))
+            called.update(id(m) for m in mod.modules())
+            return
+        for n in graph.nodes:
+            if n.op == "get_attr":
+                obj: Any = mod
+                for part in str(n.target).split("."):
+                    obj = getattr(obj, part)
+                if isinstance(obj, torch.nn.Module):
+                    visit(obj)
+                elif isinstance(obj, torch.Tensor):
+                    used.add(id(obj))
+            elif n.op == "call_module":
+                visit(mod.get_submodule(str(n.target)))
+
+    visit(module)
+    return used, called
+
+
+def drop_unused_weights(module: Any) -> list[str]:
+    """Remove from a stage module the parameters and buffers its program never reads, and the
+    submodules left empty and never called; returns the names removed.
+
+    ``torch.distributed.pipelining`` gives a stage that uses a tied weight (an embedding whose
+    weight the output projection shares) a copy under every name of the weight, also the names
+    of modules the stage does not run: the stage would hold, and the optimizer step, a copy no
+    operator reads. A stage then holds only what its operators use; a tied weight used on
+    several stages keeps one copy on each (:func:`allreduce_tied` sums their gradients).
+    """
+    torch = require("torch", "torch")
+    used, called = _weights_read(module, torch)
+    removed: list[str] = []
+    for owner_name, owner in list(module.named_modules()):
+        for kind in ("_parameters", "_buffers"):
+            table = getattr(owner, kind)
+            for name in [n for n, t in table.items() if t is not None and id(t) not in used]:
+                del table[name]
+                if kind == "_buffers":
+                    owner._non_persistent_buffers_set.discard(name)
+                removed.append(f"{owner_name}.{name}" if owner_name else name)
+    for _, owner in sorted(module.named_modules(), key=lambda x: -x[0].count(".")):
+        for child_name, child in list(owner.named_children()):
+            if id(child) in called or any(True for _ in child.children()):
+                continue
+            if not child._parameters and not child._buffers:
+                delattr(owner, child_name)
+    return removed
 
 
 def plan_once(make_plan: Callable[[], Plan] | Plan | str | os.PathLike[str], *, src: int = 0,
