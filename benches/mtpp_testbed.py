@@ -150,7 +150,8 @@ def table(path: Path) -> str:
             ran.add((*key, r["level"]))
             if r["bound"] is not None:
                 bounds[key][r["level"]] = r["bound"]
-    levels = [lv for lv in ("simple", "node-cut", "crossing", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+    levels = [lv for lv in ("simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess",
+                            "exact")
               if any(lv in b for b in bounds.values()) or any(r[-1] == lv for r in ran)]
     rows = sorted({(key[0], key[3]) for key in best})
     head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal", "slice_graph / best",
@@ -182,7 +183,7 @@ def table(path: Path) -> str:
 
 
 #: The levels ``gap`` runs: not ``subgraph``, which on graphs the DP solves is the DP itself.
-_GAP_LEVELS = ("simple", "node-cut", "crossing", "bottleneck")
+_GAP_LEVELS = ("simple", "node-cut", "crossing", "cover", "bottleneck")
 
 
 def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], decodes: int, budget: float,

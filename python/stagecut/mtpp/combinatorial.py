@@ -531,8 +531,11 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
             complete = False
             break
         forced[u] = max(forced[u], cutter.value(seeds[u]))
+    # each tensor's split costs from the closures alone, then the bound they give (``first``)
     parts: dict[int, list[float]] = {}
-    for u in sorted(seeds, key=lambda x: -g.nodes[x].comm):
+    subsets: dict[int, list[tuple[float, list[int]]]] = {}
+    heaviest = sorted(seeds, key=lambda x: -g.nodes[x].comm)
+    for u in heaviest:
         items = items_of[u]
         if forced[u] <= floor or len(items) > max_items:
             continue  # never counted (its tensor need not cross at any T >= floor), or too many subsets
@@ -542,17 +545,33 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
         c = g.nodes[u].comm
         d = len(items)
         h = [0.0] * (1 << d)
+        found = []
         for x in range(1, (1 << d) - 1):
             members = list(_bits(cx.close(sum(cx.group[items[i]] for i in range(d) if x >> i & 1))))
-            hx = max(_own(problem, members) + c, max(cut.per_group[grp[i]] for i in members)) * (1 - _SLACK)
-            if d <= cut_items and x & (x - 1) and not _expired(deadline):
+            h[x] = max(_own(problem, members) + c, max(cut.per_group[grp[i]] for i in members)) * (1 - _SLACK)
+            found.append((h[x], members))
+        subsets[u] = found
+        parts[u] = _split_costs(h)
+    first = _least_t(problem, floor, forced, spread, len(groups), parts)
+    # then the cut around each closure of two or more groups, where it can matter: above ``first``
+    # (every T tested from here is above it: a cut below changes no test)
+    for u in heaviest:
+        if u not in parts or forced[u] <= first or len(items_of[u]) > cut_items:
+            continue
+        if _expired(deadline):
+            complete = False
+            break
+        h = [0.0]
+        for x, (hx, members) in enumerate(subsets[u], start=1):
+            if x & (x - 1) and not _expired(deadline):
                 top = _cost(problem, members)  # the cut around them is at most this block's cost
-                if top > floor and top > hx:
+                if top > first and top > hx:
                     hx = max(hx, cutter.value(members))
-            h[x] = hx
+            h.append(hx)
+        h.append(0.0)
         parts[u] = _split_costs(h)
     solves += cutter.solves
-    t = _least_t(problem, floor, forced, spread, len(groups), parts)
+    t = _least_t(problem, max(floor, first), forced, spread, len(groups), parts)  # (first: a bound)
     return CombinatorialBound(bound=t, complete=complete, solves=solves, witness=(), per_group=cut.per_group)
 
 
