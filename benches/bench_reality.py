@@ -386,7 +386,8 @@ def _paired(r: dict[str, Any], key: str, resamples: int = 1000) -> tuple[float, 
     return ratio, float(q3 - q1) / 2
 
 
-def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[str]:
+def _peer_section(rows: list[dict[str, Any]], training: bool = False,
+                  recheck: list[dict[str, Any]] | None = None) -> list[str]:
     """Ours against the peers, every plan timed in the same passes; where a peer is faster, why.
     ``training``: the forward+backward rows (``training_peers`` of each row)."""
     if training:
@@ -408,7 +409,7 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False) -> list[st
             "timed forward then backward, the peers' `partition_balanced` and `balance_by_time` on each layer's "
             "measured forward+backward time; ours is the plan on the calibrated training trace (no refine).",
             "",
-        ] + _peer_table(rows, peers)
+        ] + _peer_table(rows, peers, recheck or [])
     lines = [
         "",
         "## Measured bottleneck stage: ours against the splits people use",
@@ -438,7 +439,8 @@ def _passes(rows: list[dict[str, Any]]) -> str:
     return "/".join(str(x) for x in sorted(n)) or "9"
 
 
-def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...]) -> list[str]:
+def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...],
+                recheck: list[dict[str, Any]] | None = None) -> list[str]:
     lines = [
         "| model | k | ours | " + " | ".join(label for _, label in peers) + " |",
         "|---|---|---|" + "---|" * len(peers),
@@ -457,7 +459,9 @@ def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...]) 
             cells.append(f"{r[key]['measured_max_ms']:.1f} ({100 * (med - 1):+.0f}% +-{100 * band:.0f})"
                          + (f" = {name}" if name else ""))
             if med < 1:
-                wins.append((key, _why(r, key, label, med, band) if same is None else ""))
+                wins.append((key, _why(r, key, label, med, band) + (_recheck_note(r, recheck or [])
+                                                                     if key == "uniform" else "")
+                              if same is None else ""))
         lines.append(f"| {r['model']} | {r['k']} | {ours:.1f} | " + " | ".join(cells) + " |")
     n = len(rows) * sum(key != "refined_again" for key, _ in peers)
     peer_wins = [w for key, w in wins if key != "refined_again"]
@@ -502,6 +506,93 @@ def _why(r: dict[str, Any], key: str, label: str, med: float, band: float) -> st
              f"(at {_cuts(cuts.get(key, []), r['k'])})." if inside and key != "refined_again" else "")
     return text + (f"; the model's error between the two splits ({err:+.1f}%) decided it." if 1 - med > band
                    else ".") + where
+
+
+def _recheck_section(rows: list[dict[str, Any]]) -> list[str]:
+    """The re-measured cuts (``--recheck``): per cut, the model's and the measured bottleneck
+    against the cut between layers, over the trials, and each stage's change."""
+    import numpy as np
+
+    lines = [
+        "",
+        "### Re-measured: a cut inside a layer against the cut between layers",
+        "",
+        "Regenerate: `python bench_reality.py --recheck --models gpt --trials 5 --repeat 8 --json "
+        "pytorch_runs/recheck.json`, then add `pytorch_runs/recheck.json` to the `--from` files. Two stages, "
+        "forward+backward, on a fresh calibrated training trace: the cut between layers (`L+0`, where uniform "
+        "cuts) and the cuts after the first 1, 2, ... operators of that layer (ours cuts there), all timed in "
+        "the same passes, the whole measurement repeated (*trials*). *predicted*: the "
+        "calibrated model at the speed of each trial (same passes) for the slowest stage, against `L+0`; "
+        "*measured*: the slowest stage's median over the passes, against `L+0`'s (the peer table's statistic); "
+        "*per pass*: the median over the passes of each pass's slowest stage against `L+0`'s in the same pass. "
+        "Each: the median over the trials [their range]. *stage change*: each stage's measured milliseconds "
+        "minus `L+0`'s, median over the trials, against the model's.",
+        "",
+        "| model | cut | operators moved to stage 0 | predicted | measured | per pass | stage change: measured "
+        "(predicted) ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(xs: list[float]) -> str:
+        return f"{100 * (float(np.median(xs)) - 1):+.1f}% [{100 * (min(xs) - 1):+.1f}, {100 * (max(xs) - 1):+.1f}]"
+
+    for r in rows:
+        at = r["layer"]
+        base = f"{at}+0"
+        for j, key in enumerate(r["predicted_ms"]):
+            trials = r["trials"]
+            pred = [max(t["plans"][key]["predicted_now_ms"]) / max(t["plans"][base]["predicted_now_ms"])
+                    for t in trials]
+            meas = [max(t["plans"][key]["measured_ms"]) / max(t["plans"][base]["measured_ms"]) for t in trials]
+            per = [t["plans"][key]["against_first"] for t in trials]
+            change = []
+            for i in range(len(r["predicted_ms"][key])):
+                m = float(np.median([t["plans"][key]["measured_ms"][i] - t["plans"][base]["measured_ms"][i]
+                                     for t in trials]))
+                p = float(np.median([t["plans"][key]["predicted_now_ms"][i] - t["plans"][base]["predicted_now_ms"][i]
+                                     for t in trials]))
+                change.append(f"{m:+.1f} ({p:+.1f})")
+            ops = ", ".join(x.removeprefix("aten.").removesuffix(".default") for x in r["ops"][:j]) or "none"
+            mark = " (ours)" if j == r["ours_ops"] else ""
+            lines.append(f"| {r['model']} | {key}{mark} | {ops} | {cell(pred) if j else '-'} | "
+                         f"{cell(meas) if j else '-'} | {cell(per) if j else '-'} | "
+                         f"{' / '.join(change) if j else '-'} |")
+    passes = sorted({t["passes"] for r in rows for t in r["trials"]})
+    lines += ["", f"{len(rows[0]['trials'])} trials of {'/'.join(map(str, passes))} passes each."]
+    return lines
+
+
+def _recheck_note(r: dict[str, Any], rechecks: list[dict[str, Any]]) -> str:
+    """For a training peer row whose cut inside a layer was re-measured (``--recheck``): what the
+    re-measurement found for that cut, and how noisy the row's own passes were."""
+    import numpy as np
+
+    inside = [x for x in r.get("peer_stage_layers", {}).get("calibrated_again", []) if x != int(x)]
+    rc = next((x for x in rechecks if x["model"] == r["model"] and x["k"] == r["k"]), None)
+    if rc is None or len(inside) != 1 or int(inside[0]) != rc["layer"]:
+        return ""
+    j = round((inside[0] - rc["layer"]) * rc["layer_ops"])
+    key, base = f"{rc['layer']}+{j}", f"{rc['layer']}+0"
+    if key not in rc["predicted_ms"]:
+        return ""
+    trials = rc["trials"]
+    meas = [max(t["plans"][key]["measured_ms"]) / max(t["plans"][base]["measured_ms"]) for t in trials]
+    pred = [max(t["plans"][key]["predicted_now_ms"]) / max(t["plans"][base]["predicted_now_ms"]) for t in trials]
+    d = [[float(np.median([t["plans"][key][f][i] - t["plans"][base][f][i] for t in trials]))
+          for i in range(2)] for f in ("measured_ms", "predicted_now_ms")]
+    ours = r["calibrated_again"]
+    spread = [s / m for s, m in zip(ours["spread_ms"], ours["measured_ms"])]
+    ops = ", ".join(x.removeprefix("aten.").removesuffix(".default") for x in rc["ops"][:j])
+    passes = len(ours.get("passes_ms", [[]])[0]) or "few"
+    return (f" Re-measured below ({len(trials)} trials of {trials[0]['passes']} passes; this cut moves {ops} of "
+            f"layer {rc['layer']} to stage 0, `{key}`): against the cut between layers it measures "
+            f"{100 * (float(np.median(meas)) - 1):+.1f}% (trials {100 * (min(meas) - 1):+.1f} to "
+            f"{100 * (max(meas) - 1):+.1f}), the model predicts {100 * (float(np.median(pred)) - 1):+.1f}%; stage 0 "
+            f"changes by {d[0][0]:+.1f} ms (predicted {d[1][0]:+.1f}), stage 1 by {d[0][1]:+.1f} ms (predicted "
+            f"{d[1][1]:+.1f}): no cost of the cut that the model misses (not in the backward either: each stage "
+            f"is timed forward+backward). Here, {passes} passes with a per-stage noise of "
+            f"{100 * min(spread):.0f}-{100 * max(spread):.0f}% of a stage decided it; the band shown is half the "
+            "interquartile range of the bootstrap, a 50% interval, so a split just outside it is not rare.")
 
 
 def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
@@ -691,7 +782,8 @@ def _pipeline_section(doc: dict[str, Any]) -> list[str]:
 def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]] | None = None,
              second: list[dict[str, Any]] | None = None, pipeline: dict[str, Any] | None = None,
              twice: list[dict[str, Any]] | None = None, peers: list[dict[str, Any]] | None = None,
-             peers_training: list[dict[str, Any]] | None = None) -> str:
+             peers_training: list[dict[str, Any]] | None = None,
+             recheck: list[dict[str, Any]] | None = None) -> str:
     cpu = platform.processor() or platform.machine()
     extra = " --peers-training pytorch_runs/peers_training.json" if peers_training else ""
     import torch
@@ -705,7 +797,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "same forward measurements again, to show their stability, and the exact-plan table), `python "
         "bench_reality.py --twice --json pytorch_runs/twice.json`, `python bench_gloo_pipeline.py --steps 2 "
         "--repeat 2 --json pytorch_runs/pipeline.json`, then `python bench_reality.py --from pytorch_runs/run1.json "
-        "pytorch_runs/run2.json pytorch_runs/twice.json --pipeline pytorch_runs/pipeline.json --peers "
+        f"pytorch_runs/run2.json pytorch_runs/twice.json{' pytorch_runs/recheck.json' if recheck else ''} --pipeline pytorch_runs/pipeline.json --peers "
         f"pytorch_runs/peers.json{extra} --repeat {repeat} --markdown ../docs/results/pytorch.md`, the peer runs "
         "made with the commands in their sections. On a machine with a GPU, `--device cuda` times with CUDA "
         "events (and `bench_gloo_pipeline.py --device cuda` runs NCCL, one GPU per rank): written, but not run by this "
@@ -849,7 +941,9 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
     peer_rows = peers if peers is not None else [r for r in rows if "calibrated_again" in r]
     if peer_rows:
         lines += _peer_section(peer_rows)
-    lines += _peer_section(peers_training or [], training=True)
+    lines += _peer_section(peers_training or [], training=True, recheck=recheck)
+    if recheck:
+        lines += _recheck_section(recheck)
     lines += _bottleneck_section([("1", rows), ("2", second or []), ("peers", peers or [])])
     lines += _drift_section([r for src in (rows, second or [], peers or []) for r in src if "calibrated" in r])
     if twice:
@@ -917,6 +1011,65 @@ def twice_rows(models: list[str], ks: list[int], repeat: int = 5) -> list[dict[s
     return out
 
 
+# ----------------------------------------------------------------------------- re-measuring a cut
+def recheck_rows(models: list[str], trials: int, repeat: int) -> list[dict[str, Any]]:
+    """Two stages, forward+backward, on the calibrated training trace: our plan's cut inside a layer against
+    the cut between layers just before it, and each cut in between (after 1, 2, ... operators of
+    that layer), every split timed in the same passes, ``trials`` times over (``3 * repeat``
+    passes each): what each split's slowest stage measures against the cut between layers, pass
+    by pass, next to what the calibrated model predicts."""
+    import numpy as np
+    import torch
+
+    from stagecut.frontends.split import stage_of_nodes
+
+    torch.set_num_threads(1)
+    out = []
+    for name in models:
+        model, args = build(name)
+        from stagecut.frontends.torch import trace_torch
+
+        t = trace_torch(model, args, bandwidth="10GB/s", flops_per_s=1e10)
+        tt = t.calibrated(warmup=2, repeat=repeat, training=True)
+        layers = layers_of(tt, model)
+        for k in (2,):
+            ours = partition_trace(tt, k)
+            stage = stage_of_nodes(ours, tt)
+            # the cut after stage 0 of ours: the first layer holding a node of stage 1, and how many
+            # of its operators (in program order) stage 0 runs
+            at = next(j for j, layer in enumerate(layers) if any(stage[v] > 0 for v in layer))
+            inside = sum(stage[v] == 0 for v in layers[at])
+            top = max(inside, 2)
+            plans: dict[str, Plan] = {}
+            for j in range(top + 1):
+                split = [v for layer in layers[:at] for v in layer] + layers[at][:j]
+                first = set(split)
+                rest = [v for v in tt.order if v not in first]
+                plans[f"{at}+{j}"] = manual_plan(tt, _with_backward(tt, [split, rest]), f"cut {at}+{j}")
+            rows: dict[str, Any] = {"model": name, "k": k, "layer": at, "ours_ops": inside,
+                                    "ops": [tt.targets[v] for v in layers[at][:top]],
+                                    "layer_ops": len(layers[at]), "trials": []}
+            for key, pl in plans.items():
+                rows.setdefault("predicted_ms", {})[key] = [round(1e3 * s.compute, 3) for s in pl.stages]
+            for trial in range(trials):
+                c0 = time.process_time()
+                ms = measure_many(tt, plans, repeat=repeat, reference=True)
+                base = np.array([s.passes for s in ms[f"{at}+0"].stages]).max(axis=0)
+                rec = {}
+                for key, m in ms.items():
+                    mx = np.array([s.passes for s in m.stages]).max(axis=0)
+                    rec[key] = {"measured_ms": [round(1e3 * s.measured, 3) for s in m.stages],
+                                "predicted_now_ms": [round(1e3 * (s.predicted_now or 0.0), 3) for s in m.stages],
+                                "against_first": round(float(np.median(mx / base)), 4),
+                                "against_first_iqr": [round(float(x), 4) for x in np.percentile(mx / base, [25, 75])]}
+                rows["trials"].append({"plans": rec, "passes": len(ms[f"{at}+0"].stages[0].passes),
+                                       "cpu_s": round(time.process_time() - c0, 1)})
+                print(json.dumps({"model": name, "k": k, "trial": trial, **rows["trials"][-1]}), file=sys.stderr,
+                      flush=True)
+            out.append(rows)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=list(MODELS), choices=MODELS)
@@ -932,6 +1085,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-peers", action="store_true", help="skip refine and the peer splits")
     ap.add_argument("--no-training", action="store_true", help="skip the forward+backward rows")
     ap.add_argument("--twice", action="store_true", help="only: cost='measure' traced twice per model")
+    ap.add_argument("--recheck", action="store_true",
+                    help="only: k = 2, forward+backward, our cut against the cuts between it and the layer "
+                         "boundary before it, --trials times")
+    ap.add_argument("--trials", type=int, default=5, help="--recheck: how many times to time the splits")
     ap.add_argument("--peers", type=pathlib.Path,
                     help="the --json of a run with the peers (and --no-training): its peer table goes in the page")
     ap.add_argument("--peers-training", type=pathlib.Path,
@@ -957,11 +1114,13 @@ def main(argv: list[str] | None = None) -> int:
         second = next((d["rows"] for d in docs[1:] if d.get("rows")), None)
         depth = next((d["depth"] for d in docs if d.get("depth")), [])
         twice = next((d["twice"] for d in docs if d.get("twice")), [])
+        recheck = next((d["recheck"] for d in docs if d.get("recheck")), [])
     else:
         twice = twice_rows(a.models, a.k) if a.twice else []
-        depth = depth_rows(a.depths, a.k) if a.depths and not a.twice else []
+        recheck = recheck_rows(a.models, a.trials, a.repeat) if a.recheck else []
+        depth = depth_rows(a.depths, a.k) if a.depths and not (a.twice or a.recheck) else []
         rows, second = [], None
-        if a.models and not a.twice:  # the forward rows of every model first, then the training rows
+        if a.models and not (a.twice or a.recheck):  # the forward rows of every model first, then the training rows
 
             def save(partial: list[dict[str, Any]], done: list[dict[str, Any]] = rows) -> None:
                 if a.json:
@@ -983,7 +1142,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 run(a.models, a.k, a.repeat, peers=not a.no_peers, forward=False, on_row=merge, device=a.device)
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice}, indent=1))
+        a.json.write_text(json.dumps({"rows": rows, "depth": depth, "twice": twice, "recheck": recheck}, indent=1))
     if a.no_forward and not a.sources:  # no forward rows: the run is a record for --peers-training
         print(f"forward+backward rows written to {a.json}: pass it as --peers-training to a --from run"
               if a.json else json.dumps(rows), file=sys.stderr)
@@ -991,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
     pipeline = json.loads(a.pipeline.read_text()) if a.pipeline else None
     peers = json.loads(a.peers.read_text())["rows"] if a.peers else None
     peers_training = json.loads(a.peers_training.read_text())["rows"] if a.peers_training else None
-    text = markdown(rows, a.repeat, depth, second, pipeline, twice, peers, peers_training)
+    text = markdown(rows, a.repeat, depth, second, pipeline, twice, peers, peers_training, recheck)
     if a.markdown:
         a.markdown.parent.mkdir(parents=True, exist_ok=True)
         a.markdown.write_text(text)
