@@ -181,7 +181,17 @@ def _window_work(problem: LatencyProblem, path: Sequence[int], pos: dict[int, in
 
 def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok: np.ndarray,
                devs: Sequence[int]) -> float:
-    """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``."""
+    """The ``"skip-path"`` bound of one path (see the module docs) over the devices ``devs``.
+
+    A run's finish is never taken below its start plus its nodes' times: ``last[h, j, c] >=
+    first[h, c] + P[j + 1, c] - P[h, c]``. Sound: both are lower bounds over the same schedules
+    (those with the run ``path[h..j]`` on ``c``), and ``path[h..j]`` is a chain of dependences on
+    ``c``, so ``path[j]`` finishes at least those times after ``path[h]`` starts, on any device.
+    It is what charging the path's own edges (``path[a] -> path[a + 1]``) as skip edges would add
+    (``first`` can exceed the arrival a short run on the CPU pool is ended from, which the run's
+    finish is otherwise computed from), and more, without spending :data:`SKIP_WORK` on them (on
+    a stretch of full length the ``m - 1`` path edges alone would cost that whole budget and push
+    the real skip edges out)."""
     m = len(path)
     if not m or expired():  # (past a deadline: no bound from this stretch, 0 is one)
         return 0.0
@@ -327,6 +337,7 @@ def _skip_runs(problem: LatencyProblem, path: Sequence[int], tr: np.ndarray, ok:
         best = excursions(h, end, sp)  # (short runs on a parallel device in between: their own account)
         flat = end.reshape(h * nd, nd, m - h)
         last[h, h:] = np.where(fits(h), np.minimum(flat.min(axis=0), best).T, math.inf)
+        last[h, h:] = np.maximum(last[h, h:], first[h][None, :] + P[h + 1:] - P[h])  # (see the docs)
         done[h:] = np.minimum(done[h:], last[h, h:].min(axis=1))
     return float(last[:, m - 1].min())
 
