@@ -82,3 +82,33 @@ def test_where_a_plan_cuts_in_layers(br):
     assert br._cuts([5.04, 8.0, 11.5], 4) == "5.04, 8, 11.5"
     # an older record: every change of stage along program order, several in one layer
     assert br._cuts([11.22, 11.38, 11.97], 2) == "11.22-11.97 (its branches split)"
+
+
+def _recheck(stage0, stage1, pred0, pred1):
+    """A --recheck record: cuts 3+0, 3+1, 3+2 of a layer of 20 operators, 2 trials; ``stageN``
+    / ``predN``: per cut, stage N's measured / predicted ms (the same in both trials)."""
+    plans = {f"3+{j}": {"measured_ms": [stage0[j], stage1[j]], "predicted_now_ms": [pred0[j], pred1[j]],
+                        "against_first": max(stage0[j], stage1[j]) / max(stage0[0], stage1[0])}
+             for j in range(3)}
+    return {"model": "m", "k": 2, "layer": 3, "ours_ops": 1, "layer_ops": 20,
+            "ops": ["aten.layer_norm.default", "aten.linear.default"],
+            "predicted_ms": {k: v["predicted_now_ms"] for k, v in plans.items()},
+            "trials": [{"plans": plans, "passes": 6}, {"plans": plans, "passes": 6}]}
+
+
+def test_a_recheck_of_the_cut_is_reported_for_that_cut(br):
+    rc = _recheck([10.0, 10.5, 11.0], [12.0, 11.5, 10.0], [10.0, 10.2, 11.0], [12.0, 11.8, 11.0])
+    r = {"model": "m", "k": 2, "peer_stage_layers": {"calibrated_again": [3.1]},
+         "calibrated_again": {**_m([[11.0] * 6, [12.0] * 6]), "spread_ms": [0.55, 1.2]}}
+    note = br._recheck_note(r, [rc])
+    # 3.1 in a layer of 20 operators: 2 of them moved, the cut 3+2; 11.0 against 12.0 measured, 11.0/12.0 predicted
+    assert "`3+2`" in note and "layer_norm, linear of layer 3" in note
+    assert "measures -8.3%" in note and "predicts -8.3%" in note
+    assert "stage 0 changes by +1.0 ms (predicted +1.0), stage 1 by -2.0 ms (predicted -1.0)" in note
+    assert "6 passes with a per-stage noise of 5-10%" in note
+    assert br._recheck_note({**r, "peer_stage_layers": {"calibrated_again": [4.0]}}, [rc]) == ""
+    assert br._recheck_note({**r, "k": 4}, [rc]) == ""
+    table = "\n".join(br._recheck_section([rc]))
+    assert "| m | 3+1 (ours) | layer_norm | -1.7% [-1.7, -1.7] | -4.2% [-4.2, -4.2] |" in table
+    assert "| m | 3+2 | layer_norm, linear | -8.3% [-8.3, -8.3] | -8.3% [-8.3, -8.3] |" in table
+    assert "+1.0 (+1.0) / -2.0 (-1.0)" in table
