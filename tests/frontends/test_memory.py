@@ -50,8 +50,9 @@ def built_stages(model, x, trace, plan, optimizers=("adam", "sgd", "sgd-momentum
             for a in node.args:
                 v = env[a]
                 if id(v) in made_by:  # received from an earlier stage: its own contiguous buffer, a leaf
-                    leaf = v.detach().clone().contiguous().requires_grad_(v.is_floating_point())
-                    sent.append((v, leaf))
+                    # that requires grad when the sent tensor does (PipelineStage: the tensor's metadata)
+                    leaf = v.detach().clone().contiguous().requires_grad_(v.requires_grad)
+                    sent.append((v, leaf, stage))
                     v = leaf
                 args.append(v)
             weights = {t.untyped_storage().data_ptr() for t in [*mod.parameters(), *mod.buffers()]}
@@ -68,7 +69,15 @@ def built_stages(model, x, trace, plan, optimizers=("adam", "sgd", "sgd-momentum
                 res = mod(*args)
             for o in torch.utils._pytree.tree_leaves(res):
                 made_by[id(o)] = stage
+            # what the runtime keeps until the microbatch's backward besides the saved tensors: the received
+            # tensors (PipelineStage's input values), on the last stage its outputs (returned after the step)
+            held = {leaf.untyped_storage().data_ptr(): leaf.untyped_storage().nbytes()
+                    for _, leaf, r in sent if r == stage}
+            outs = {o.untyped_storage().data_ptr(): o.untyped_storage().nbytes()
+                    for o in torch.utils._pytree.tree_leaves(res) if isinstance(o, torch.Tensor)}
             out.append({"saved": float(sum(storages.values())),
+                        "received": float(sum(b for k, b in held.items() if k not in storages)),
+                        "outputs_all": float(sum(b for k, b in outs.items() if k not in storages)),
                         "buffers": float(sum(nbytes(b) for n, b in mod.named_buffers()
                                              if not n.endswith("num_batches_tracked")))})
             env[node] = res
@@ -79,10 +88,15 @@ def built_stages(model, x, trace, plan, optimizers=("adam", "sgd", "sgd-momentum
             y = torch.utils._pytree.tree_leaves(torch.fx.node.map_arg(node.args[0], lambda a: env[a]))[0]
     (y.float() ** 2).mean().backward()
     for s in range(stage - 2, -1, -1):  # each stage's input gradients sent back, stage by stage
-        pairs = [(v, leaf.grad) for v, leaf in sent if made_by[id(v)] == s and leaf.grad is not None]
+        pairs = [(v, leaf.grad) for v, leaf, _ in sent if made_by[id(v)] == s and leaf.grad is not None]
         if pairs:
             torch.autograd.backward([v for v, _ in pairs], [g for _, g in pairs])
     for i, row in enumerate(out):
+        row["outputs"] = row.pop("outputs_all") if i == len(out) - 1 else 0.0
+        # one microbatch's activation gradients: those sent back for the received tensors, those received for
+        # the tensors sent
+        row["activation_grads"] = float(sum(nbytes(leaf.grad) for v, leaf, r in sent if leaf.grad is not None
+                                            and (r == i or made_by[id(v)] == i)))
         # every parameter a stage holds is one its operators use (the runtime drops the others)
         params = [p for p in pipe.get_stage_module(i).parameters() if p.grad is not None]
         row["parameters"] = float(sum(nbytes(p) for p in params))
@@ -134,6 +148,9 @@ def check_against_built(make, ks):
                 assert s.parameters == m["parameters"] and s.gradients == m["gradients"], (k, s.index)
                 assert s.buffers == m["buffers"], (k, s.index)
                 assert s.optimizer == m[opt], (opt, k, s.index)
+                assert s.received == pytest.approx(m["received"], rel=1e-9, abs=0.5), (k, s.index)
+                assert s.outputs == pytest.approx(m["outputs"], rel=1e-9, abs=0.5), (k, s.index)
+                assert s.activation_grads == pytest.approx(m["activation_grads"], rel=1e-9, abs=0.5), (k, s.index)
         yield t, plan, pred, measured
 
 
@@ -176,6 +193,47 @@ def test_a_stage_holds_what_it_receives_not_the_senders_storage():
     measured = built_stages(model, x, t, plan, optimizers=("sgd",))
     assert [s.saved for s in pred.stages] == [m["saved"] for m in measured]
     assert pred.stages[1].saved == 6 * 16 * 4  # linear_1 saves the received half only
+
+
+class Skip(nn.Module):
+    """A skip connection read two stages later (passed through the stage between) and a scale
+    made from a buffer alone (a float tensor that requires no grad) crossing the boundaries."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(8, 16), nn.Linear(16, 16), nn.Linear(16, 16)
+        self.register_buffer("w", torch.full((4,), 0.5))
+
+    def forward(self, x):
+        scale = self.w.mean()
+        h1 = self.fc1(x)
+        h2 = self.fc2(torch.relu(h1))
+        return (self.fc3(h2) + h1) * scale
+
+
+def test_what_the_runtime_holds_at_the_boundaries():
+    """Held besides the saved tensors: what a stage receives (also what it only passes on), the
+    last stage's outputs (every microbatch of the step), one microbatch's activation gradients
+    (none for a received tensor that requires no grad)."""
+    torch.manual_seed(0)
+    model, x = Skip().train(), torch.randn(6, 8)
+    t = trace_torch(model, (x,), bandwidth="10GB/s", flops_per_s=1e9)
+    order = list(t.order)
+    cut1, cut2 = order.index("linear") + 1, order.index("linear_1") + 1
+    plan = manual_plan(t, [order[:cut1], order[cut1:cut2], order[cut2:]])
+    pred = t.training_memory(plan, optimizer="sgd", schedule="gpipe", microbatches=4)
+    measured = built_stages(model, x, t, plan, optimizers=("sgd",))
+    for s, m in zip(pred.stages, measured):
+        for key in ("saved", "received", "outputs", "activation_grads"):
+            assert getattr(s, key) == m[key], (s.index, key)
+    h = 6 * 16 * 4
+    # stage 1 passes h1 on (relu saves its result, not h1) with the scale; stage 2 saves h2 and the scale
+    assert [s.received for s in pred.stages] == [0.0, h + 4, h]
+    # gradients: stage 0 receives h1's; stage 1 sends h1's back and receives h2's and its copy of h1's;
+    # stage 2 sends those two back; none for the scale
+    assert [s.activation_grads for s in pred.stages] == [h, 3 * h, 2 * h]
+    assert pred.stages[2].outputs == h and pred.stages[2].outputs_in_flight == 4
+    assert pred.stages[2].activations == (pred.stages[2].saved + h) * 4 + h * 4 + 2 * h
 
 
 def eager_saved(model, x):
@@ -264,7 +322,9 @@ def test_microbatches_in_flight_follow_torchs_schedules(seq_trace, schedule, m):
     assert s == 4
     assert [st.in_flight for st in mem.stages] == [torch_schedule_peak(schedule, i, s, m) for i in range(s)]
     for st in mem.stages:
-        assert st.activations == st.saved * st.in_flight
+        assert st.activations == ((st.saved + st.received) * st.in_flight + st.outputs * st.outputs_in_flight
+                                  + st.activation_grads)
+        assert st.outputs_in_flight == (m if st.index == s - 1 else 0)
         assert st.total == pytest.approx(st.parameters + st.buffers + st.gradients + st.optimizer + st.activations)
 
 

@@ -17,9 +17,19 @@ that cross the boundary, each as its own contiguous tensor (``torch.distributed.
 sends contiguous tensors). So a storage a stage saves but did not make counts as the received
 tensors that carry it (the values made by earlier stages that this stage's operators read and
 that live in that storage), not as the whole storage of the sender: receiving only ``q`` of a
-fused ``qkv`` costs ``q``'s bytes. What this does not count: the stage's outputs that the
-pipeline runtime keeps until their gradient comes back (one tensor per boundary per
-microbatch), the gradients of the activations during backward, temporaries and allocator
+fused ``qkv`` costs ``q``'s bytes.
+
+What the pipeline runtime holds besides (``torch.distributed.pipelining``'s ``PipelineStage``,
+:func:`boundary_per_group`): every tensor a stage receives, kept until that microbatch's
+backward (counted where ``saved`` does not already count its storage; a tensor read two or more
+stages later is received, and held, by every stage between, which passes it on); on the last
+stage, the model's outputs, kept for every microbatch of the step (returned when it ends); and
+one microbatch's gradients of the boundary activations (received for what the stage sent,
+computed for what it received; none for a tensor that requires no grad). A stage's sent outputs
+are not counted: the runtime releases them once sent (it keeps their autograd edges), unless the
+stage saves them. What this does not count: the first stage's inputs (the user's batch and its
+microbatch views), the buffers of sends and receives in flight, temporaries during an operator's
+forward or backward (the gradients between the operators of a stage included), and allocator
 fragmentation; mixed precision and recomputation are not modelled.
 
 Per stage :func:`training_memory` adds:
@@ -31,9 +41,12 @@ Per stage :func:`training_memory` adds:
 * ``gradients``: one gradient per trainable parameter, of its size;
 * ``optimizer``: ``states`` tensors of a parameter's size per trainable parameter, plus, for
   ``"adam"`` (``torch.optim.Adam``/``AdamW``), a 4-byte ``step`` tensor per parameter tensor;
-* ``saved`` bytes per microbatch times ``in_flight``, the microbatches whose activations a stage
-  holds at its peak: under 1F1B, stage ``i`` of ``s`` holds ``min(s - i, microbatches)``; under
-  GPipe every microbatch of the batch.
+* ``saved`` and ``received`` bytes per microbatch times ``in_flight``, the microbatches whose
+  activations a stage holds at its peak: under 1F1B, stage ``i`` of ``s`` holds
+  ``min(s - i, microbatches)``; under GPipe every microbatch of the batch;
+* on the last stage, ``outputs`` bytes per microbatch times ``outputs_in_flight`` (every
+  microbatch of the step: ``microbatches``, or ``in_flight`` when that is not given);
+* ``activation_grads``: one microbatch's boundary gradients.
 """
 
 from __future__ import annotations
@@ -47,8 +60,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.frontends._common import require
 from stagecut.validate import check_int
 
-__all__ = ["OPTIMIZER_STATES", "MemoryRecord", "StageMemory", "TrainingMemory", "record_saved", "saved_per_group",
-           "training_memory"]
+__all__ = ["OPTIMIZER_STATES", "Boundary", "MemoryRecord", "boundary_per_group", "StageMemory",
+           "TrainingMemory", "record_saved", "saved_per_group", "training_memory"]
 
 #: parameter-sized state tensors per trainable parameter of each named optimizer
 OPTIMIZER_STATES = {"adam": 2, "sgd": 0, "sgd-momentum": 1}
@@ -82,6 +95,12 @@ class MemoryRecord:
     trainable : frozenset of str
         The names in ``weight_bytes`` that are parameters with ``requires_grad``.
     notes : tuple of str
+    outputs : tuple of (str or None, str, int, float)
+        The model's output tensors, as ``inputs`` gives a node's.
+    grad_values : frozenset of str
+        The program values (as in ``inputs``) that require grad in training.
+    weight_storages : frozenset of int
+        The storages of parameters, buffers and constants.
     """
 
     saved: Mapping[str, tuple[int, ...]]
@@ -92,6 +111,9 @@ class MemoryRecord:
     weight_bytes: Mapping[str, float]
     trainable: frozenset[str]
     notes: tuple[str, ...] = field(default=())
+    outputs: tuple[tuple[str | None, str, int, float], ...] = field(default=())
+    grad_values: frozenset[str] = field(default=frozenset())
+    weight_storages: frozenset[int] = field(default=frozenset())
 
     @property
     def saved_bytes(self) -> dict[str, float]:
@@ -116,6 +138,8 @@ class RawSaved:
     storage_bytes: list[float]
     holder: list[str | None]  # node name, "" for a weight, None for a model input
     notes: list[str]
+    outputs: list[tuple[str, int, float]] = field(default_factory=list)  # the model's outputs: value, storage, bytes
+    grad_values: set[str] = field(default_factory=set)  # the values (node names) that require grad
 
 
 def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawSaved:
@@ -166,14 +190,23 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
 
     Interpreter: Any = torch.fx.Interpreter
 
+    outputs: list[tuple[str, int, float]] = []
+    grad_values: set[str] = set()
+
     class Recorder(Interpreter):  # type: ignore[misc]
         def run_node(self, n: Any) -> Any:
             current[0] = n.name
+            if n.op == "output":
+                outputs.extend((a.name, k, float(t.numel() * t.element_size())) for a in n.all_input_nodes
+                               for t in leaves(self.env[a]) if isinstance(t, torch.Tensor)
+                               and (k := key(t, None)) is not None)
             out = super().run_node(n)
             if n.op in ("call_function", "call_method", "call_module"):
                 for t in leaves(out):
                     if isinstance(t, torch.Tensor):
                         key(t, n.name)  # the first node whose output holds a storage made it
+                        if t.requires_grad:
+                            grad_values.add(n.name)
                 reads[n.name] = [(a.name, k, float(t.numel() * t.element_size())) for a in n.all_input_nodes
                                   for t in leaves(self.env[a]) if isinstance(t, torch.Tensor)
                                   and (k := key(t, None)) is not None]
@@ -189,7 +222,8 @@ def record_saved(gm: Any, inputs: Sequence[Any], weights: Sequence[int]) -> RawS
     if not packed:
         notes.append("autograd saved no tensor in the traced forward (no parameter requires grad, or the model "
                      "ran under no_grad): saved activations are 0")
-    return RawSaved(saved=saved, inputs=reads, storage_bytes=storage_bytes, holder=holder, notes=notes)
+    return RawSaved(saved=saved, inputs=reads, storage_bytes=storage_bytes, holder=holder, notes=notes,
+                    outputs=outputs, grad_values=grad_values)
 
 
 def make_record(raw: RawSaved, owner: Mapping[str, str], weights: Mapping[str, Sequence[str]],
@@ -210,7 +244,10 @@ def make_record(raw: RawSaved, owner: Mapping[str, str], weights: Mapping[str, S
     return MemoryRecord(saved={v: tuple(ks) for v, ks in saved.items()}, storage_bytes=tuple(raw.storage_bytes),
                         producer=tuple(producer), inputs={v: tuple(ins) for v, ins in inputs.items()},
                         weights={v: tuple(dict.fromkeys(ws)) for v, ws in weights.items()},
-                        weight_bytes=dict(weight_bytes), trainable=frozenset(trainable), notes=tuple(raw.notes))
+                        weight_bytes=dict(weight_bytes), trainable=frozenset(trainable), notes=tuple(raw.notes),
+                        outputs=tuple((owner.get(a), a, k, b) for a, k, b in raw.outputs),
+                        grad_values=frozenset(raw.grad_values),
+                        weight_storages=frozenset(i for i, h in enumerate(raw.holder) if h == ""))
 
 
 # ----------------------------------------------------------------------------- prediction
@@ -232,6 +269,17 @@ class StageMemory:
         Activations autograd saves for backward, per microbatch.
     in_flight : int
         Microbatches whose saved activations the stage holds at its peak.
+    received : float
+        Per microbatch, the tensors received from earlier stages that the runtime keeps until
+        the microbatch's backward (those ``saved`` does not already count).
+    outputs : float
+        Per microbatch, on the last stage, the model outputs the runtime keeps to return at the
+        end of the step (not already in ``saved``); 0 elsewhere.
+    outputs_in_flight : int
+        Microbatches whose outputs the last stage holds at its peak (0 elsewhere).
+    activation_grads : float
+        One microbatch's gradients of the activations crossing the stage's boundaries
+        (received for what it sent, computed for what it received).
     """
 
     index: int
@@ -242,11 +290,17 @@ class StageMemory:
     optimizer: float
     saved: float
     in_flight: int
+    received: float = 0.0
+    outputs: float = 0.0
+    outputs_in_flight: int = 0
+    activation_grads: float = 0.0
 
     @property
     def activations(self) -> float:
-        """``saved * in_flight``."""
-        return self.saved * self.in_flight
+        """``(saved + received) * in_flight + outputs * outputs_in_flight + activation_grads``:
+        the activations the stage holds at its peak."""
+        return ((self.saved + self.received) * self.in_flight + self.outputs * self.outputs_in_flight
+                + self.activation_grads)
 
     @property
     def total(self) -> float:
@@ -289,12 +343,14 @@ class TrainingMemory:
         """A text table, one row per stage, sizes in binary units (KiB, MiB, GiB)."""
         from stagecut.units import bytes_text
 
-        head = ("stage", "nodes", "params", "grads", "optimizer", "saved/mb", "in flight", "activations", "total")
+        head = ("stage", "nodes", "params", "grads", "optimizer", "saved/mb", "received/mb", "in flight",
+                "outputs/mb", "act. grads", "activations", "total")
         rows = [head]
         for s in self.stages:
             rows.append((str(s.index), str(s.nodes), bytes_text(s.parameters + s.buffers), bytes_text(s.gradients),
-                         bytes_text(s.optimizer), bytes_text(s.saved), str(s.in_flight), bytes_text(s.activations),
-                         bytes_text(s.total)))
+                         bytes_text(s.optimizer), bytes_text(s.saved), bytes_text(s.received), str(s.in_flight),
+                         f"{bytes_text(s.outputs)} x{s.outputs_in_flight}" if s.outputs_in_flight else "-",
+                         bytes_text(s.activation_grads), bytes_text(s.activations), bytes_text(s.total)))
         widths = [max(len(r[j]) for r in rows) for j in range(len(head))]
         lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
         mb = f", {self.microbatches} microbatches" if self.microbatches is not None else ""
@@ -326,6 +382,65 @@ def saved_per_group(record: MemoryRecord, groups: Sequence[Sequence[str]]) -> li
             home = group.get(p, 0) if p is not None else 0
             total += record.storage_bytes[key] if home == i or key not in by_storage else by_storage[key]
         out.append(total)
+    return out
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """What a pipeline runtime holds at one stage's boundaries (bytes; :func:`boundary_per_group`).
+
+    ``received``: per microbatch, the tensors received from earlier stages (each its own
+    buffer, kept until that microbatch's backward), less those whose storage ``saved`` already
+    counts. ``outputs``: per microbatch, the model outputs the last stage returns (kept for
+    every microbatch of the step), less those ``saved`` counts; 0 on the other stages.
+    ``activation_grads``: one microbatch's gradients of the activations crossing the stage's
+    boundaries: those received for the tensors it sent, and those it computes for the tensors it
+    received (to send back).
+    """
+
+    received: float
+    outputs: float
+    activation_grads: float
+
+
+def boundary_per_group(record: MemoryRecord, groups: Sequence[Sequence[str]]) -> list[Boundary]:
+    """Per group of nodes in pipeline order (the stages), what the pipeline runtime holds at its
+    boundaries (:class:`Boundary`).
+
+    A value made by group ``p`` (a model input: by the first group) and read by group ``q > p``
+    is received by every group from ``p + 1`` to ``q`` (a group between passes it on), each
+    copy a contiguous tensor of the value's own size; the first group's inputs are the user's
+    batch and are not counted. Gradients are counted for the received values that require grad.
+    """
+    group = {v: i for i, vs in enumerate(groups) for v in vs}
+    k = len(groups)
+    first: dict[str, int] = {}  # value -> the group that makes it
+    last: dict[str, int] = {}   # value -> the last group that reads it
+    size: dict[str, tuple[int, float]] = {}
+    for v, g in group.items():
+        for producer, value, key, nbytes in record.inputs.get(v, ()):
+            p = group.get(producer, 0) if producer is not None else 0
+            if p < g and key not in record.weight_storages:
+                first[value] = p
+                last[value] = max(last.get(value, g), g)
+                size[value] = (key, nbytes)
+    received: list[dict[str, tuple[int, float]]] = [{} for _ in groups]
+    for value, p in first.items():
+        for g in range(p + 1, last[value] + 1):
+            received[g][value] = size[value]
+    saved_keys = [{key for v in vs for key in record.saved.get(v, ())} for vs in groups]
+    out = []
+    for i in range(k):
+        kept = math.fsum(b for key, b in received[i].values() if key not in saved_keys[i])
+        outs = 0.0
+        if i == k - 1:
+            keys = dict.fromkeys(key for producer, _, key, _ in record.outputs
+                                 if (group.get(producer, 0) if producer is not None else 0) == i)
+            outs = math.fsum(record.storage_bytes[key] for key in keys if key not in saved_keys[i])
+        grads = math.fsum(b for value, (_, b) in received[i].items() if value in record.grad_values)
+        if i + 1 < k:
+            grads += math.fsum(b for value, (_, b) in received[i + 1].items() if value in record.grad_values)
+        out.append(Boundary(received=kept, outputs=outs, activation_grads=grads))
     return out
 
 
@@ -425,6 +540,7 @@ def training_memory(trace: Any, plan: Any, *, optimizer: str | int = "adam", sch
     for v in trace.order:
         members[stage[v]].append(v)
     saved = saved_per_group(record, members)
+    edges = boundary_per_group(record, members)
     out = []
     for i, vs in enumerate(members):
         ws = dict.fromkeys(w for v in vs for w in record.weights.get(v, ()))
@@ -433,8 +549,12 @@ def training_memory(trace: Any, plan: Any, *, optimizer: str | int = "adam", sch
         out.append(StageMemory(index=i, nodes=len(vs), parameters=pbytes,
                                buffers=math.fsum(record.weight_bytes[w] for w in ws) - pbytes, gradients=pbytes,
                                optimizer=states * pbytes + per_tensor * len(params), saved=saved[i],
-                               in_flight=flights[i]))
+                               in_flight=flights[i], received=edges[i].received, outputs=edges[i].outputs,
+                               outputs_in_flight=(mb if mb is not None else flights[i]) if i == k - 1 else 0,
+                               activation_grads=edges[i].activation_grads))
     notes = ("saved activations: the storages autograd packs for backward in one traced forward, counted once per "
-             "stage (tensors received from an earlier stage at their own size); not counted: the stage outputs a "
-             "pipeline runtime keeps for backward, gradients of activations, temporaries", *record.notes)
+             "stage (tensors received from an earlier stage at their own size); also held: the received tensors "
+             "until their backward, the last stage's outputs until the step ends, one microbatch's boundary "
+             "gradients; not counted: the first stage's inputs, communication buffers in flight, temporaries within "
+             "an operator or a stage's backward, allocator fragmentation", *record.notes)
     return TrainingMemory(stages=tuple(out), optimizer=name, schedule=sched, microbatches=mb, notes=notes)
