@@ -249,3 +249,24 @@ def test_plain_ints_and_floats_mixed_take_the_fast_path():
     assert fast([1, 2.5]) == [1.0, 2.5]
     assert fast([1, 2]) == [1.0, 2.0] and fast([0.5]) == [0.5]
     assert fast([1, True]) is None and fast([1, -2.0]) is None
+
+
+def test_the_threshold_search_takes_about_ten_to_twenty_probes(probes):
+    # the module docs' figure, on the benchmark's random chains (costs 0.5-1.5, transfers 0-0.3):
+    # the search starts near the classic bound, not from zero (that takes 22 to 36)
+    for n in (100, 1000, 10000):
+        rng = random.Random(n)
+        costs = [rng.uniform(0.5, 1.5) for _ in range(n)]
+        comm = [rng.uniform(0.0, 0.3) for _ in range(n)]
+        for k in (2, 8):
+            probes.clear()
+            sc.balance(costs, k, comm=comm, fill=False)
+            assert 5 <= len(probes) <= 20, (n, k, len(probes))
+
+
+def test_memory_without_capacity_is_refused_naming_both():
+    with pytest.raises(InvalidArgumentError, match=r"^memory and capacity: give both \(per-layer memory and memory "
+                                                   r"per stage\) or neither$"):
+        sc.balance([1.0, 2.0], 2, memory=[1.0, 1.0])
+    with pytest.raises(InvalidArgumentError, match=r"^memory and capacity: give both"):
+        sc.balance([1.0, 2.0], 2, capacity=1.0)

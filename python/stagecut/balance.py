@@ -123,18 +123,18 @@ def _fill(ends: list[int], m: int) -> list[int]:
 def _no_comm(c: list[float], k: int, mp: list[float] | None, cap: float, fill: bool) -> list[int]:
     p = _prefix(c)
     n = len(c)
-    if _greedy(p, mp, cap, math.inf, k) is None:
+    ends = _greedy(p, mp, cap, math.inf, k)  # (the same as at p[-1], the first hi)
+    if ends is None:
         raise InvalidArgumentError(f"capacity: no split of the {n} layers into at most {k} stages fits "
                                    f"{cap} per stage (a layer's memory, or the total over {k} stages, exceeds it)")
-    lo, hi = -1, _bits(max(p[-1], 0.0))  # probe(lo) infeasible (sentinel), probe(hi) feasible
+    lo, hi = -1, _bits(max(p[-1], 0.0))  # probe(lo) infeasible (sentinel), probe(hi) feasible: ends
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _greedy(p, mp, cap, _float(mid), k) is None:
+        e = _greedy(p, mp, cap, _float(mid), k)
+        if e is None:
             lo = mid
         else:
-            hi = mid
-    ends = _greedy(p, mp, cap, _float(hi), k)
-    assert ends is not None
+            hi, ends = mid, e
     return _fill(ends, min(k, n)) if fill else ends
 
 
@@ -160,7 +160,7 @@ class _Reach:
         self.window: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64],
                            npt.NDArray[np.bool_], int] | None = None
         if mp is not None:
-            self.window = self._window(np.asarray(mp, dtype=np.float64), cap)
+            self.window = self._window(np.asarray(mp), cap)  # (mp: floats, so float64)
 
     def _window(self, mp: npt.NDArray[np.float64], cap: float) -> tuple[
             npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:
@@ -192,8 +192,7 @@ class _Reach:
         for j in range(1, levels):
             s = 1 << (j - 1)
             np.maximum(table[j - 1, :-s], table[j - 1, s:], out=table[j, :-s])
-        out: npt.NDArray[np.float64] = np.maximum(table[level, i1], table[level, i2])
-        out[empty] = -np.inf
+        out: npt.NDArray[np.float64] = np.where(empty, -np.inf, np.maximum(table[level, i1], table[level, i2]))
         return out
 
     def probe(self, t: float) -> list[npt.NDArray[np.bool_]] | None:
@@ -241,7 +240,7 @@ def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None
                fill: bool) -> list[int]:
     n = len(c)
     m = min(k, n)
-    p = np.concatenate(([0.0], np.cumsum(np.asarray(c, dtype=np.float64))))
+    p = np.concatenate(([0.0], np.cumsum(c)))  # (c: floats, so float64)
     reach = _Reach(p, comm, mp, cap, m, fill)
     total = float(p[-1])
     top = min(2.0 * (total + 2.0 * max(comm)) + 1.0, sys.float_info.max)  # above every load
