@@ -158,8 +158,11 @@ def test_cover_level_in_mtpp_bound_and_certify():
 
 def test_cover_stopped_by_its_deadline_is_still_a_bound():
     p = MtppProblem(sc.regal_graph(24, seed=0), devices=8)
-    r = cover_bound(p, deadline=time.monotonic() - 1.0)
+    past = time.monotonic() - 1.0
+    r = cover_bound(p, deadline=past)
     assert not r.complete and r.solves == 0  # (no cut once the deadline has passed)
+    # nor any tensor counted: the bound it starts from
+    assert r.bound == pytest.approx(max(node_cut_bound(p, deadline=past).bound, lower_bound(p)), rel=1e-12)
     assert lower_bound(p) - 1e-9 <= r.bound <= slice_graph(p, method="dp").objective + 1e-6
 
 

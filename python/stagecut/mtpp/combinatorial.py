@@ -512,16 +512,20 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
     spread: dict[int, list[float]] = {}
     seeds: dict[int, list[int]] = {}
     items_of: dict[int, list[int]] = {}
+    complete = cut.complete
     for u in range(len(g.nodes)):
         others = {grp[v] for v in g.succ[u]} - {grp[u]}
         if g.nodes[u].comm <= 0 or not others:
             continue  # no tensor, or one block always holds it all: it never has to cross
+        if _expired(deadline):
+            complete = False  # (the tensors not reached are not counted: still a bound)
+            break
         items = sorted(others | {grp[u]})
         seeds[u] = list(_bits(cx.close(sum(cx.group[r] for r in items))))
         forced[u] = max(max(cut.per_group[grp[i]] for i in seeds[u]), _own(problem, seeds[u]))
         spread[u] = [math.fsum(problem.work(i) for i in groups[r]) for r in items]
         items_of[u] = items
-    solves, complete = cut.solves, cut.complete
+    solves = cut.solves
     cutter = _Cutter(problem, groups)
     upper = {u: _cost(problem, seed) for u, seed in seeds.items()}
     for u in sorted(seeds, key=lambda x: -upper[x]):
@@ -547,11 +551,17 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
         h = [0.0] * (1 << d)
         found = []
         for x in range(1, (1 << d) - 1):
+            if _expired(deadline):
+                break
             members = list(_bits(cx.close(sum(cx.group[items[i]] for i in range(d) if x >> i & 1))))
             h[x] = max(_own(problem, members) + c, max(cut.per_group[grp[i]] for i in members)) * (1 - _SLACK)
             found.append((h[x], members))
-        subsets[u] = found
-        parts[u] = _split_costs(h)
+        else:
+            subsets[u] = found
+            parts[u] = _split_costs(h)
+            continue
+        complete = False  # (stopped in the middle of this tensor's parts: it keeps crossing's count)
+        break
     first = _least_t(problem, floor, forced, spread, len(groups), parts)
     # then the cut around each closure of two or more groups, where it can matter: above ``first``
     # (every T tested from here is above it: a cut below changes no test)
