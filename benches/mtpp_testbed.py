@@ -13,6 +13,7 @@ then the table (Markdown) with the geometric means and the gap closed against th
     python benches/mtpp_testbed.py relevel OUT.jsonl NEW.jsonl --levels crossing   # a bound's before/after
     python benches/mtpp_testbed.py gap [--sizes 24] [--ks 4,8] # plan vs bound, where the exact DP runs
     python benches/mtpp_testbed.py long [--sizes 80] [--k 8] [--mip-time 900] [--starts 8]  # both halves, long
+    python benches/mtpp_testbed.py payments [--sizes 24] [--k 8]  # what cover counts against the optimum
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
@@ -42,6 +43,7 @@ from pathlib import Path
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.examples import regal_graph
 from stagecut.mtpp.bounds import COMBINATORIAL, mtpp_bound
+from stagecut.mtpp.combinatorial import _cover_counts, cover_bound
 from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.slicegraph import slice_graph
@@ -270,6 +272,53 @@ def long_runs(sizes: list[int], models: list[str], k: int, mip_time: float, star
     return "\n".join(lines)
 
 
+def payments(sizes: list[int], models: list[str], seeds: list[int], k: int, budget: float) -> str:
+    """Where the exact DP runs, the tensors its optimal partition pays at ``T = OPT`` against what
+    ``cover`` counts there: the forced ones (the optimum's payments and ``cover``'s count, each
+    with the mean number of blocks per tensor) and those not forced that the optimum pays."""
+    lines = ["| graph | optimum | cover / opt | tensors the optimum pays | of them forced (paid x times) | "
+             "cover counts | not forced, paid by the optimum |", "|" + "---|" * 7]
+    for n in sizes:
+        for model in models:
+            for seed in seeds:
+                p = MtppProblem(regal_graph(n, model=model, seed=seed), devices=k)
+                g = p.graph
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", StagecutWarning)
+                        dp = slice_graph(p, method="dp", max_ideals=400_000, time_limit=budget)
+                except TooManyIdealsError:
+                    continue
+                if dp.status != "optimal" or dp.objective is None:
+                    continue
+                opt = dp.objective
+                counts = _cover_counts(p, None, 8, 6, None)
+                bound = cover_bound(p).bound
+                assert bound <= opt * (1 + 1e-9), (n, model, seed, k)
+                block = {g.index[v]: b for b, st in enumerate(dp.stages) for v in st.nodes}
+                total = forced_paid = forced_counted = forced_comm = loose = 0.0
+                for u in range(len(g.nodes)):
+                    if not g.succ[u]:
+                        continue
+                    m = len({block[u]} | {block[v] for v in g.succ[u]})
+                    c = g.nodes[u].comm
+                    pay = c * m if m > 1 else 0.0
+                    total += pay
+                    need = counts.paid(p, u, opt)
+                    if need:
+                        forced_paid += pay
+                        forced_counted += c * need
+                        forced_comm += c
+                    else:
+                        loose += pay
+                per = max(forced_comm, 1e-300)
+                lines.append(f"| {model}, seed {seed} | {opt:.1f} | {bound / opt:.3f} | {total:,.0f} | "
+                             f"{forced_paid:,.0f} ({forced_paid / per:.1f}x) | {forced_counted:,.0f} "
+                             f"({forced_counted / per:.1f}x) | {loose:,.0f} |")
+                print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def relevel(src: Path, out: Path, levels: list[str], budget: float) -> None:
     """``src``'s rows, with the bound rows of ``levels`` computed again (the current code, ``budget``
     seconds each) on each instance: the before and after of a change to a bound, the plans
@@ -322,6 +371,12 @@ def main(argv: list[str]) -> int:
     lr.add_argument("--starts", type=int, default=8)
     lr.add_argument("--decodes", type=int, default=10_000)
     lr.add_argument("--improve-budget", type=float, default=20.0)
+    pm = sub.add_parser("payments", help="what cover counts against the tensors the optimum pays")
+    pm.add_argument("--sizes", default="24")
+    pm.add_argument("--models", default=",".join(MODELS))
+    pm.add_argument("--seeds", default="0,1,2")
+    pm.add_argument("--k", type=int, default=8)
+    pm.add_argument("--budget", type=float, default=60.0)
     rl = sub.add_parser("relevel", help="compute some bound levels again on the instances of a run")
     rl.add_argument("src", type=Path)
     rl.add_argument("out", type=Path)
@@ -340,6 +395,9 @@ def main(argv: list[str]) -> int:
     if a.what == "long":
         print(long_runs(ints(a.sizes), [m for m in a.models.split(",") if m], a.k, a.mip_time, a.starts, a.decodes,
                         a.improve_budget))
+        return 0
+    if a.what == "payments":
+        print(payments(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), a.k, a.budget))
         return 0
     if a.what == "gap":
         print(gap(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.decodes,

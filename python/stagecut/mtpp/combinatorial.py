@@ -499,6 +499,45 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
     >>> round(crossing_bound(p).bound, 9), round(cover_bound(p).bound, 9)
     (8.0, 12.0)
     """
+    c = _cover_counts(problem, cut, max_items, cut_items, deadline)
+    t = _least_t(problem, c.floor, c.forced, c.spread, c.ngroups, c.parts) if math.isfinite(c.floor) else c.floor
+    return CombinatorialBound(bound=t, complete=c.complete, solves=c.solves, witness=(), per_group=c.per_group)
+
+
+@dataclass(frozen=True)
+class _Counts:
+    """What ``cover`` counts (:func:`_cover_counts`): ``floor`` a proven bound to start from
+    (``start``: the node-cut and simple bound under it); per producer ``u`` forced to cross
+    below ``forced[u]``, its groups' works ``spread[u]`` and its split costs ``parts[u]``
+    (:func:`_split_costs`; absent: not computed)."""
+
+    floor: float
+    start: float
+    forced: dict[int, float]
+    spread: dict[int, list[float]]
+    parts: dict[int, list[float]]
+    complete: bool
+    solves: int
+    per_group: dict[int, float]
+    ngroups: int
+
+    def paid(self, problem: MtppProblem, u: int, t: float) -> float:
+        """The least number of blocks paying the tensor of ``u`` in a partition of cost ``t``
+        (0 when it need not cross)."""
+        if u not in self.forced or self.forced[u] <= t:
+            return 0
+        c = problem.graph.nodes[u].comm
+        if t <= c:
+            return math.inf
+        m = max(2, least_bins(self.spread[u], t - c))
+        if u in self.parts:
+            m = max(m, _least_parts(self.parts[u], t))
+        return m
+
+
+def _cover_counts(problem: MtppProblem, cut: CombinatorialBound | None, max_items: int, cut_items: int,
+                  deadline: float | None) -> _Counts:
+    """The counts behind :func:`cover_bound` (its docs), ``floor`` the bound the closures alone give."""
     groups = _groups(problem)
     grp = forced_groups(problem)
     g = problem.graph
@@ -506,7 +545,7 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
         cut = node_cut_bound(problem, deadline=deadline)
     floor = max(cut.bound, simple_bound(problem))
     if not math.isfinite(floor):
-        return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
+        return _Counts(floor, floor, {}, {}, {}, cut.complete, cut.solves, cut.per_group, len(groups))
     cx = _Convex(problem)
     forced: dict[int, float] = {}
     spread: dict[int, list[float]] = {}
@@ -581,8 +620,7 @@ def cover_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, 
         h.append(0.0)
         parts[u] = _split_costs(h)
     solves += cutter.solves
-    t = _least_t(problem, max(floor, first), forced, spread, len(groups), parts)  # (first: a bound)
-    return CombinatorialBound(bound=t, complete=complete, solves=solves, witness=(), per_group=cut.per_group)
+    return _Counts(max(floor, first), floor, forced, spread, parts, complete, solves, cut.per_group, len(groups))
 
 
 def _ball(graph_succ: Sequence[Sequence[int]], graph_pred: Sequence[Sequence[int]], seed: Sequence[int],
