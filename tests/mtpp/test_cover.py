@@ -166,6 +166,28 @@ def test_cover_stopped_by_its_deadline_is_still_a_bound():
     assert lower_bound(p) - 1e-9 <= r.bound <= slice_graph(p, method="dp").objective + 1e-6
 
 
+def test_cover_makes_no_cut_once_its_deadline_passes_after_the_closures(monkeypatch):
+    # the deadline passes right after the closures of every tensor are computed (one check per
+    # tensor that can cross): no cut is made after it, and the bound is still a bound
+    import stagecut.mtpp.combinatorial as comb
+
+    p = MtppProblem(sc.regal_graph(24, model="barabasi_albert", seed=0), devices=8)
+    g, grp = p.graph, forced_groups(p)
+    tensors = sum(1 for u in range(len(g.nodes))
+                  if g.nodes[u].comm > 0 and any(grp[v] != grp[u] for v in g.succ[u]))
+    cut = node_cut_bound(p)
+    calls = {"n": 0}
+
+    def expired(deadline):
+        calls["n"] += 1
+        return deadline is not None and calls["n"] > tensors
+
+    monkeypatch.setattr(comb, "_expired", expired)
+    r = cover_bound(p, cut=cut, deadline=1.0)
+    assert not r.complete and r.solves == cut.solves
+    assert r.bound <= slice_graph(p, method="dp", max_ideals=400_000).objective * (1 + 1e-9)
+
+
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_cover_on_a_regal_graph_beats_crossing_and_stays_below_the_optimum():
     p = MtppProblem(sc.regal_graph(24, model="barabasi_albert", seed=0), devices=8)
