@@ -590,9 +590,9 @@ def _recheck_note(r: dict[str, Any], rechecks: list[dict[str, Any]]) -> str:
             f"{100 * (max(meas) - 1):+.1f}), the model predicts {100 * (float(np.median(pred)) - 1):+.1f}%; stage 0 "
             f"changes by {d[0][0]:+.1f} ms (predicted {d[1][0]:+.1f}), stage 1 by {d[0][1]:+.1f} ms (predicted "
             f"{d[1][1]:+.1f}): no cost of the cut that the model misses (not in the backward either: each stage "
-            f"is timed forward+backward). Here, {passes} passes with a per-stage noise of "
-            f"{100 * min(spread):.0f}-{100 * max(spread):.0f}% of a stage decided it; the band shown is half the "
-            "interquartile range of the bootstrap, a 50% interval, so a split just outside it is not rare.")
+            f"is timed forward+backward). The error above is the noise of this row's {passes} passes (a stage's half "
+            f"interquartile range: {100 * min(spread):.0f}-{100 * max(spread):.0f}% of its time); the band shown is "
+            "half the interquartile range of the bootstrap, a 50% interval, so a split just outside it is not rare.")
 
 
 def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:

@@ -105,7 +105,7 @@ def test_a_recheck_of_the_cut_is_reported_for_that_cut(br):
     assert "`3+2`" in note and "layer_norm, linear of layer 3" in note
     assert "measures -8.3%" in note and "predicts -8.3%" in note
     assert "stage 0 changes by +1.0 ms (predicted +1.0), stage 1 by -2.0 ms (predicted -1.0)" in note
-    assert "6 passes with a per-stage noise of 5-10%" in note
+    assert "noise of this row's 6 passes (a stage's half interquartile range: 5-10% of its time)" in note
     assert br._recheck_note({**r, "peer_stage_layers": {"calibrated_again": [4.0]}}, [rc]) == ""
     assert br._recheck_note({**r, "k": 4}, [rc]) == ""
     table = "\n".join(br._recheck_section([rc]))
