@@ -205,6 +205,9 @@ def draw_memory_chain(rng):
 
 
 PINNED_PROBES = [
+    # free layers: the classic bound is 0, so the search starts below it (at the sentinel -1,
+    # which is never probed) and the optimum is 0
+    ([0.0, 0, 0], [0.0, 5, 0], None, None, 2, True),
     # the first guess (bound + largest layer + two transfers) is below the optimum: a memory-heavy
     # first layer must be alone, so the rest is one stage of 20
     ([0.0, 5, 5, 5, 5], [1.0, 0, 0, 0, 0], [5.0, 1, 1, 1, 1], 5.0, 2, False),
@@ -230,6 +233,7 @@ def test_no_threshold_is_probed_twice(probes):
         assert max(loads(costs, sizes, comm)) == best(costs, k, comm, memory, capacity, fill)[0]
         again = [t for t in set(probes[:-1]) if probes[:-1].count(t) > 1]
         assert not again, (costs, comm, memory, k, fill, probes)
+        assert min(probes) >= 0.0, probes  # (no load is negative: nothing to learn below 0)
         checked += 1
     assert checked >= 200
 
@@ -239,6 +243,8 @@ def test_a_bad_argument_is_named_with_what_it_got():
         sc.balance(5, 2)
     with pytest.raises(InvalidArgumentError, match=r"^comm: expected a sequence of per-layer numbers, got str$"):
         sc.balance([1.0, 2.0], 2, comm="ab")
+    with pytest.raises(InvalidArgumentError, match=r"^memory: expected 2 values \(one per layer\), got 1$"):
+        sc.balance([1.0, 2.0], 2, memory=[1.0], capacity=2.0)
     with pytest.raises(InvalidArgumentError, match=r"^capacity: -1 must be non-negative$"):
         sc.balance([1.0], 1, memory=[1.0], capacity=-1)
 
@@ -270,3 +276,27 @@ def test_memory_without_capacity_is_refused_naming_both():
         sc.balance([1.0, 2.0], 2, memory=[1.0, 1.0])
     with pytest.raises(InvalidArgumentError, match=r"^memory and capacity: give both"):
         sc.balance([1.0, 2.0], 2, capacity=1.0)
+
+
+def test_long_memory_windows_against_the_brute_force():
+    # 10 to 14 layers of 0-2 units of memory, 4-8 units per stage: a stage's window of possible
+    # first layers spans up to a dozen layers, so its maximum comes from two overlapping blocks of
+    # the sparse table (lengths 5 and up need level 2 and more)
+    rng = random.Random(8)
+    feasible = 0
+    for _ in range(120):
+        n, k = rng.randint(10, 14), rng.randint(2, 4)
+        costs = [float(rng.randint(0, 9)) for _ in range(n)]
+        comm = [float(rng.randint(0, 5)) for _ in range(n)]
+        memory = [float(rng.randint(0, 2)) for _ in range(n)]
+        capacity, fill = float(rng.randint(4, 8)), rng.random() < 0.5
+        want = best(costs, k, comm, memory, capacity, fill)
+        if want is None:
+            with pytest.raises(InvalidArgumentError, match="capacity"):
+                sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
+            continue
+        sizes = sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
+        assert max(stage_memory(memory, sizes)) <= capacity
+        assert max(loads(costs, sizes, comm)) == want[0], (costs, comm, memory, capacity, k, fill, sizes)
+        feasible += 1
+    assert feasible >= 60

@@ -168,9 +168,10 @@ class _Reach:
         b = np.arange(n)
         # first[b]: the first a with mp[b + 1] - mp[a] <= cap (the test the loads use; monotone in a)
         first = np.searchsorted(mp, mp[1:] - cap, side="left").astype(np.int64)
+        # (first <= b + 1 throughout: mp[b + 1] - mp[b + 1] = 0 <= cap, and ``up`` stops there)
         while True:  # rounding: move each first start until the test itself agrees
-            up = (first <= b) & (mp[1:] - mp[np.minimum(first, n - 1)] > cap)
-            down = (first > 0) & (first - 1 <= b) & (mp[1:] - mp[np.maximum(first - 1, 0)] <= cap)
+            up = (first <= b) & (mp[1:] - mp[first] > cap)
+            down = (first > 0) & (mp[1:] - mp[np.maximum(first - 1, 0)] <= cap)
             if not (up.any() or down.any()):
                 break
             first = first + up - down
