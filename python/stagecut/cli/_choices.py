@@ -17,7 +17,8 @@ PARTITION_MAX_IDEALS = 200_000
 #: ``stagecut.mtpp.METHODS``
 SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order")
 #: ``stagecut.mtpp.LEVELS``
-CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck", "bottleneck-guess",
+                  "exact")
 #: ``stagecut.latency.solve.METHODS``
 LATENCY_METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "split", "brute",
                    "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc", "m-heft", "m-greedy", "m-topo",

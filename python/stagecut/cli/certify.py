@@ -73,7 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
                         "node-cut, crossing, cover, subgraph (combinatorial: min cuts, forced crossings, "
-                        "the blocks convex sets need, exact optima of subgraphs), bottleneck (MIP), "
+                        "the blocks convex sets need, exact optima of subgraphs), block (MIPs: the block paying "
+                        "the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
                         f"bottlenecks), exact (the full MIP) (default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",

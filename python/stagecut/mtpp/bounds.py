@@ -23,6 +23,10 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     before, ``k - 1 - i`` after, and ``cost(P) <= k_P T``, ``cost(S) <= k_S T``. The bound is
     the smallest of the ``k`` dual bounds (the true position gives at most ``OPT``); the MIPs
     are independent and run in worker processes.
+``block``
+    One small MIP per tested ``T`` (:mod:`stagecut.mtpp.blockmip`): the block paying the fewest
+    tensors must hold what the others cannot, ``w >= W - (k - 1) (T - io)``; a ``T`` where no
+    node set can is below the optimum.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
 ``node-cut``, ``crossing``, ``cover``, ``subgraph``
@@ -60,6 +64,7 @@ from stagecut._mip import check_options, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
+from stagecut.mtpp.blockmip import block_bound
 from stagecut.mtpp.combinatorial import cover_bound, crossing_bound, node_cut_bound, subgraph_bound
 from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
@@ -72,7 +77,8 @@ __all__ = ["COMBINATORIAL", "LEVELS", "BoundStatus", "BoundResult", "GuessBound"
            "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess", "exact")
+LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck", "bottleneck-guess",
+          "exact")
 #: The levels computed without a MIP solver.
 COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
@@ -239,7 +245,9 @@ def mtpp_bound(
         With a Graph, ``devices`` and the memory model (``memory``, ``bandwidth``,
         ``reserved_memory``), ``kind`` and ``colocate`` make the problem
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
-    level : {"simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess", "exact"}
+    level : str
+        One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``,
+        ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``.
     time_limit : float, optional
         Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
         returns the dual bound found so far with status ``"time_limit"`` (never the primal
@@ -304,6 +312,8 @@ def mtpp_bound(
     if level in COMBINATORIAL:
         return _combinatorial(problem, level, deadline, t0)
     known = _known_cost(problem)
+    if level == "block":
+        return _block(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
     if start_cost is not None and math.isfinite(start_cost):
         known = start_cost if known is None else min(known, start_cost)
     floor = max(-math.inf if known_bound is None else float(known_bound),
@@ -365,6 +375,18 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         stats["witness"] = ", ".join(str(x) for x in r.witness[:20]) + (" ..." if len(r.witness) > 20 else "")
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0, stats=stats)
+
+
+def _block(problem: MtppProblem, known: float | None, known_bound: float | None, deadline: float | None,
+           time_limit: float | None, solver: str, threads: int | None, seed: int | None, t0: float) -> BoundResult:
+    """The ``block`` level (:mod:`stagecut.mtpp.blockmip`), from the larger of ``known_bound``
+    and the simple and node-cut bounds, up to the cost of a known partition."""
+    lo = max(-math.inf if known_bound is None else float(known_bound), _floor(problem, deadline, time_limit))
+    left = None if deadline is None else max(0.1, deadline - time.monotonic())
+    r = block_bound(problem, lo=lo, hi=known, time_limit=left, solver=solver, threads=threads, seed=seed)
+    return BoundResult(level="block", bound=_some(r.bound), status="optimal" if r.complete else "time_limit",
+                       seconds=time.perf_counter() - t0,
+                       stats={"solves": r.solves, "mip_constraints": r.rows, "mip_vars": r.cols, "floor": lo})
 
 
 def _known_cost(problem: MtppProblem) -> float | None:

@@ -2,8 +2,8 @@
 
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
 bounds in order (by default :data:`~stagecut.mtpp.bounds.LEVELS`: ``simple``, the combinatorial
-``node-cut``, ``crossing``, ``cover`` and ``subgraph``, then the MIPs ``bottleneck``,
-``bottleneck-guess`` and ``exact``) within one time budget, and reports the best proven lower
+``node-cut``, ``crossing``, ``cover`` and ``subgraph``, then the MIPs ``block``,
+``bottleneck``, ``bottleneck-guess`` and ``exact``) within one time budget, and reports the best proven lower
 bound (capped by the plan's cost), the level it came from (``bound_source``) and the per-instance approximation ratio
 ``objective / lower_bound``. A level that proved nothing has bound ``None`` ("no bound").
 Every MIP bound is the solver's dual bound, with its status; a level stopped by the time limit
@@ -195,7 +195,7 @@ def certify(
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of str
         Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
-        ``"cover"``, ``"subgraph"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``), run in
+        ``"cover"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``), run in
         this order (default: all of them, weakest first). The MIP levels start from the best bound
         of the levels before them.
     time_limit : float, optional
