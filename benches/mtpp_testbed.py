@@ -152,8 +152,8 @@ def table(path: Path) -> str:
             ran.add((*key, r["level"]))
             if r["bound"] is not None:
                 bounds[key][r["level"]] = r["bound"]
-    levels = [lv for lv in ("simple", "node-cut", "crossing", "cover", "subgraph", "bottleneck", "bottleneck-guess",
-                            "exact")
+    levels = [lv for lv in ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck",
+                            "bottleneck-guess", "exact")
               if any(lv in b for b in bounds.values()) or any(r[-1] == lv for r in ran)]
     rows = sorted({(key[0], key[3]) for key in best})
     head = ["nodes", "k", "graphs", *levels, "best bound", "gap closed", "proven optimal", "slice_graph / best",
