@@ -204,12 +204,12 @@ class _Reach:
         reach = np.zeros(n, dtype=bool)
         reach[0] = True
         masks = [reach]
-        for j in range(1, self.m + 1):
+        while True:  # a split of len(masks) stages
             hit = self._max(np.where(reach, left, -np.inf)) >= target
-            if hit[-1] and (j == self.m or not exact):
+            if hit[-1] and (len(masks) == self.m or not exact):
                 return masks
-            if j == self.m:
-                break
+            if len(masks) == self.m:
+                return None
             nxt = np.empty(n, dtype=bool)
             nxt[0] = not exact  # at most m: what fewer stages reach stays reachable
             nxt[1:] = hit[:-1]
@@ -217,7 +217,6 @@ class _Reach:
                 nxt |= reach
             reach = nxt
             masks.append(reach)
-        return None
 
     def ends(self, t: float) -> list[int]:
         """Stage ends (exclusive) of a split with loads <= ``t`` (which must exist): each last
@@ -367,7 +366,7 @@ def balance(costs: Sequence[float], k: int, *, comm: Sequence[float] | None = No
     if not c:
         raise InvalidArgumentError("costs: no layers")
     n = len(c)
-    k = check_int(k, "k (stages)", minimum=1, error=InvalidArgumentError)
+    k = check_int(k, "k (stages)", minimum=1)  # (InvalidArgumentError, its default)
     if not isinstance(fill, bool):
         raise InvalidArgumentError(f"fill: expected True or False, got {fill!r}")
     com = _values(comm, "comm", n) if comm is not None else None
