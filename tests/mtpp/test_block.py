@@ -31,6 +31,24 @@ def test_block_bound_on_a_chain_reaches_the_optimum():
     assert slice_graph(p, method="dp").objective == pytest.approx(9.0)
 
 
+def test_block_bound_from_one_solve_at_a_known_cost():
+    # with the optimum's cost as the upper end, one MIP proves it: the best set at T = 9 has
+    # w - io = 8 - 1 = 7, and 16 - 7 = 9: every T below 9 is refuted at once
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    r = block_bound(p, lo=8.0, hi=9.0, steps=0)
+    assert r.bound == pytest.approx(9.0, rel=1e-6) and r.solves == 1
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_block_bound_keeps_forced_groups_whole():
+    # a random instance with colocation classes, two devices: with its classes split the node
+    # set would qualify at a lower T (19 instead of 21, the optimum being at least 21)
+    p = _two(random_problem(100_140, n_max=7, k_max=6))
+    opt = brute_force_mtpp(p)
+    r = block_bound(p, lo=cover_bound(p).bound, steps=4)
+    assert r.bound == pytest.approx(21.0, rel=1e-6) and r.bound <= opt + 1e-9
+
+
 def test_block_bound_refutes_nothing_when_a_light_block_qualifies():
     # k = 3 on the same chain: below 8 = 16 / 2 the block {0} (work 4, one tensor) holds enough
     # (4 - 2 * 1 >= 16 - 2 T from T = 7); at 8 and above a block may be empty: nothing refuted
