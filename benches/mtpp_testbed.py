@@ -14,6 +14,7 @@ then the table (Markdown) with the geometric means and the gap closed against th
     python benches/mtpp_testbed.py gap [--sizes 24] [--ks 4,8] # plan vs bound, where the exact DP runs
     python benches/mtpp_testbed.py long [--sizes 80] [--k 8] [--mip-time 900] [--starts 8]  # both halves, long
     python benches/mtpp_testbed.py payments [--sizes 24] [--k 8]  # what cover counts against the optimum
+    python benches/mtpp_testbed.py addlevel OUT.jsonl NEW.jsonl --level block --ks 8   # a level added to a run
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
@@ -319,6 +320,33 @@ def payments(sizes: list[int], models: list[str], seeds: list[int], k: int, budg
     return "\n".join(lines)
 
 
+def add_level(src: Path, out: Path, level: str, budget: float, ks: list[int]) -> None:
+    """``src``'s rows and, for each of its instances (at ``ks``), one more row: ``level`` run
+    with ``budget`` seconds, started from the best bound ``src`` has for that instance (as
+    ``certify`` starts a MIP level). A new level's gain on the same plans."""
+    rows = [json.loads(line) for line in src.read_text().splitlines()]
+    best: dict[tuple[object, ...], float] = {}
+    for r in rows:
+        if r["level"] not in ("plan", "plan-brkga") and r.get("bound") is not None:
+            key = (r["n"], r["model"], r["seed"], r["k"])
+            best[key] = max(best.get(key, -math.inf), r["bound"])
+    with out.open("w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+        for (n, model, seed, k), known in sorted(best.items(), key=str):
+            if ks and k not in ks:
+                continue
+            p = MtppProblem(regal_graph(n, model=model, seed=seed), devices=k)
+            t, c = time.perf_counter(), time.process_time()
+            b = mtpp_bound(p, level=level, time_limit=budget, threads=1, known_bound=known)
+            row = {"n": n, "model": model, "seed": seed, "k": k, "level": level, "bound": b.bound,
+                   "status": b.status, "known": known, "wall_s": time.perf_counter() - t,
+                   "cpu_s": time.process_time() - c}
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            print(json.dumps(row), flush=True)
+
+
 def relevel(src: Path, out: Path, levels: list[str], budget: float) -> None:
     """``src``'s rows, with the bound rows of ``levels`` computed again (the current code, ``budget``
     seconds each) on each instance: the before and after of a change to a bound, the plans
@@ -371,6 +399,12 @@ def main(argv: list[str]) -> int:
     lr.add_argument("--starts", type=int, default=8)
     lr.add_argument("--decodes", type=int, default=10_000)
     lr.add_argument("--improve-budget", type=float, default=20.0)
+    al = sub.add_parser("addlevel", help="one more level on each instance of a run, from its best bound")
+    al.add_argument("src", type=Path)
+    al.add_argument("out", type=Path)
+    al.add_argument("--level", default="block")
+    al.add_argument("--budget", type=float, default=30.0)
+    al.add_argument("--ks", default="")
     pm = sub.add_parser("payments", help="what cover counts against the tensors the optimum pays")
     pm.add_argument("--sizes", default="24")
     pm.add_argument("--models", default=",".join(MODELS))
@@ -392,6 +426,9 @@ def main(argv: list[str]) -> int:
         relevel(a.src, a.out, [lv for lv in a.levels.split(",") if lv], a.budget)
         return 0
     ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    if a.what == "addlevel":
+        add_level(a.src, a.out, a.level, a.budget, ints(a.ks))
+        return 0
     if a.what == "long":
         print(long_runs(ints(a.sizes), [m for m in a.models.split(",") if m], a.k, a.mip_time, a.starts, a.decodes,
                         a.improve_budget))
