@@ -204,12 +204,10 @@ class _Reach:
         reach = np.zeros(n, dtype=bool)
         reach[0] = True
         masks = [reach]
-        while True:  # a split of len(masks) stages
+        for _ in range(self.m - 1):  # splits of len(masks) < m stages
             hit = self._max(np.where(reach, left, -np.inf)) >= target
-            if hit[-1] and (len(masks) == self.m or not exact):
+            if hit[-1] and not exact:
                 return masks
-            if len(masks) == self.m:
-                return None
             nxt = np.empty(n, dtype=bool)
             nxt[0] = not exact  # at most m: what fewer stages reach stays reachable
             nxt[1:] = hit[:-1]
@@ -217,6 +215,7 @@ class _Reach:
                 nxt |= reach
             reach = nxt
             masks.append(reach)
+        return masks if self._max(np.where(reach, left, -np.inf))[-1] >= target[-1] else None  # m stages
 
     def ends(self, t: float) -> list[int]:
         """Stage ends (exclusive) of a split with loads <= ``t`` (which must exist): each last
