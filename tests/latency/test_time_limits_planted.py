@@ -254,8 +254,13 @@ class _SlowNumpy:
         import numpy
 
         self._np, self._seconds, self.calls = numpy, seconds, 0
+        self.first: tuple[float | None, float] | None = None  # (the deadline's time left, the clock) at the first call
 
     def fill_diagonal(self, *args, **kwargs):
+        if self.first is None:
+            from stagecut._deadline import remaining
+
+            self.first = (remaining(), time.perf_counter())
         self.calls += 1
         time.sleep(self._seconds)
         return self._np.fill_diagonal(*args, **kwargs)
@@ -285,10 +290,21 @@ def test_auto_runs_its_bounds_under_their_deadline_without_a_thread(monkeypatch)
     p = long_chain()
     slow = _SlowNumpy(0.02)
     monkeypatch.setattr(bounds_mod, "np", slow)
+    # (so that the bounds' share reaches the slowed programme however loaded the machine: the
+    # device-path bound before it is stubbed out, and the share is half the time left, not 15%)
+    monkeypatch.setattr(bounds_mod, "device_path_bound", lambda problem, tr: 0.0)
+    monkeypatch.setattr(solve_mod, "AUTO_BOUND_SHARE", 0.5)
     before = threading.active_count()
-    s, wall = timed(sc.place, p, method="auto", time_limit=6.0)  # (the bounds reach the slowed code under load)
+    t0 = time.perf_counter()
+    s, wall = timed(sc.place, p, method="auto", time_limit=6.0)
     assert threading.active_count() == before
     assert 0 < slow.calls < 1000
+    # the slowed programme ran under the bounds' own deadline (half the time left, at least 0.5 s),
+    # not only under auto's whole limit (an allowance for auto's own clock, read after ``t0``)
+    assert slow.first is not None
+    left, now = slow.first
+    auto_left = t0 + 6.0 - now
+    assert left is not None and left <= max(0.5, 0.5 * auto_left) + 0.25 * auto_left + 0.05
     assert wall < 6.0 + SLACK
     assert s.objective <= heft(p).objective * (1 + TOL) and s.lower_bound <= s.objective
     assert rescored(p, s) == pytest.approx(s.objective)
