@@ -50,12 +50,12 @@ def test_block_bound_keeps_forced_groups_whole():
 
 
 def test_block_bound_refutes_nothing_when_a_light_block_qualifies():
-    # k = 3 on the same chain: below 8 = 16 / 2 the block {0} (work 4, one tensor) holds enough
-    # (4 - 2 * 1 >= 16 - 2 T from T = 7); at 8 and above a block may be empty: nothing refuted
+    # k = 3 on the same chain: the block {0} (work 4, one tensor) qualifies from T = 7
+    # (4 - 2 * 1 >= 16 - 2 T, 4 + 1 <= T, 1 <= T - 16 / 3): nothing above 7 is refuted
     p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=3)
-    r = block_bound(p, lo=7.0)
-    assert r.bound == 7.0 and r.solves >= 1
-    assert block_bound(p, lo=8.0).solves == 0
+    for lo in (7.0, 8.0):
+        r = block_bound(p, lo=lo)
+        assert r.bound == lo and r.solves >= 1 and r.complete
 
 
 def test_block_level_in_mtpp_bound_and_certify():

@@ -16,9 +16,10 @@ dual bound of ``min (k - 1) io(S) - w(S)`` above ``(k - 1) T - W``) is below eve
 cost; for ``T`` at least the optimum the optimal partition's ``B*`` is such a set. The tests
 only get harder as ``T`` falls, so one solve at ``hi`` refutes every ``T`` up to
 ``(W + L) / (k - 1)`` (``L`` its dual bound), and a bisection between the best bound known and
-``hi`` refines it; the answer is the largest ``T`` refuted (rounded down). Where a block may
-hold little work (``W - (k - 1) T <= 0``) nothing is refuted: the bound helps when the optimum
-is near the average ``W / k``, as at ``k = 8`` on 100-node graphs.
+``hi`` refines it; the answer is the largest ``T`` refuted (rounded down). The set is not
+empty (a block is not); where ``W - (k - 1) T <= 0`` it need hold little work, but still pay few
+tensors against it. The bound helps when the optimum is near the average ``W / k``, as at
+``k = 8`` on 100-node graphs.
 
 The MIP: a binary per node (equal within a forced group), a continuous ``y[u] >= |x[v] -
 x[u]|`` per producer ``u`` and consumer ``v`` (its tensor paid once when it crosses ``S``'s
@@ -85,6 +86,7 @@ class _Test:
         w = mip.xsum(self.work[i] * x[i] for i in range(len(x)))
         add(m, w + io <= t)
         add(m, io <= t - self.total / k)
+        add(m, mip.xsum(x) >= 1)  # (a block is not empty)
         m.objective = (k - 1) * io - w
         out = solve(m, time_limit=time_limit)
         self.rows, self.cols = out.rows, out.cols
@@ -99,9 +101,9 @@ class _Test:
 def block_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, time_limit: float | None = None,
                 solver: str = "cbc", threads: int | None = None, seed: int | None = 0, steps: int = 8) -> BlockBound:
     """The ``block`` bound (module docs): at least ``lo`` (a bound already proven), searched up to
-    ``hi`` (a partition's cost; default the average over ``k - 1`` blocks, above which nothing
-    is refuted) with at most ``1 + steps`` MIPs within ``time_limit`` seconds (each MIP stopped
-    early gives its dual bound: still sound, ``complete=False``).
+    ``hi`` (a partition's cost; default the total work) with at most ``1 + steps`` MIPs within
+    ``time_limit`` seconds (each MIP stopped early gives its dual bound: still sound,
+    ``complete=False``).
 
     >>> from stagecut.graph import Graph
     >>> from stagecut.mtpp.model import MtppProblem
@@ -114,17 +116,16 @@ def block_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, tim
     test = _Test(problem, solver, threads, seed)
     if k <= 1 or not math.isfinite(lo):
         return BlockBound(bound=lo, complete=True, solves=0)
-    top = test.total / (k - 1)
-    hi = top if hi is None else min(hi, top)
+    hi = test.total if hi is None else hi  # (the search's upper end: any value is sound)
     if hi <= lo:
         return BlockBound(bound=lo, complete=True, solves=0)
     deadline = None if time_limit is None or math.isinf(time_limit) else time.monotonic() + float(time_limit)
     complete, solves = True, 0
 
-    def left(share: int) -> float | None:
-        return None if deadline is None else max(0.05, (deadline - time.monotonic()) / max(1, share))
+    def left(share: float) -> float | None:
+        return None if deadline is None else max(0.05, (deadline - time.monotonic()) * share)
 
-    bound, done = test.least(hi, left(2))
+    bound, done = test.least(hi, left(0.8))  # (the first solve gives most of the bound: most of the time)
     solves += 1
     complete &= done
     best = lo
@@ -138,11 +139,7 @@ def block_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, tim
         t = 0.5 * (best + upper)
         if not best < t < upper or upper - best <= 1e-4 * max(1.0, abs(upper)):
             break
-        need = test.total - (k - 1) * t
-        if need <= 0:
-            upper = t  # a block may then be empty of work: nothing to refute
-            continue
-        bound, done = test.least(t, left(steps - i))
+        bound, done = test.least(t, left(1 / (steps - i)))
         solves += 1
         complete &= done
         if bound > (k - 1) * t - test.total + _MARGIN * test.scale:
