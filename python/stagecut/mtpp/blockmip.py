@@ -125,13 +125,16 @@ def block_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, tim
     def left(share: float) -> float | None:
         return None if deadline is None else max(0.05, (deadline - time.monotonic()) * share)
 
-    bound, done = test.least(hi, left(0.8))  # (the first solve gives most of the bound: most of the time)
+    # the first solve at the average over k - 1 blocks (below it a block must hold work: the
+    # tests are easier to decide) unless the search starts above it; it gives most of the bound
+    first = min(hi, test.total / (k - 1)) if lo < test.total / (k - 1) else hi
+    bound, done = test.least(first, left(0.8))
     solves += 1
     complete &= done
     best = lo
     if bound > -math.inf:
-        best = max(best, min(hi, test.cap(bound)))
-    upper = hi
+        best = max(best, min(first, test.cap(bound)))
+    upper = hi if best >= first else first
     for i in range(steps):
         if deadline is not None and time.monotonic() >= deadline:
             complete = False
