@@ -39,6 +39,22 @@ def test_block_bound_from_one_solve_at_a_known_cost():
     assert r.bound == pytest.approx(9.0, rel=1e-6) and r.solves == 1
 
 
+def test_block_bound_refutes_above_the_average_over_k_minus_1_blocks():
+    # tensors 3, k = 3: above 16 / 2 a block may hold little work, but it is not empty; the
+    # cheapest, {0} (work 4, one tensor 3), qualifies only from T = 9 (4 - 2 * 3 >= 16 - 2 T)
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=3.0), devices=3)
+    r = block_bound(p, lo=8.0)
+    assert 8.9 < r.bound <= 9.0 and slice_graph(p, method="dp").objective == pytest.approx(11.0)
+
+
+def test_block_bound_bisects_below_its_first_test_when_that_fails():
+    # k = 2, searched up to 20: the first test (at 16 = W / (k - 1)) refutes nothing, so the four
+    # steps halve [8, 16], not [8, 20]: 12, 10, 9 fail, 8.5 is refuted
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    r = block_bound(p, lo=8.0, hi=20.0, steps=4)
+    assert r.bound == pytest.approx(8.5) and r.solves == 5
+
+
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_block_bound_keeps_forced_groups_whole():
     # a random instance with colocation classes, two devices: with its classes split the node
