@@ -44,7 +44,7 @@ from pathlib import Path
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.examples import regal_graph
 from stagecut.mtpp.bounds import COMBINATORIAL, mtpp_bound
-from stagecut.mtpp.combinatorial import _cover_counts, cover_bound
+from stagecut.mtpp.cover import _cover_counts, cover_bound
 from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.slicegraph import slice_graph

@@ -17,7 +17,7 @@ import stagecut as sc
 from helpers import brute_force_mtpp
 from stagecut.mtpp.blockmip import block_bound
 from stagecut.mtpp.bounds import mtpp_bound
-from stagecut.mtpp.combinatorial import cover_bound
+from stagecut.mtpp.cover import cover_bound
 from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.slicegraph import slice_graph
 

@@ -22,13 +22,8 @@ import stagecut as sc
 from helpers import brute_force_mtpp
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import mtpp_bound
-from stagecut.mtpp.combinatorial import (
-    _split_costs,
-    convex_closure,
-    cover_bound,
-    crossing_bound,
-    node_cut_bound,
-)
+from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound
+from stagecut.mtpp.cover import _split_costs, convex_closure, cover_bound
 from stagecut.mtpp.model import MtppProblem, forced_groups, lower_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -170,6 +165,7 @@ def test_cover_makes_no_cut_once_its_deadline_passes_after_the_closures(monkeypa
     # the deadline passes right after the closures of every tensor are computed (one check per
     # tensor that can cross): no cut is made after it, and the bound is still a bound
     import stagecut.mtpp.combinatorial as comb
+    import stagecut.mtpp.cover as cover_mod
 
     p = MtppProblem(sc.regal_graph(24, model="barabasi_albert", seed=0), devices=8)
     g, grp = p.graph, forced_groups(p)
@@ -183,6 +179,7 @@ def test_cover_makes_no_cut_once_its_deadline_passes_after_the_closures(monkeypa
         return deadline is not None and calls["n"] > tensors
 
     monkeypatch.setattr(comb, "_expired", expired)
+    monkeypatch.setattr(cover_mod, "_expired", expired)
     r = cover_bound(p, cut=cut, deadline=1.0)
     assert not r.complete and r.solves == cut.solves
     assert r.bound <= slice_graph(p, method="dp", max_ideals=400_000).objective * (1 + 1e-9)

@@ -65,7 +65,8 @@ from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.blockmip import block_bound
-from stagecut.mtpp.combinatorial import cover_bound, crossing_bound, node_cut_bound, subgraph_bound
+from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
+from stagecut.mtpp.cover import cover_bound
 from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate
