@@ -129,3 +129,49 @@ def test_cli_slice_improve_flags(capsys):
     assert "--improve" in capsys.readouterr().err
     assert main(["slice", "regal:60:erdos_renyi:3", "-k", "8", "--improve", "3", "--no-improve"]) == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+class _SlowClock:
+    """``time`` as the improve module sees it, with a monotonic clock that jumps a second at
+    every read: a very slow machine (the other clocks are the real ones)."""
+
+    def __init__(self):
+        self.now = time.monotonic()
+
+    def monotonic(self):
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_the_default_re_splits_are_capped_by_work_not_time(monkeypatch):
+    # the same seed gives the same plan however slow the machine: without a time limit the default
+    # step stops at a local optimum or at IMPROVE_WINDOWS windows, never at a clock
+    g = sc.regal_graph(200, seed=2)
+    plain = slice_graph(g, devices=8, seed=3, improve=False)
+    fast = slice_graph(g, devices=8, seed=3)
+    assert fast.objective < plain.objective and fast.stats["found_by"] == "improve"
+    assert fast.stats["improve_windows"] == improve_module.IMPROVE_WINDOWS
+    assert fast.stats["improve_limit_s"] is None
+    monkeypatch.setattr(improve_module, "time", _SlowClock())
+    slow = slice_graph(g, devices=8, seed=3)
+    assert slow.objective == fast.objective
+    assert [s.nodes for s in slow.stages] == [s.nodes for s in fast.stages]
+    # an explicit number of seconds is a time budget: on the slow clock it stops at once
+    timed = slice_graph(g, devices=8, seed=3, improve=2.0)
+    assert timed.objective == plain.objective and timed.stats["found_by"] == "brkga"
+
+
+def test_improve_plan_stops_at_its_window_cap():
+    p = MtppProblem(sc.regal_graph(200, seed=2), devices=8)
+    start = slice_graph(p, seed=3, improve=False)
+    free = improve_module.improve_plan(p, start, time_limit=None)
+    assert free.stats["windows"] > 5 and not free.stats["window_limit_reached"]
+    capped = improve_module.improve_plan(p, start, time_limit=None, max_windows=5)
+    assert capped.stats["windows"] == 5 and capped.stats["window_limit_reached"]
+    assert free.objective <= capped.objective <= start.objective
+    assert any("max_windows" in n for n in capped.notes)
+    with pytest.raises(InvalidArgumentError, match="max_windows"):
+        improve_module.improve_plan(p, start, max_windows=0)

@@ -34,7 +34,7 @@ from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
-from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan
+from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan, improve_windows
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
 from stagecut.mtpp.plan import plan_blocks
 from stagecut.progress import Progress, reports
@@ -214,7 +214,9 @@ def certify(
     improve : bool or float, optional
         First improve the plan by exact re-splits of two blocks at a time
         (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds (``True``:
-        2 s; default ``None``/``False``: certify the plan as given), inside ``time_limit``; the
+        until no re-split improves it or :data:`~stagecut.mtpp.improve.IMPROVE_WINDOWS` pairs of
+        blocks were tried, at most 2 s under a ``time_limit``; default ``None``/``False``: certify
+        the plan as given), inside ``time_limit``; the
         certificate is then about the improved plan (never costlier): ``stats["found_by"]`` is
         ``"improve"`` when the re-splits lowered its cost, else ``"plan"``, and
         ``stats["start_objective"]`` the given plan's cost.
@@ -259,7 +261,7 @@ def certify(
     found: dict[str, Stat] = {}
     notes: list[str] = []
     if budget is not None:
-        ev, found, notes = _improve(problem, ev, budget, time_limit, t0)
+        ev, found, notes = _improve(problem, ev, budget, time_limit, t0, improve_windows(improve))
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
     table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
@@ -280,17 +282,19 @@ def _improve_budget(improve: Any) -> float | None:
 
 
 def _improve(problem: MtppProblem, ev: MtppEvaluation, budget: float, time_limit: float | None,
-             t0: float) -> tuple[MtppEvaluation, dict[str, Stat], list[str]]:
+             t0: float, windows: int | None = None) -> tuple[MtppEvaluation, dict[str, Stat], list[str]]:
     """The plan ``ev`` improved by :func:`~stagecut.mtpp.improve.improve_plan` (re-scored; kept
     only when cheaper), the stats and notes saying so."""
     stats: dict[str, Stat] = {"found_by": "plan", "start_objective": ev.objective}
     if not math.isfinite(ev.objective):
         return ev, stats, []
     left = None if time_limit is None or math.isinf(time_limit) else float(time_limit) - (time.perf_counter() - t0)
-    seconds = budget if left is None else min(budget, max(0.0, 0.5 * left))  # (leave the ladder time)
+    # (leave the ladder time; ``True`` without a time limit: capped by work, not time)
+    seconds = (math.inf if windows is not None else budget) if left is None else min(budget, max(0.0, 0.5 * left))
     if seconds <= 0:
         return ev, stats, ["no time left to improve the plan by re-splits of two blocks"]
-    imp = improve_plan(problem, list(ev.stages), time_limit=None if math.isinf(seconds) else seconds)
+    imp = improve_plan(problem, list(ev.stages), time_limit=None if math.isinf(seconds) else seconds,
+                       max_windows=windows)
     better = evaluate(problem, [list(s.nodes) for s in imp.stages])
     stats["improve_moves"] = imp.stats.get("moves", 0)
     if not better.objective < ev.objective:

@@ -316,12 +316,17 @@ def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int, max_free: int
     return True
 
 
-def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0) -> tuple[int, int, bool]:
-    """Moves until none improves or the deadline: ``(moves, windows tried, stopped by the deadline)``."""
+def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0,
+            max_windows: int | None = None) -> tuple[int, int, bool]:
+    """Moves until none improves, the deadline or ``max_windows`` windows tried: ``(moves,
+    windows tried, stopped by the deadline)``."""
     moves = tried = 0
+    cap = math.inf if max_windows is None else max_windows
     while True:
         if time.monotonic() >= deadline:
             return moves, tried, True
+        if tried >= cap:
+            return moves, tried, False
         ranked = sorted(range(len(plan.blocks)), key=lambda x: -plan.cost[x])
         moved = False
         if len(plan.blocks) < plan.p.devices:
@@ -338,6 +343,8 @@ def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0) ->
                     continue  # a third block lies between them: merging them would make a cycle
                 if time.monotonic() >= deadline:
                     return moves, tried, True
+                if tried >= cap:
+                    return moves, tried, False
                 tried += 1
                 if _try_pair(plan, b, c, max_ideals, max_free):
                     moves += 1
@@ -350,7 +357,7 @@ def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0) ->
 
 
 def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 10.0,
-                 max_ideals: int = 50_000, max_free: int = 20) -> SlicePlan:
+                 max_ideals: int = 50_000, max_free: int = 20, max_windows: int | None = None) -> SlicePlan:
     """Improve an MTPP plan by exact pairwise re-splits of its blocks (module docs).
 
     Parameters
@@ -366,13 +373,17 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
         skipped if that has more ideals too.
     max_free : int
         The groups set free in such a window (0: skip it).
+    max_windows : int, optional
+        At most this many windows (pairs of blocks) tried in all (``None``: no cap). A cap on the
+        work, unlike ``time_limit``, gives the same answer however loaded the machine.
 
     Returns
     -------
     SlicePlan
         ``method="improve"``, scored by the evaluator, never costlier than ``plan``; ``stats``:
-        ``start_objective``, ``moves``, ``windows``, ``time_limit_reached``; ``notes`` say
-        whether the search ended at a local optimum or at its time limit.
+        ``start_objective``, ``moves``, ``windows``, ``time_limit_reached``,
+        ``window_limit_reached``; ``notes`` say whether the search ended at a local optimum, at
+        its time limit or at its window cap.
 
     Raises
     ------
@@ -399,6 +410,8 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
         check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
     max_ideals = check_int(max_ideals, "max_ideals", minimum=1)
     max_free = check_int(max_free, "max_free", minimum=0)
+    if max_windows is not None:
+        max_windows = check_int(max_windows, "max_windows", minimum=1)
     g = problem.graph
     start = plan_blocks(g, plan)
     ev0 = evaluate(problem, start)
@@ -407,8 +420,9 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     if outer is not None:
         deadline = min(deadline, time.monotonic() + outer)
     state = _Plan(problem, [[g.index[v] for v in b] for b in start])
-    moves, tried, timed_out = (_search(state, deadline, max_ideals, max_free) if math.isfinite(ev0.objective)
-                               else (0, 0, False))
+    moves, tried, timed_out = (_search(state, deadline, max_ideals, max_free, max_windows)
+                               if math.isfinite(ev0.objective) else (0, 0, False))
+    capped = not timed_out and max_windows is not None and tried >= max_windows
     blocks = _ordered(state)
     ev = evaluate(problem, blocks)
     if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)
@@ -417,10 +431,11 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     obj = ev.objective if math.isfinite(ev.objective) else None
     status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
     notes = [f"{moves} re-splits of two blocks; the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
-             + ("stopped at the time limit" if timed_out else "no re-split of two blocks improves it")]
+             + ("stopped at the time limit" if timed_out else f"stopped after {tried} windows (max_windows)"
+                if capped else "no re-split of two blocks improves it")]
     return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
                      stats={"start_objective": ev0.objective, "moves": moves, "windows": tried,
-                            "time_limit_reached": timed_out}, stages=ev.stages,
+                            "time_limit_reached": timed_out, "window_limit_reached": capped}, stages=ev.stages,
                      notes=tuple(notes), devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
                      reserved_memory=problem.reserved_memory, colocate=problem.colocate,
                      order=tuple(v for b in blocks for v in b), history=(ev0.objective, ev.objective))
@@ -434,8 +449,18 @@ def _ordered(plan: _Plan) -> list[list[NodeId]]:
     return [[ids[i] for i in sorted(plan.nodes(plan.blocks[b]))] for b in order]
 
 
-#: Seconds of pairwise re-splits after a search (``improve=None`` or ``True``).
+#: Seconds of pairwise re-splits after a search (``improve=None`` or ``True``) when the call has a
+#: time limit (the step then runs inside it).
 IMPROVE_SECONDS = 2.0
+#: Windows (pairs of blocks) the re-splits after a search may try (``improve=None`` or ``True``):
+#: a cap on the work, so that the default answer is the same however loaded the machine.
+IMPROVE_WINDOWS = 200
+
+
+def improve_windows(improve: Any) -> int | None:
+    """The window cap of the re-splits after a search: :data:`IMPROVE_WINDOWS` for the default
+    (``None``, ``True``), none for a number of seconds (the caller asked for a time budget)."""
+    return IMPROVE_WINDOWS if improve is None or improve is True else None
 
 
 def improve_budget(improve: Any, by_default: bool) -> float | None:
@@ -449,21 +474,25 @@ def improve_budget(improve: Any, by_default: bool) -> float | None:
                         error=InvalidArgumentError)
 
 
-def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: float | None, t0: float) -> SlicePlan:
+def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: float | None, t0: float,
+                 windows: int | None = None) -> SlicePlan:
     """``plan`` improved by :func:`~stagecut.mtpp.improve.improve_plan` for at most ``budget``
-    seconds within the call's ``limit``: never worse, ``stats["found_by"]`` says which part found it."""
+    seconds within the call's ``limit`` (with a window cap ``windows`` and no ``limit``: by that
+    cap alone, not by time): never worse, ``stats["found_by"]`` says which part found it."""
     start = plan.objective
     stats: dict[str, Stat] = {**plan.stats, "found_by": plan.method, "start_objective": start, "improve_moves": 0}
     if start is None or plan.status == "optimal":  # nothing to improve, or nothing to gain
         return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
     left = None if limit is None or math.isinf(limit) else limit - (time.perf_counter() - t0)
-    seconds = budget if left is None else min(budget, left)
+    seconds = (math.inf if windows is not None else budget) if left is None else min(budget, left)
     notes = list(plan.notes)
-    stats["improve_limit_s"] = max(0.0, seconds)
+    stats["improve_limit_s"] = None if math.isinf(seconds) else max(0.0, seconds)  # (None: no time limit)
+    if windows is not None:
+        stats["improve_windows"] = windows
     if seconds <= 0:
         notes.append("no time left to improve the plan by re-splits of two blocks")
         return dataclasses.replace(plan, stats=stats, notes=tuple(notes), runtime_s=time.perf_counter() - t0)
-    imp = improve_plan(problem, plan, time_limit=None if math.isinf(seconds) else seconds)
+    imp = improve_plan(problem, plan, time_limit=None if math.isinf(seconds) else seconds, max_windows=windows)
     cut_short = bool(imp.stats.get("time_limit_reached"))
     stats["improve_moves"] = imp.stats.get("moves", 0)
     if cut_short:

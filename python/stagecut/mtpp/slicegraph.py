@@ -56,7 +56,7 @@ from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_erro
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
-from stagecut.mtpp.improve import after_search, improve_budget
+from stagecut.mtpp.improve import after_search, improve_budget, improve_windows
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.units import CoreArrays, Units
@@ -421,15 +421,18 @@ def slice_graph(
         round of it finished); ``objective`` ``None`` when nothing was found in time.
     improve : bool or float, optional
         Then improve the plan by exact re-splits of two blocks at a time
-        (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds (``True``:
-        2 s). Default (``None``): on, 2 s, for the search methods (``"brkga"``, ``"random"``,
-        ``"mla"``, ``"mla-weighted"``); off for ``"order"`` (the plan is that order's slicing)
-        and ``"dp"`` (an optimum needs none). With a ``time_limit`` the step runs inside it:
-        the search stops early enough to leave it up to a fifth of the limit. The answer is
-        never worse than the search's: ``stats["found_by"]`` names the part that found it (the
-        method, or ``"improve"``), ``stats["start_objective"]`` the search's cost. The search
-        is reproducible from its seed; the re-splits are too unless their time runs out (a
-        note says so), so a result stopped there may differ on a slower machine.
+        (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds. ``True``
+        and the default (``None``, on for the search methods ``"brkga"``, ``"random"``,
+        ``"mla"``, ``"mla-weighted"``; off for ``"order"``, whose plan is that order's slicing,
+        and ``"dp"``, whose optimum needs none): until no re-split improves the plan or
+        :data:`~stagecut.mtpp.improve.IMPROVE_WINDOWS` pairs of blocks were tried, a cap on the
+        work, so the answer is the same from the same seed on any machine. With a
+        ``time_limit`` the step runs inside it: the search stops early enough to leave it up to
+        a fifth of the limit (at most 2 s by default). The answer is never worse than the
+        search's: ``stats["found_by"]`` names the part that found it (the method, or
+        ``"improve"``), ``stats["start_objective"]`` the search's cost. A step stopped by time
+        (a number of seconds, or the ``time_limit``; a note says so) may give another answer
+        on a slower machine.
     progress : bool or callable, optional
         Progress reports (:mod:`stagecut.progress`): a callable receives a
         :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
@@ -492,5 +495,5 @@ def slice_graph(
                 found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
         plan = _plan(problem, units, opts, found, t0)
         if budget is not None:
-            plan = after_search(problem, plan, budget, limit, t0)
+            plan = after_search(problem, plan, budget, limit, t0, improve_windows(improve))
     return plan
