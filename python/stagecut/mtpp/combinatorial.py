@@ -314,6 +314,16 @@ def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], sprea
     return lo
 
 
+def _start(problem: MtppProblem, cut: CombinatorialBound | None,
+           deadline: float | None) -> tuple[dict[int, list[int]], list[int], CombinatorialBound, float]:
+    """What the tensor-counting bounds (``crossing``, ``cover``) start from: the forced groups
+    (members, and each node's group), the node-cut bound (``cut``, or computed) and the floor it
+    and the simple bound give."""
+    if cut is None:
+        cut = node_cut_bound(problem, deadline=deadline)
+    return _groups(problem), forced_groups(problem), cut, max(cut.bound, simple_bound(problem))
+
+
 def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = None, tensor_cuts: int | None = None,
                    deadline: float | None = None) -> CombinatorialBound:
     """The ``crossing`` bound (module docs), from the node cuts ``cut`` (computed when not given)
@@ -326,12 +336,8 @@ def crossing_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
     >>> round(crossing_bound(p).bound, 9)       # 16 work + three crossings paid twice, over 3 blocks
     7.333333333
     """
-    groups = _groups(problem)
-    grp = forced_groups(problem)
+    groups, grp, cut, floor = _start(problem, cut, deadline)
     g = problem.graph
-    if cut is None:
-        cut = node_cut_bound(problem, deadline=deadline)
-    floor = max(cut.bound, simple_bound(problem))
     if not math.isfinite(floor):
         return CombinatorialBound(bound=floor, complete=cut.complete, solves=cut.solves, per_group=cut.per_group)
     # forced[u]: a lower estimate of the least block holding u's group and all its consumers' groups

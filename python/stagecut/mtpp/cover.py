@@ -33,15 +33,13 @@ from stagecut.mtpp.combinatorial import (
     _cost,
     _Cutter,
     _expired,
-    _groups,
     _least_parts,
     _least_t,
     _own,
+    _start,
     least_bins,
-    node_cut_bound,
 )
 from stagecut.mtpp.model import MtppProblem, forced_groups
-from stagecut.mtpp.model import lower_bound as simple_bound
 
 __all__ = ["convex_closure", "cover_bound"]
 
@@ -208,12 +206,8 @@ class _Counts:
 def _cover_counts(problem: MtppProblem, cut: CombinatorialBound | None, max_items: int, cut_items: int,
                   deadline: float | None) -> _Counts:
     """The counts behind :func:`cover_bound` (its docs), ``floor`` the bound the closures alone give."""
-    groups = _groups(problem)
-    grp = forced_groups(problem)
+    groups, grp, cut, floor = _start(problem, cut, deadline)
     g = problem.graph
-    if cut is None:
-        cut = node_cut_bound(problem, deadline=deadline)
-    floor = max(cut.bound, simple_bound(problem))
     if not math.isfinite(floor):
         return _Counts(floor, floor, {}, {}, {}, cut.complete, cut.solves, cut.per_group, len(groups))
     cx = _Convex(problem)
