@@ -300,3 +300,33 @@ def test_long_memory_windows_against_the_brute_force():
         assert max(loads(costs, sizes, comm)) == want[0], (costs, comm, memory, capacity, k, fill, sizes)
         feasible += 1
     assert feasible >= 60
+
+
+@pytest.mark.parametrize("lo, hi", [(0.9, 1.0 + 5e-13), (1.0 - 5e-13, 1.5)])
+def test_a_candidate_within_the_rounding_margin_of_either_end_is_listed(lo, hi):
+    # The threshold search lists the candidate loads R[b] - L[a] strictly between a threshold
+    # without a split (lo) and one with a split (hi), widening the index search by 1e-12 on each
+    # side for rounding. The optimum here (1.0: layers 0.5 | 0.25 with a 0.5 transfer) lies within
+    # that margin of hi, then of lo: a margin applied the wrong way drops it and answers hi.
+    balance = importlib.import_module("stagecut.balance")
+    costs, comm = [0.5, 0.25], [0.5, 0.0]
+    p = np.concatenate(([0.0], np.cumsum(costs)))
+    reach = balance._Reach(p, comm, None, np.inf, 2, True)
+    assert reach.probe(lo) is None and reach.probe(hi) is not None
+    assert balance._search(reach, lo, hi, float(p[-1])) == 1.0
+    assert max(loads(costs, [1, 1], comm)) == 1.0
+
+
+def test_a_threshold_search_over_the_memory_budget_is_refused_before_it_starts(monkeypatch):
+    # with comm, a probe keeps a row of n flags per stage: k * n bytes for k stages of n layers
+    validate = importlib.import_module("stagecut.validate")
+    n = 70_000  # 4.9e9 flags: over the 4 GiB budget
+    with pytest.raises(sc.MemoryLimitError, match=r"^k: 70000 stages of 70000 layers with comm need about 4.56 GiB"):
+        sc.balance(np.ones(n), n, comm=np.zeros(n))
+    monkeypatch.setattr(validate, "MEMORY_BUDGET", 12)
+    assert sc.balance([1.0, 1, 1, 1], 3, comm=[0.0] * 4) == [2, 1, 1]  # 3 x 4 = 12: at the budget
+    with pytest.raises(sc.MemoryLimitError, match="ask for fewer stages, or merge layers first"):
+        sc.balance([1.0] * 13, 1, comm=[0.0] * 13)  # 13 > 12
+    with pytest.raises(sc.MemoryLimitError, match="^k: 4 stages of 4 layers"):
+        sc.balance([1.0] * 4, 9, comm=[0.0] * 4)  # min(k, n) stages: 4 x 4 = 16
+    assert sc.balance([1.0] * 13, 1) == [13]  # without comm: a greedy search, no rows kept

@@ -37,7 +37,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from stagecut.errors import InvalidArgumentError
+from stagecut import validate
+from stagecut.errors import InvalidArgumentError, MemoryLimitError
 from stagecut.validate import check_int, check_number
 
 __all__ = ["balance"]
@@ -239,6 +240,10 @@ def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None
                fill: bool) -> list[int]:
     n = len(c)
     m = min(k, n)
+    if m * n > validate.MEMORY_BUDGET:  # a probe keeps one reachability row (n bytes) per stage
+        raise MemoryLimitError(f"k: {m} stages of {n} layers with comm need about {validate.size_text(m * n)} for "
+                               f"the threshold search, more than the {validate.size_text(validate.MEMORY_BUDGET)} "
+                               f"budget; ask for fewer stages, or merge layers first")
     p = np.concatenate(([0.0], np.cumsum(c)))  # (c: floats, so float64)
     reach = _Reach(p, comm, mp, cap, m, fill)
     total = float(p[-1])
@@ -260,7 +265,9 @@ def _with_comm(c: list[float], comm: list[float], k: int, mp: list[float] | None
         t = _search(reach, lo, hi, total)
         if lo_checked or reach.probe(lo) is None:
             return reach.ends(t)
-        lo, lo_checked = -1.0, True  # rounding made the margin too small: search below it too
+        # rounding made the margin too small: search below it too (a guard: the loads' rounding
+        # reaches 1e-9 only beyond 9e6 stages, and the memory budget above allows 65,536)
+        lo, lo_checked = -1.0, True
 
 
 def _search(reach: _Reach, lo: float, hi: float, total: float) -> float:
@@ -351,6 +358,9 @@ def balance(costs: Sequence[float], k: int, *, comm: Sequence[float] | None = No
         Empty, negative or non-numeric ``costs``, ``comm`` or ``memory`` (or of another length
         than ``costs``); ``k`` not an integer >= 1; ``memory`` without ``capacity`` or the
         reverse; ``capacity`` that no split fits (a layer larger than it, or too few stages).
+    MemoryLimitError
+        With ``comm``, ``min(k, len(costs)) * len(costs)`` above the 4 GiB budget (the threshold
+        search keeps one byte per stage and layer): a request for tens of thousands of stages.
 
     Examples
     --------

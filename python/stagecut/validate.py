@@ -238,7 +238,8 @@ MAX_GENERATED_NODES = 2_000_000
 MEMORY_BUDGET = 4 * 2**30
 
 
-def _bytes(n: float) -> str:
+def size_text(n: float) -> str:
+    """``n`` bytes as a short text in TiB, GiB, MiB or bytes."""
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
         if n >= size:
             return f"{n / size:.3g} {unit}"
@@ -256,8 +257,8 @@ def check_size(parameter: str, nodes: float = 0, bytes_needed: float = 0) -> Non
     stagecut.errors.MemoryLimitError: modules: 10000000 nodes requested (about 9.31 GiB); at most 2000000 are supported
     """
     if nodes > MAX_GENERATED_NODES:
-        raise MemoryLimitError(f"{parameter}: {nodes:.0f} nodes requested (about {_bytes(nodes * 1000.0)}); "
+        raise MemoryLimitError(f"{parameter}: {nodes:.0f} nodes requested (about {size_text(nodes * 1000.0)}); "
                                f"at most {MAX_GENERATED_NODES} are supported")
     if bytes_needed > MEMORY_BUDGET:
-        raise MemoryLimitError(f"{parameter}: the request needs about {_bytes(bytes_needed)}, more than the "
-                               f"{_bytes(MEMORY_BUDGET)} budget")
+        raise MemoryLimitError(f"{parameter}: the request needs about {size_text(bytes_needed)}, more than the "
+                               f"{size_text(MEMORY_BUDGET)} budget")

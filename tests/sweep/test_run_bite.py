@@ -193,7 +193,10 @@ def test_a_scheduler_address_is_checked_then_passed_as_given():
         assert run._connect(fake, address) == "client"
     assert calls == [(a, f"{run.CONNECT_TIMEOUT}s") for a in ("tcp://10.0.0.1:8786", "10.0.0.1:8786",
                                                               "tls://sched.example:1")]
-    for bad in ("tcp://10.0.0.1", "tcp://:8786", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:port"):
+    # (a second scheme is refused here, not passed on to fail as "cannot reach": whichever "://" the
+    # host is read after, the other one is in the host or the port)
+    for bad in ("tcp://10.0.0.1", "tcp://:8786", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:port",
+                "tcp://x://10.0.0.1:8786", "tcp://10.0.0.1:8786://x", "tcp://a/b:1"):
         with pytest.raises(InvalidArgumentError, match="^scheduler: expected tcp://HOST:PORT"):
             run._connect(fake, bad)
     assert len(calls) == 3

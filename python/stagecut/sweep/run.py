@@ -375,8 +375,8 @@ def _connect(distributed: Any, scheduler: str) -> Any:
     """A client of the scheduler at ``scheduler``; an address that does not parse or a scheduler
     that does not answer within :data:`CONNECT_TIMEOUT` seconds is an ``InvalidArgumentError``."""
     text = str(scheduler)
-    host, _, port = text.split("://", 1)[-1].rpartition(":")
-    if not host or not port.isdecimal() or not 0 < int(port) < 65536:
+    host, _, port = text.split("://", 1)[-1].rpartition(":")  # (HOST:PORT after an optional scheme)
+    if not host or "/" in host or not port.isdecimal() or not 0 < int(port) < 65536:
         raise InvalidArgumentError(f"scheduler: expected tcp://HOST:PORT with a port 1..65535, got {text!r}")
     try:
         return distributed.Client(text, timeout=f"{CONNECT_TIMEOUT}s")
