@@ -52,6 +52,20 @@ def best(costs, k, comm=None, memory=None, capacity=None, fill=True):
     return min(found) if found else None
 
 
+def fits_like_the_brute_force(costs, k, comm, memory, capacity, fill):
+    """balance() against :func:`best` with memory: the optimal largest load within the capacity,
+    or the capacity refusal when no split fits. True when a split fits."""
+    want = best(costs, k, comm, memory, capacity, fill)
+    if want is None:
+        with pytest.raises(InvalidArgumentError, match="capacity"):
+            sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
+        return False
+    sizes = sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
+    assert max(stage_memory(memory, sizes)) <= capacity
+    assert max(loads(costs, sizes, comm)) == want[0], (costs, comm, memory, capacity, k, fill, sizes)
+    return True
+
+
 def test_an_object_array_of_numbers_is_read_like_a_list():
     costs = [3, 1, 4, 1, 5, 9, 2, 6]
     want = sc.balance(costs, 3)
@@ -100,15 +114,7 @@ def test_float_memory_that_fits_exactly_is_a_fit(comm):
         a = rng.randrange(n)
         capacity = stage_memory(memory, [a, rng.randint(a + 1, n) - a])[-1] if a else sum(memory[:rng.randint(1, n)])
         for fill in (True, False):
-            want = best(costs, k, c, memory, capacity, fill)
-            if want is None:
-                with pytest.raises(InvalidArgumentError, match="capacity"):
-                    sc.balance(costs, k, comm=c, memory=memory, capacity=capacity, fill=fill)
-                continue
-            got = sc.balance(costs, k, comm=c, memory=memory, capacity=capacity, fill=fill)
-            assert max(stage_memory(memory, got)) <= capacity
-            assert max(loads(costs, got, c)) == want[0], (costs, memory, capacity, c, k, fill, got)
-            tried += 1
+            tried += fits_like_the_brute_force(costs, k, c, memory, capacity, fill)
     assert tried > 100
 
 
@@ -290,15 +296,7 @@ def test_long_memory_windows_against_the_brute_force():
         comm = [float(rng.randint(0, 5)) for _ in range(n)]
         memory = [float(rng.randint(0, 2)) for _ in range(n)]
         capacity, fill = float(rng.randint(4, 8)), rng.random() < 0.5
-        want = best(costs, k, comm, memory, capacity, fill)
-        if want is None:
-            with pytest.raises(InvalidArgumentError, match="capacity"):
-                sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
-            continue
-        sizes = sc.balance(costs, k, comm=comm, memory=memory, capacity=capacity, fill=fill)
-        assert max(stage_memory(memory, sizes)) <= capacity
-        assert max(loads(costs, sizes, comm)) == want[0], (costs, comm, memory, capacity, k, fill, sizes)
-        feasible += 1
+        feasible += fits_like_the_brute_force(costs, k, comm, memory, capacity, fill)
     assert feasible >= 60
 
 

@@ -2,6 +2,7 @@
 batched MILP, the PCIe IP) checks its arguments the same way, before any work, with the same
 messages (the checks live once, in :mod:`stagecut.latency._args`)."""
 
+import importlib
 import re
 
 import pytest
@@ -69,29 +70,19 @@ def test_a_bad_start_is_refused_before_an_unplaceable_problem_is_answered():
         solve_split(p, start="gpu:0")
 
 
-@pytest.mark.parametrize("arg", ["gap", "seed", "verbose", "start", "time_limit"])
-def test_the_milp_refuses_before_its_bound_and_warm_start(arg, monkeypatch):
+@pytest.mark.parametrize("solver, module, first_work, arg", [
+    *[(solve_milp, "stagecut.latency.exact.milp", "best_bound", a) for a in ("gap", "seed", "verbose", "start",
+                                                                             "time_limit")],
+    *[(solve_pcie_ip, "stagecut.latency.pcie.ip", "_known", a) for a in ("gap", "seed", "verbose", "time_limit")],
+])
+def test_the_ips_refuse_before_their_bound_and_warm_start(solver, module, first_work, arg, monkeypatch):
     """A bad option is refused before any work: not later by the model's own check (the MILP's
-    simple bound and warm start can take seconds on a large graph)."""
-    import stagecut.latency.exact.milp as milp
+    simple bound and either IP's warm start can take seconds on a large graph)."""
 
     def no_work(*_args, **_kwargs):
-        raise AssertionError("the MILP started working before checking its options")
+        raise AssertionError(f"{module} started working before checking its options")
 
-    monkeypatch.setattr(milp, "best_bound", no_work)
+    monkeypatch.setattr(importlib.import_module(module), first_work, no_work)
     value, message = BAD[arg]
     with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}$"):
-        solve_milp(_problem(), **{arg: value})
-
-
-@pytest.mark.parametrize("arg", ["gap", "seed", "verbose", "time_limit"])
-def test_the_pcie_ip_refuses_before_its_warm_start(arg, monkeypatch):
-    import stagecut.latency.pcie.ip as ip
-
-    def no_work(*_args, **_kwargs):
-        raise AssertionError("the PCIe IP started working before checking its options")
-
-    monkeypatch.setattr(ip, "_known", no_work)
-    value, message = BAD[arg]
-    with pytest.raises(InvalidArgumentError, match=f"^{re.escape(message)}$"):
-        solve_pcie_ip(_problem(), **{arg: value})
+        solver(_problem(), **{arg: value})
