@@ -23,6 +23,10 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     before, ``k - 1 - i`` after, and ``cost(P) <= k_P T``, ``cost(S) <= k_S T``. The bound is
     the smallest of the ``k`` dual bounds (the true position gives at most ``OPT``); the MIPs
     are independent and run in worker processes.
+``partition-lp`` (only when asked for: :data:`EXTRA_LEVELS`)
+    The LP relaxation of covering the groups with the fewest blocks of cost ``<= T`` (column
+    generation, :mod:`stagecut.mtpp.partlp`): a ``T`` where the LP needs more than ``k`` blocks
+    is below the optimum, proven by one pricing MIP's dual bound (Farley's bound).
 ``block``
     One small MIP per tested ``T`` (:mod:`stagecut.mtpp.blockmip`): the block paying the fewest
     tensors must hold what the others cannot, ``w >= W - (k - 1) (T - io)``; a ``T`` where no
@@ -71,15 +75,19 @@ from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate
 from stagecut.mtpp.model import lower_bound as _simple
+from stagecut.mtpp.partlp import partition_lp_bound
 from stagecut.results import NodeId, Stat
 from stagecut.validate import check_int, check_number
 
-__all__ = ["COMBINATORIAL", "LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData", "mtpp_bound",
-           "simple_bound", "mtpp_data"]
+__all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResult", "GuessBound", "MtppData",
+           "mtpp_bound", "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
 LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck", "bottleneck-guess",
           "exact")
+#: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
+#: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs and needs minutes on 100-node graphs.
+EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
 COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
@@ -248,7 +256,8 @@ def mtpp_bound(
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
     level : str
         One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``,
-        ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``.
+        ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``, or
+        ``"partition-lp"`` (:data:`EXTRA_LEVELS`).
     time_limit : float, optional
         Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
         returns the dual bound found so far with status ``"time_limit"`` (never the primal
@@ -297,8 +306,8 @@ def mtpp_bound(
         graph, devices=renamed("mtpp_bound", "devices", devices, "stages", stages),
         memory=renamed("mtpp_bound", "memory", memory, "fast_memory", fast_memory), bandwidth=bandwidth,
         reserved_memory=reserved_memory, kind=kind, colocate=colocate, where="mtpp_bound")
-    if level not in LEVELS:
-        raise InvalidArgumentError(f"level must be one of {LEVELS}, got {level!r}")
+    if level not in LEVELS + EXTRA_LEVELS:
+        raise InvalidArgumentError(f"level must be one of {LEVELS + EXTRA_LEVELS}, got {level!r}")
     for value, what in ((time_limit, "time_limit (seconds)"), (gap, "gap")):
         if value is not None:
             check_number(value, what, allow_inf=True, positive=what != "gap", error=InvalidArgumentError)
@@ -315,6 +324,8 @@ def mtpp_bound(
     known = _known_cost(problem)
     if level == "block":
         return _block(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
+    if level == "partition-lp":
+        return _partition_lp(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
     if start_cost is not None and math.isfinite(start_cost):
         known = start_cost if known is None else min(known, start_cost)
     floor = max(-math.inf if known_bound is None else float(known_bound),
@@ -388,6 +399,19 @@ def _block(problem: MtppProblem, known: float | None, known_bound: float | None,
     return BoundResult(level="block", bound=_some(r.bound), status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0,
                        stats={"solves": r.solves, "mip_constraints": r.rows, "mip_vars": r.cols, "floor": lo})
+
+
+def _partition_lp(problem: MtppProblem, known: float | None, known_bound: float | None, deadline: float | None,
+                  time_limit: float | None, solver: str, threads: int | None, seed: int | None,
+                  t0: float) -> BoundResult:
+    """The ``partition-lp`` level (:mod:`stagecut.mtpp.partlp`), from the larger of ``known_bound``
+    and the simple and node-cut bounds, up to the cost of a known partition."""
+    lo = max(-math.inf if known_bound is None else float(known_bound), _floor(problem, deadline, time_limit))
+    left = None if deadline is None else max(0.1, deadline - time.monotonic())
+    r = partition_lp_bound(problem, lo=lo, hi=known, time_limit=left, solver=solver, threads=threads, seed=seed)
+    return BoundResult(level="partition-lp", bound=_some(r.bound), status="optimal" if r.complete else "time_limit",
+                       seconds=time.perf_counter() - t0,
+                       stats={"mips": r.mips, "lps": r.lps, "columns": r.columns, "floor": lo})
 
 
 def _known_cost(problem: MtppProblem) -> float | None:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from stagecut.errors import InvalidArgumentError, InvalidGraphError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import renamed
-from stagecut.mtpp.bounds import COMBINATORIAL, LEVELS, BoundResult, mtpp_bound
+from stagecut.mtpp.bounds import COMBINATORIAL, EXTRA_LEVELS, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan, improve_windows
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
 from stagecut.mtpp.plan import plan_blocks
@@ -119,8 +119,8 @@ class Certificate(Result):
 def _check_levels(levels: Sequence[str] | str) -> tuple[str, ...]:
     out = (levels,) if isinstance(levels, str) else tuple(levels)
     for lv in out:
-        if lv not in LEVELS:
-            raise InvalidArgumentError(f"level {lv!r} is not one of {LEVELS}")
+        if lv not in LEVELS + EXTRA_LEVELS:
+            raise InvalidArgumentError(f"level {lv!r} is not one of {LEVELS + EXTRA_LEVELS}")
     return out
 
 
@@ -196,7 +196,9 @@ def certify(
     levels : sequence of str
         Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
         ``"cover"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``), run in
-        this order (default: all of them, weakest first). The MIP levels start from the best bound
+        this order (default: all of them, weakest first), and ``"partition-lp"``
+        (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
+        block at once, minutes on 100-node graphs). The MIP levels start from the best bound
         of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each MIP level gets what is left, each

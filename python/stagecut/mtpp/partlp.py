@@ -1,0 +1,484 @@
+"""The ``partition-lp`` bound for MTPP: every block's tensors at once, through the LP relaxation
+of the set-partitioning form of the problem (column generation, Farley's bound).
+
+Fix ``T``. A *feasible block* is a node set ``S`` that is nonempty, holds whole forced groups,
+is convex (with two nodes it holds every node on a path between them: a block of a partition
+with an acyclic quotient is) and costs ``f(S) <= T`` (work, every tensor in and out once, the
+overflow, as the evaluator counts them). A partition of cost at most ``T`` is ``j <= k`` feasible
+blocks covering every group once. For any weights ``pi`` (one per forced group, of any sign),
+sum ``pi`` over the blocks of such a partition:
+
+    ``sum_g pi_g = sum_blocks pi(S) <= j M`` with ``M >= max { pi(S) : S a feasible block }``,
+
+so if ``sum_g pi_g > k M`` (``M > 0``), or ``sum_g pi_g > M`` (``M <= 0``), no partition of cost
+at most ``T`` exists: the optimum is above ``T``. Feasible blocks at ``T' < T`` are feasible at
+``T``, so the same ``pi`` and ``M`` refute every ``T' <= T``. This is the dual of the LP
+relaxation of "cover the groups with the fewest feasible blocks" (Farley's bound for
+column generation): the LP sees every block's own tensors, slack and convexity together,
+which the per-tensor bounds (``crossing``, ``cover``) and the one-block bound (``block``) do not.
+
+Soundness rests on ``M`` alone. With at most :data:`ENUMERATE_GROUPS` forced groups it is
+exact: every feasible block is enumerated. Otherwise it comes from a MIP over a relaxation of
+the feasible blocks (a binary per node, equal within a forced group; a continuous ``y[u] >=
+|x[v] - x[u]|`` per producer ``u`` and consumer ``v``; reach variables ``p`` (down) and ``q``
+(up) with ``x[v] >= p[v] + q[v] - 1`` for convexity; the overflow ``o >= (params + R - M) / B``,
+or ``params <= M - R`` for a hard limit; ``w + io + o <= T``; ``sum x >= 1``) that looks only
+for blocks of weight at least ``sum pi / k`` (less a margin): when it proves there is none,
+``M`` is below that and ``T`` is refuted (a solver stopped early refutes it when its dual
+bound, raised by the margin, is below ``sum pi / k``; else ``T`` stays undecided). The
+weights ``pi`` come from a restricted master LP over the blocks found so far (by a local
+search and by the MIP's solutions); wrong or missing blocks there only make ``pi`` worse,
+never the bound wrong.
+
+The bound is the largest ``T`` refuted by a bisection between a proven bound ``lo`` and a
+partition's cost ``hi``. At a ``T`` where the restricted master's value is at most ``k``
+(a fractional cover by at most ``k`` feasible blocks found), the LP cannot refute ``T`` and
+the search moves down at once; a ``T`` left undecided by the time limit counts as not refuted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stagecut._mip import add, import_mip, new_model, solve
+from stagecut.mtpp.cover import _Convex
+from stagecut.mtpp.model import MtppProblem, forced_groups
+
+__all__ = ["PartitionBound", "partition_lp_bound"]
+
+#: Relative margin (of the sum of the |weights|) added to the pricing MIP's bound ``M``.
+_MARGIN = 1e-6
+
+
+@dataclass(frozen=True)
+class PartitionBound:
+    """``bound`` (at least ``lo``), ``complete`` (no ``T`` tested was left undecided by the time
+    limit), ``mips`` (pricing MIPs solved), ``lps`` (master LPs), ``columns`` (blocks found) and
+    ``tested`` (the ``T`` values tried, with ``True`` where refuted)."""
+
+    bound: float
+    complete: bool
+    mips: int = 0
+    lps: int = 0
+    columns: int = 0
+    tested: tuple[tuple[float, bool], ...] = ()
+
+
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class _Blocks:
+    """Node sets as bit masks: their cost (as the evaluator counts it), convex closure, groups."""
+
+    def __init__(self, problem: MtppProblem) -> None:
+        g = problem.graph
+        self.problem = problem
+        self.n = n = len(g.nodes)
+        grp = forced_groups(problem)
+        reps = sorted(set(grp))
+        self.index = {r: j for j, r in enumerate(reps)}
+        self.group_of = [self.index[grp[i]] for i in range(n)]
+        self.members: list[int] = [0] * len(reps)
+        for i in range(n):
+            self.members[self.group_of[i]] |= 1 << i
+        self.work = [problem.work(i) for i in range(n)]
+        self.params = [nd.memory for nd in g.nodes]
+        self.comm = [nd.comm for nd in g.nodes]
+        self.cons = [sum(1 << v for v in g.succ[u]) for u in range(n)]
+        self.prods = [u for u in range(n) if g.succ[u] and self.comm[u] > 0]
+        self.touch = [0] * n  # producers whose tensor a change of node i may make cross
+        for u in self.prods:
+            self.touch[u] |= 1 << u
+            for v in g.succ[u]:
+                self.touch[v] |= 1 << u
+        self.nbr = [0] * n
+        for u in range(n):
+            for v in g.succ[u]:
+                self.nbr[u] |= 1 << v
+                self.nbr[v] |= 1 << u
+        self.convex = _Convex(problem)
+        # the same as arrays, for the searches (many candidate blocks at once)
+        self.ngroups = len(reps)
+        self.gmat = np.zeros((len(reps), n), dtype=bool)  # group x node
+        self.gmat[self.group_of, np.arange(n)] = True
+        self.same = self.gmat[self.group_of]  # node x node: same group
+        self.desc = np.array([[self.convex.desc[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=bool)
+        self.anc = self.desc.T.copy()
+        self.adj = np.array([[self.nbr[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=bool)
+        self.wvec = np.array(self.work)
+        self.pvec = np.array(self.params)
+        self.cmat = np.zeros((len(self.prods), n), dtype=np.int32)  # producer x consumer
+        for r, u in enumerate(self.prods):
+            self.cmat[r, list(g.succ[u])] = 1
+        self.deg = self.cmat.sum(axis=1)
+        self.pidx = np.array(self.prods, dtype=np.int64)
+        self.cvec = np.array([self.comm[u] for u in self.prods])
+
+    def mask_of(self, row: npt.NDArray[np.bool_]) -> int:
+        return int.from_bytes(np.packbits(row, bitorder="little").tobytes(), "little")
+
+    def row_of(self, mask: int) -> npt.NDArray[np.bool_]:
+        return np.array([mask >> j & 1 for j in range(self.n)], dtype=bool)
+
+    def close_rows(self, rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """The convex, group-closed closure of each row."""
+        ri = rows.astype(np.int32)
+        while True:
+            below = (ri @ self.desc) > 0
+            above = (ri @ self.anc) > 0
+            new = rows | (below & above)
+            new = (new.astype(np.int32) @ self.same) > 0
+            if (new == rows).all():
+                return rows
+            rows, ri = new, new.astype(np.int32)
+
+    def cost_rows(self, rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
+        """The block cost of each row (work, tensors, overflow)."""
+        work = rows @ self.wvec
+        if len(self.prods):
+            inside = (rows.astype(np.int32) @ self.cmat.T)
+            own = rows[:, self.pidx]
+            cross = np.where(own, inside < self.deg, inside > 0)
+            work = work + cross @ self.cvec
+        p = self.problem
+        if math.isfinite(p.memory):
+            excess = rows @ self.pvec + p.reserved_memory - p.memory
+            over = np.where(excess > 0, np.inf if p.bandwidth is None else excess / (p.bandwidth or 1.0), 0.0)
+            work = work + over
+        return np.asarray(work, dtype=float)
+
+    def cost(self, mask: int) -> float:
+        p = self.problem
+        work = math.fsum(self.work[i] for i in _bits(mask))
+        params = math.fsum(self.params[i] for i in _bits(mask))
+        touched = 0
+        for i in _bits(mask):
+            touched |= self.touch[i]
+        io = 0.0
+        for u in _bits(touched):
+            inside = bool(mask >> u & 1)
+            c = self.cons[u]
+            if (inside and c & ~mask) or (not inside and c & mask):
+                io += self.comm[u]
+        return work + io + p.overflow(params)
+
+    def groups(self, mask: int) -> frozenset[int]:
+        return frozenset(self.group_of[i] for i in _bits(mask))
+
+
+class _Pricer:
+    """The pricing MIP at one ``T``: ``max pi(S)`` over a relaxation of the feasible blocks."""
+
+    def __init__(self, problem: MtppProblem, blocks: _Blocks, t: float, solver: str, threads: int | None,
+                 seed: int | None) -> None:
+        self.problem, self.blocks, self.t = problem, blocks, t
+        self.solver, self.threads, self.seed = solver, threads, seed
+
+    def solve(self, pi: list[float], time_limit: float | None, gap: float | None = None,
+              floor: float | None = None) -> tuple[float, list[int], bool]:
+        """``(M, masks, solved to its end)``: ``M`` at least ``max pi(S)`` over the feasible blocks
+        (``-inf`` when there is none), ``masks`` the node sets of the solutions found."""
+        p, b, g = self.problem, self.blocks, self.problem.graph
+        mip = import_mip()
+        m = new_model("mtpp-partition-lp", solver=self.solver, gap=gap, threads=self.threads, seed=self.seed)
+        n = b.n
+        x = [m.add_var(var_type=mip.BINARY) for _ in range(n)]
+        first: dict[int, int] = {}
+        for i in range(n):
+            j = first.setdefault(b.group_of[i], i)
+            if j != i:
+                add(m, x[i] == x[j])
+        scale = self.t if self.t > 0 else 1.0
+        y = {u: m.add_var(lb=0.0, ub=1.0) for u in b.prods}
+        for u in b.prods:
+            for v in g.succ[u]:
+                add(m, y[u] >= x[v] - x[u])
+                add(m, y[u] >= x[u] - x[v])
+        pv = [m.add_var(lb=0.0, ub=1.0) for _ in range(n)]
+        qv = [m.add_var(lb=0.0, ub=1.0) for _ in range(n)]
+        for i in range(n):
+            add(m, pv[i] >= x[i])
+            add(m, qv[i] >= x[i])
+            add(m, x[i] >= pv[i] + qv[i] - 1)
+            for v in g.succ[i]:
+                add(m, pv[v] >= pv[i])  # reached from the set
+                add(m, qv[i] >= qv[v])  # reaching the set
+        load = mip.xsum((b.work[i] / scale) * x[i] for i in range(n) if b.work[i]) + \
+            mip.xsum((b.comm[u] / scale) * y[u] for u in b.prods)
+        total_params = math.fsum(b.params)
+        if math.isfinite(p.memory) and total_params + p.reserved_memory > p.memory:
+            pscale = max(1.0, total_params)
+            params = mip.xsum((b.params[i] / pscale) * x[i] for i in range(n) if b.params[i])
+            if p.bandwidth is None:
+                add(m, params <= (p.memory - p.reserved_memory) / pscale)
+            else:
+                o = m.add_var(lb=0.0)  # overflow over T
+                add(m, o >= params * (pscale / (p.bandwidth * scale))
+                    + (p.reserved_memory - p.memory) / (p.bandwidth * scale))
+                load = load + o
+        add(m, load <= self.t / scale)
+        add(m, mip.xsum(x) >= 1)
+        firsts = [int(i) for i in b.gmat.argmax(axis=1)]
+        if floor is not None:  # (only blocks of weight at least floor: none proves M < floor)
+            add(m, mip.xsum(pi[j] * x[i] for j, i in enumerate(firsts) if pi[j]) >= floor)
+        m.objective = mip.xsum(-pi[j] * x[i] for j, i in enumerate(firsts) if pi[j])  # (a group's weight once)
+        out = solve(m, time_limit=time_limit)
+        masks = []
+        if out.objective is not None:
+            for s in range(max(1, m.num_solutions)):
+                try:
+                    vals = [v.xi(s) for v in x]
+                except Exception:  # (a solver keeping one solution)
+                    break
+                if any(val is None for val in vals):
+                    break
+                masks.append(sum(1 << i for i, val in enumerate(vals) if val > 0.5))
+            if not masks and all(v.x is not None for v in x):
+                masks.append(sum(1 << i for i, v in enumerate(x) if v.x > 0.5))
+        if out.status == "infeasible":
+            return -math.inf, masks, True
+        upper = -out.bound
+        if upper == -math.inf:  # (a bound of +inf: the solver proved nothing)
+            upper = math.inf
+        return upper, masks, out.status == "optimal"
+
+
+class _Enumerated:
+    """The pricing problem solved by enumerating every feasible block (few groups): the same
+    answer as :class:`_Pricer`, exactly, without a solver."""
+
+    def __init__(self, blocks: _Blocks, t: float) -> None:
+        self.blocks = blocks
+        g = blocks.ngroups
+        pick = ((np.arange(1, 2 ** g)[:, None] >> np.arange(g)) & 1).astype(bool)  # nonempty group sets
+        rows = (pick.astype(np.int32) @ blocks.gmat) > 0
+        rows = rows[(blocks.close_rows(rows) == rows).all(axis=1)]  # convex
+        self.rows = rows[blocks.cost_rows(rows) <= t]
+        self.firsts = blocks.gmat.argmax(axis=1)
+
+    def solve(self, pi: list[float], time_limit: float | None = None, gap: float | None = None,
+              floor: float | None = None) -> tuple[float, list[int], bool]:
+        if not len(self.rows):
+            return -math.inf, [], True
+        pv = np.zeros(self.blocks.n)
+        pv[self.firsts] = pi
+        vals = self.rows @ pv
+        order = np.argsort(-vals)[:10]
+        masks = [self.blocks.mask_of(self.rows[i]) for i in order if vals[i] > 1 + 1e-9]
+        return float(vals.max()), masks, True
+
+
+#: Most forced groups for which the pricing enumerates every block instead of solving a MIP.
+ENUMERATE_GROUPS = 12
+
+
+class _Master:
+    """The restricted master LP in its dual form: ``max sum pi`` with ``pi(S) <= 1`` for the
+    blocks found, ``-cap <= pi <= cap``."""
+
+    def __init__(self, ngroups: int, cap: float) -> None:
+        self.ngroups, self.cap = ngroups, cap
+
+    def solve(self, columns: list[frozenset[int]]) -> tuple[float, list[float]] | None:
+        mip = import_mip()
+        m = new_model("mtpp-partition-master", solver="cbc")
+        m.sense = mip.MAXIMIZE
+        pi = [m.add_var(lb=-self.cap, ub=self.cap) for _ in range(self.ngroups)]
+        for col in columns:
+            add(m, mip.xsum(pi[g] for g in col) <= 1.0)
+        m.objective = mip.xsum(pi)
+        out = solve(m, relax=True)
+        if out.status != "optimal":
+            return None
+        return math.fsum(v.x for v in pi), [float(v.x) for v in pi]
+
+
+def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.NDArray[np.bool_],
+            patience: int = 1, moves: int = 40) -> tuple[npt.NDArray[np.bool_], float]:
+    """A local search from ``start`` for a block of largest weight (``pv`` per node) with
+    ``f(S) <= t``: add a neighbouring group (with the convex closure) or drop one (when the
+    rest stays convex), the move of most weight first (one of no gain only when it makes the
+    block cheaper), up to ``patience`` moves that lose weight in a row; the best block seen."""
+    row = start
+    val = float(row @ pv)
+    cost = float(blocks.cost_rows(row[None])[0])
+    best_row, best_val, lost = row, val, 0
+    seen = {blocks.mask_of(row)}
+    for _ in range(moves):
+        near = (row.astype(np.int32) @ blocks.adj > 0) & ~row
+        gs = np.unique(np.array(blocks.group_of)[near])
+        ins = np.unique(np.array(blocks.group_of)[row])
+        adds = blocks.close_rows(row[None] | blocks.gmat[gs]) if len(gs) else np.zeros((0, blocks.n), dtype=bool)
+        drops = row[None] & ~blocks.gmat[ins] if len(ins) > 1 else np.zeros((0, blocks.n), dtype=bool)
+        if len(drops):
+            drops = drops[(blocks.close_rows(drops) == drops).all(axis=1)]
+        cands = np.concatenate([adds, drops])
+        if not len(cands):
+            break
+        vals = cands @ pv
+        costs = blocks.cost_rows(cands)
+        ok = costs <= t
+        ok &= (vals > val + 1e-12) | (costs < cost)
+        if not ok.any():
+            break
+        order = np.lexsort((costs, -vals))
+        pick = -1
+        for i in order:
+            if ok[i] and blocks.mask_of(cands[i]) not in seen:
+                pick = int(i)
+                break
+        if pick < 0:
+            break
+        lost = 0 if vals[pick] > val + 1e-12 else lost + 1
+        if lost > patience:
+            break
+        row, val, cost = cands[pick], float(vals[pick]), float(costs[pick])
+        seen.add(blocks.mask_of(row))
+        if val > best_val + 1e-12:
+            best_row, best_val = row, val
+    return best_row, best_val
+
+
+def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds: int = 8) -> list[int]:
+    """Blocks with ``pi(S) > 1`` found by :func:`_search` from the groups of largest weight and
+    from ``starts`` (blocks found before)."""
+    gw = np.array(pi)
+    pv = np.zeros(blocks.n)
+    firsts = blocks.gmat.argmax(axis=1)
+    pv[firsts] = gw  # (the group's weight on its first node)
+    tops = [j for j in np.argsort(-gw)[:seeds] if gw[j] > 0]
+    rows = [blocks.close_rows(blocks.gmat[[j]])[0] for j in tops] + [blocks.row_of(mk) for mk in starts]
+    found = []
+    for row in rows:
+        if blocks.cost_rows(row[None])[0] > t:
+            continue
+        best, val = _search(blocks, pv, t, row)
+        if val > 1 + 1e-9:
+            found.append(blocks.mask_of(best))
+    return found
+
+
+def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, time_limit: float | None = None,
+                       solver: str = "cbc", threads: int | None = None, seed: int | None = 0, steps: int = 6,
+                       start: list[list[int]] | None = None,
+                       enumerate_up_to: int = ENUMERATE_GROUPS) -> PartitionBound:
+    """The ``partition-lp`` bound (module docs): at least ``lo`` (a bound already proven),
+    searched up to ``hi`` (a partition's cost; default the total cost of one block) with at most
+    ``steps`` values of ``T`` within ``time_limit`` seconds; ``start``: node-position blocks (a
+    plan's) to seed the columns; ``enumerate_up_to``: the most forced groups for which the
+    pricing enumerates the blocks (above it: the MIP).
+
+    >>> from stagecut.graph import Graph
+    >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    >>> r = partition_lp_bound(p, lo=8.0, hi=9.0)    # the optimum is 9: no block of two costs < 9
+    >>> 8.9 < r.bound <= 9.0
+    True
+    """
+    k = problem.devices
+    blocks = _Blocks(problem)
+    ngroups = len(blocks.members)
+    if k <= 0 or not math.isfinite(lo) or ngroups <= k:
+        return PartitionBound(bound=lo, complete=True)
+    if hi is None or not math.isfinite(hi):  # (only the search's upper end: any value is sound)
+        total = blocks.cost((1 << blocks.n) - 1)
+        hi = total if math.isfinite(total) else math.fsum(blocks.work) + 2 * math.fsum(blocks.comm)
+    if not hi > lo:
+        return PartitionBound(bound=lo, complete=True)
+    deadline = None if time_limit is None or math.isinf(time_limit) else time.monotonic() + float(time_limit)
+    pool: dict[int, float] = {}  # node mask -> cost
+
+    def keep(mask: int) -> None:
+        if mask and mask not in pool:
+            pool[mask] = blocks.cost(mask)
+
+    for j in range(ngroups):
+        keep(blocks.convex.close(blocks.members[j]))
+    for blk in start or []:
+        keep(blocks.convex.close(sum(1 << i for i in blk)))
+    master = _Master(ngroups, float(k))
+    best, upper, complete = lo, hi, True
+    mips = lps = 0
+    tested: list[tuple[float, bool]] = []
+    for _ in range(steps):
+        if deadline is not None and time.monotonic() >= deadline:
+            complete = False
+            break
+        t = 0.5 * (best + upper)
+        if not best < t < upper or upper - best <= 1e-4 * max(1.0, abs(upper)):
+            break
+        verdict, used_mips, used_lps = _test(problem, blocks, pool, master, t, deadline, solver, threads, seed, keep,
+                                             blocks.ngroups <= enumerate_up_to)
+        mips += used_mips
+        lps += used_lps
+        if verdict is None:
+            complete = False
+            upper = t  # (undecided: look lower)
+        elif verdict:
+            best = t
+        else:
+            upper = t
+        tested.append((t, bool(verdict)))
+    return PartitionBound(bound=best, complete=complete, mips=mips, lps=lps, columns=len(pool), tested=tuple(tested))
+
+
+def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master: _Master, t: float,
+          deadline: float | None, solver: str, threads: int | None, seed: int | None,
+          keep: Any, small: bool) -> tuple[bool | None, int, int]:
+    """Is ``T = t`` refuted? ``(True/False/None undecided, MIPs, LPs)``."""
+    k = problem.devices
+    pricer: _Pricer | _Enumerated
+    pricer = _Enumerated(blocks, t) if small else _Pricer(problem, blocks, t, solver, threads, seed)
+    mips = lps = 0
+    while True:
+        if deadline is not None and time.monotonic() >= deadline:
+            return None, mips, lps
+        cols = sorted({blocks.groups(mk) for mk, c in pool.items() if c <= t}, key=sorted)
+        sol = master.solve(cols)
+        lps += 1
+        if sol is None:
+            return None, mips, lps
+        z, pi = sol
+        if z <= k * (1 + 1e-9):
+            return False, mips, lps  # a fractional cover by at most k feasible blocks
+
+        def violated(mk: int, pi: list[float] = pi) -> bool:
+            return mk not in pool and math.fsum(pi[g] for g in blocks.groups(mk)) > 1 + 1e-9
+
+        tops = sorted((mk for mk, c in pool.items() if c <= t),
+                      key=lambda mk: -math.fsum(pi[g] for g in blocks.groups(mk)))[:4]
+        new = [] if small else [mk for mk in _greedy(blocks, pi, t, tops) if violated(mk)]
+        if new:
+            for mk in new:
+                keep(mk)
+            continue
+        left = None if deadline is None else max(0.05, deadline - time.monotonic())
+        # the MIP looks only for blocks of weight at least z / k (less a margin): when there is
+        # none, T is refuted; a relative gap of a third of z / k - 1 is enough to find one
+        mass = _MARGIN * math.fsum(abs(v) for v in pi)
+        upper, masks, done = pricer.solve(pi, left, gap=min(0.05, max(1e-6, (z / k - 1) / 3)), floor=z / k - mass)
+        mips += 1
+        if upper == -math.inf and done:
+            upper = z / k - mass  # no block reaches the floor: M is below it
+        else:
+            upper += mass  # (the solver's tolerances)
+        if z > (k * upper if upper > 0 else upper):
+            return True, mips, lps
+        fresh = False
+        for mk in masks:
+            mk = blocks.convex.close(mk)
+            if violated(mk):
+                keep(mk)
+                fresh = fresh or pool[mk] <= t
+        if not fresh:
+            return None, mips, lps  # (the MIP stopped before it found a block or proved none)

@@ -1,0 +1,102 @@
+"""The ``partition-lp`` bound (the LP over every block at once) against brute force.
+
+Never above the optimum (brute force over every partition: 300 instances in the default run
+with the enumerated pricing, 30 with the pricing MIP; 2,400 in the ``slow`` sweep), at least
+the bound it starts from, above ``cover`` on many of them (so a dropped term or a wrong sign
+fails), its pricing MIP equal to the enumeration of every feasible block, and hand values.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from tests.mtpp.sweeps import chunk_seeds, sweep
+
+import stagecut as sc
+from helpers import brute_force_mtpp
+from stagecut.mtpp.bounds import mtpp_bound
+from stagecut.mtpp.certify import certify
+from stagecut.mtpp.cover import cover_bound
+from stagecut.mtpp.model import MtppProblem, block_cost
+from stagecut.mtpp.partlp import _Blocks, _Enumerated, _Pricer, partition_lp_bound
+
+
+def test_partition_lp_reaches_the_optimum_of_a_chain():
+    # 4 x work 4, tensors 1, k = 2: below 9 only single nodes are blocks (two adjacent ones cost
+    # 8 + 1, two apart are not convex), so four blocks are needed: every T < 9 is refuted
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    r = partition_lp_bound(p, lo=8.0, hi=9.5, steps=12)
+    assert 8.99 < r.bound <= 9.0 and r.complete
+    assert not any(v for t, v in r.tested if t >= 9.0)  # (9 itself is the optimum: never refuted)
+
+
+def _check(p: MtppProblem, opt: float, where: object, **kw: object) -> bool:
+    lo = cover_bound(p).bound
+    r = partition_lp_bound(p, lo=lo, steps=6, **kw)  # type: ignore[arg-type]
+    assert r.bound <= opt * (1 + 1e-9) + 1e-12, (where, r.bound, opt)
+    assert r.bound >= lo, where
+    return r.bound > lo * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_partition_lp_never_passes_brute_force_and_beats_cover_often():
+    better = sweep(_check, chunk_seeds(700_000, 0, 300), brute_force_mtpp, n_max=7, k_max=6)
+    assert better >= 20  # (29 of these 300)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_partition_lp_with_the_pricing_mip_never_passes_brute_force():
+    # the same with the MIP instead of the enumeration (every instance: no group is enumerated)
+    better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(710_000, 0, 30),
+                   brute_force_mtpp, n_max=7, k_max=6)
+    assert better >= 2  # (4 of these 30)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+@pytest.mark.parametrize("chunk", range(4))
+def test_partition_lp_never_passes_brute_force_sweep(chunk):
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=12 if s % 5 else 0),
+          chunk_seeds(720_000, chunk, 600), brute_force_mtpp, n_max=7, k_max=6)
+
+
+def _weights(blocks: _Blocks, rng: random.Random) -> list[float]:
+    return [round(rng.uniform(-0.5, 1.0), 3) for _ in range(blocks.ngroups)]
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_pricing_mip_finds_the_heaviest_feasible_block():
+    # the MIP's optimum is the largest weight of a nonempty, convex, group-closed block of cost
+    # at most T, as enumerated (a dropped tensor, overflow or convexity term, or a wrong sign, moves it)
+    from tests.mtpp.test_combinatorial import random_problem
+
+    rng = random.Random(5)
+    checked = 0
+    for s in range(730_000, 730_040):
+        p = random_problem(s, n_max=8, k_max=4)
+        blocks = _Blocks(p)
+        t = rng.choice([0.3, 0.5, 0.8]) * block_cost(p, p.graph.ids) if math.isfinite(
+            block_cost(p, p.graph.ids)) else 10.0
+        pi = _weights(blocks, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        got, masks, done = _Pricer(p, blocks, t, "cbc", 1, 0).solve(pi, None, gap=1e-9)
+        assert done
+        if want == -math.inf:
+            assert got == -math.inf, s
+            continue
+        assert got == pytest.approx(want, abs=1e-6), s
+        assert masks and all(blocks.cost(m) <= t * (1 + 1e-9) for m in masks), s
+        checked += 1
+    assert checked >= 30
+
+
+def test_partition_lp_through_mtpp_bound_and_certify():
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    r = mtpp_bound(p, level="partition-lp", time_limit=60)
+    assert r.level == "partition-lp" and r.bound is not None and 8.9 < r.bound <= 9.0
+    cert = certify(p, [[0, 1], [2, 3]], levels=("simple", "partition-lp"), time_limit=60)
+    row = cert.levels[-1]
+    assert row.level == "partition-lp" and row.status in ("optimal", "time_limit") and row.seconds >= 0
+    assert cert.bound_source == "partition-lp" and cert.lower_bound is not None and 8.9 < cert.lower_bound <= 9.0
