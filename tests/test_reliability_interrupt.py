@@ -225,6 +225,55 @@ def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(delay):
     assert "Traceback" not in err and err.splitlines() in ([], ["stagecut: interrupted"]), err
 
 
+@pytest.mark.parametrize("where", ["stagecut.cli._common.check_outputs", "stagecut.cli.main.print_parse_notes"])
+def test_ctrl_c_that_surfaces_as_an_import_error_is_still_an_interruption(where):
+    # a SIGINT while a compiled module initialises reaches the command as ImportError (an extension's
+    # import replaces the KeyboardInterrupt; numpy wraps it in its "IMPORTANT: PLEASE READ THIS"
+    # message): that is the user's Ctrl-C, not an internal error. Simulated deterministically, in the
+    # command's own error handler (check_outputs) and in its set-up (the parse notes)
+    module, name = where.rsplit(".", 1)
+    code = textwrap.dedent(f"""\
+        import importlib, os, signal, sys, time, runpy
+        sys.argv = ['stagecut', 'partition', 'example:chain', '-k', '2']
+        import stagecut
+        target = importlib.import_module({module!r})
+        def interrupted_import(*args, **kwargs):
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(60)
+            except KeyboardInterrupt:
+                raise ImportError("numpy.core.multiarray failed to import") from None
+        setattr(target, {name!r}, interrupted_import)
+        runpy.run_module('stagecut', run_name='__main__')
+        """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          preexec_fn=_default_sigint)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "stagecut: interrupted\n", "")
+
+
+def test_the_command_remembers_a_ctrl_c_and_a_program_is_left_alone(monkeypatch):
+    from stagecut import _startup
+    from stagecut.cli._common import guarded
+
+    def run(args):
+        raise ImportError("numpy.core.multiarray failed to import")
+
+    command = guarded(run)
+    args = type("Args", (), {"debug": False})()
+    assert not _startup.seen()  # (this process imported stagecut as a program: its handler is its own)
+    assert command(args) == 1  # without a Ctrl-C: a bug
+    monkeypatch.setattr(signal, "getsignal", lambda signum: _startup.interrupted)
+    installed = []
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.append(handler))
+    _startup.release()  # in the command: the start-up handler is replaced by one that remembers
+    assert len(installed) == 1
+    monkeypatch.setattr(_startup, "_seen", False)
+    with pytest.raises(KeyboardInterrupt):
+        installed[0](signal.SIGINT, None)
+    assert _startup.seen()
+    assert command(args) == 130
+
+
 def test_importing_stagecut_leaves_sigint_alone():
     code = "import signal, stagecut; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

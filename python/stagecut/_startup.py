@@ -4,8 +4,12 @@ Importing the package takes a moment (numpy, the core, the solvers); a Ctrl-C th
 the command with a long ``KeyboardInterrupt`` traceback from whatever module was importing. The
 package imports this module first: in the ``stagecut`` command (and ``python -m stagecut``) only,
 it installs a SIGINT handler that prints ``stagecut: interrupted`` and exits with status 130;
-:func:`stagecut.cli.main` puts Python's own handler back once its error handler is in place.
-A program that imports stagecut is not touched.
+:func:`stagecut.cli.main` puts a ``KeyboardInterrupt`` handler back once its error handler is in
+place. That handler also remembers the signal (:func:`seen`): a ``KeyboardInterrupt`` raised while
+a compiled module initialises can reach the command as another exception (an extension module's
+import replaces it with ``ImportError``, and numpy wraps that in its own), which the command then
+reports as an interruption, not as an internal error. A program that imports stagecut is not
+touched.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ import signal
 import sys
 from typing import Any
 
-__all__ = ["is_command", "interrupted", "release"]
+__all__ = ["is_command", "interrupted", "release", "seen"]
+
+_seen = False
 
 
 def is_command() -> bool:
@@ -37,11 +43,25 @@ def interrupted(signum: int, frame: Any) -> None:
         os._exit(130)
 
 
+def _raise(signum: int, frame: Any) -> None:
+    """The command's handler after start-up: Python's ``KeyboardInterrupt``, remembered."""
+    global _seen
+    _seen = True
+    raise KeyboardInterrupt
+
+
+def seen() -> bool:
+    """Whether the command has had a SIGINT since :func:`release` (always False in a program that
+    imports stagecut: its handler is its own)."""
+    return _seen
+
+
 def release() -> None:
-    """Python's own SIGINT handler (``KeyboardInterrupt``) back in place of :func:`interrupted`."""
+    """A ``KeyboardInterrupt`` handler that remembers the signal in place of :func:`interrupted`
+    (in the command only: another handler is left alone)."""
     try:
         if signal.getsignal(signal.SIGINT) is interrupted:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, _raise)
     except ValueError:  # pragma: no cover - not the main thread
         pass
 

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stagecut import _startup
 from stagecut.cli._inputs import EXAMPLES, GRAPH_HELP, RWNN_SPEC, load_graph, read_json, read_placement
 from stagecut.cli._parser import EXIT_BUG, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGPIPE, EXIT_USAGE, Parser
 from stagecut.cli._quiet import add_quiet, defer_note, print_parse_notes, quiet, quieted
@@ -533,7 +534,8 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
     too deeply), ``MemoryError`` (a request too large) -> ``stagecut: error: <first line>`` on
     stderr, exit 2 (an internal ``SolverError`` saying "please report" is a bug: exit 1); any
     other exception is a bug: one line with "please report", the traceback only with
-    ``--debug``, exit 1; ``KeyboardInterrupt`` -> one line, exit 130; a closed stdout -> exit
+    ``--debug``, exit 1; ``KeyboardInterrupt``, or any exception after a Ctrl-C (an interrupted
+    import of a compiled module surfaces as ``ImportError``) -> one line, exit 130; a closed stdout -> exit
     141, quietly.
     """
 
@@ -554,22 +556,23 @@ def guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return EXIT_SIGPIPE
-        except (StagecutError, ValueError, OSError, Warning, RecursionError, MemoryError) as e:
-            # a Warning is raised under -W error; RecursionError is input nested too deeply;
-            # MemoryError is a request too large for this machine: each is the input's, not a bug
+        except Exception as e:
             if debug:
                 traceback.print_exc()
+            if _startup.seen():  # Ctrl-C that surfaced as another exception (an interrupted import)
+                print("stagecut: interrupted", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            if not isinstance(e, (StagecutError, ValueError, OSError, Warning, RecursionError, MemoryError)):
+                print(f"stagecut: internal error: {type(e).__name__}: {_one_line(e)}; please report this "
+                      "with the command and input (run with --debug for the traceback)", file=sys.stderr)
+                return EXIT_BUG  # a bug in stagecut
+            # a Warning is raised under -W error; RecursionError is input nested too deeply;
+            # MemoryError is a request too large for this machine: each is the input's, not a bug
             if _is_bug(e):
                 print(f"stagecut: {_one_line(e)}", file=sys.stderr)
                 return EXIT_BUG
             print(f"stagecut: error: {_one_line(e)}", file=sys.stderr)
             return EXIT_USAGE
-        except Exception as e:  # a bug in stagecut
-            if debug:
-                traceback.print_exc()
-            print(f"stagecut: internal error: {type(e).__name__}: {_one_line(e)}; please report this "
-                  "with the command and input (run with --debug for the traceback)", file=sys.stderr)
-            return EXIT_BUG
 
     return wrapper
 

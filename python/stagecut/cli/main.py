@@ -157,6 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # outside the command's own handler: setting up, or the notes
         print("stagecut: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:
+        if _startup.seen():  # Ctrl-C that surfaced as another exception (an interrupted import)
+            print("stagecut: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
