@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from tests.mtpp.test_combinatorial import random_problem
-
 from stagecut.mtpp.model import MtppProblem
 
 
@@ -17,8 +15,10 @@ def chunk_seeds(base: int, chunk: int, size: int) -> range:
 def sweep(check: Callable[[MtppProblem, float, int], object], seeds: Iterable[int],
           reference: Callable[[MtppProblem], float], *, n_max: int, k_max: int,
           transform: Callable[[int, MtppProblem], MtppProblem] | None = None) -> int:
-    """``check(problem, reference(problem), seed)`` on :func:`random_problem` of each seed (changed by
+    """``check(problem, reference(problem), seed)`` on ``random_problem`` of each seed (changed by
     ``transform(seed, problem)`` when given); the number of checks that returned a true value."""
+    from tests.mtpp.test_combinatorial import random_problem  # (that module uses these sweeps too)
+
     count = 0
     for s in seeds:
         p = random_problem(s, n_max=n_max, k_max=k_max)

@@ -11,6 +11,7 @@ import dataclasses
 import math
 
 import pytest
+from tests.mtpp.sweeps import chunk_seeds, sweep
 from tests.mtpp.test_combinatorial import random_problem
 
 import stagecut as sc
@@ -99,8 +100,8 @@ def _check(p: MtppProblem, opt: float, steps: int) -> bool:
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_block_never_passes_brute_force_and_beats_cover_often():
     # two devices: there the optimum is often near the average and the bound has work to do
-    better = sum(_check(p, brute_force_mtpp(p), steps=4)
-                 for s in range(100_000, 100_150) for p in [_two(random_problem(s, n_max=7, k_max=6))])
+    better = sweep(lambda p, opt, s: _check(p, opt, steps=4), chunk_seeds(100_000, 0, 150), brute_force_mtpp,
+                   n_max=7, k_max=6, transform=lambda s, p: _two(p))
     assert better >= 12  # (19 of these 150)
 
 
@@ -108,7 +109,5 @@ def test_block_never_passes_brute_force_and_beats_cover_often():
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(4))
 def test_block_never_passes_brute_force_sweep(chunk):
-    for s in range(500_000 + chunk * 500, 500_000 + chunk * 500 + 500):
-        p = random_problem(s, n_max=7, k_max=6)
-        p = _two(p) if s % 2 else p
-        _check(p, brute_force_mtpp(p), steps=4)
+    sweep(lambda p, opt, s: _check(p, opt, steps=4), chunk_seeds(500_000, chunk, 500), brute_force_mtpp,
+          n_max=7, k_max=6, transform=lambda s, p: _two(p) if s % 2 else p)

@@ -14,6 +14,7 @@ import math
 import random
 
 import pytest
+from tests.mtpp.sweeps import chunk_seeds, sweep
 
 import stagecut as sc
 from helpers import brute_force_mtpp
@@ -60,6 +61,10 @@ def optimum_dp(problem: MtppProblem) -> float:
     plan = slice_graph(problem, method="dp")
     assert plan.status in ("optimal", "infeasible")
     return math.inf if plan.objective is None else plan.objective
+
+
+def _sound(problem: MtppProblem, opt: float, seed: int) -> None:
+    check_sound(problem, opt, f"seed {seed}")
 
 
 def check_sound(problem: MtppProblem, opt: float, what: str) -> None:
@@ -314,24 +319,18 @@ def test_bounds_never_pass_brute_force(chunk):
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(4))
 def test_bounds_never_pass_the_dp(chunk):
-    for seed in range(10_000 + chunk * 100, 10_000 + chunk * 100 + 100):
-        p = random_problem(seed, n_max=10, k_max=8)
-        check_sound(p, optimum_dp(p), f"seed {seed}")
+    sweep(_sound, chunk_seeds(10_000, chunk, 100), optimum_dp, n_max=10, k_max=8)
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(8))
 def test_bounds_never_pass_brute_force_sweep(chunk):
-    for seed in range(100_000 + chunk * 500, 100_000 + chunk * 500 + 500):
-        p = random_problem(seed, n_max=7, k_max=6)
-        check_sound(p, brute_force_mtpp(p), f"seed {seed}")
+    sweep(_sound, chunk_seeds(100_000, chunk, 500), brute_force_mtpp, n_max=7, k_max=6)
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(8))
 def test_bounds_never_pass_the_dp_sweep(chunk):
-    for seed in range(200_000 + chunk * 1000, 200_000 + chunk * 1000 + 1000):
-        p = random_problem(seed, n_max=14, k_max=12)
-        check_sound(p, optimum_dp(p), f"seed {seed}")
+    sweep(_sound, chunk_seeds(200_000, chunk, 1000), optimum_dp, n_max=14, k_max=12)

@@ -16,6 +16,7 @@ import random
 import time
 
 import pytest
+from tests.mtpp.sweeps import chunk_seeds, sweep
 from tests.mtpp.test_combinatorial import optimum_dp, random_problem
 
 import stagecut as sc
@@ -195,6 +196,10 @@ def test_cover_on_a_regal_graph_beats_crossing_and_stays_below_the_optimum():
     assert cross < 0.9 * opt and 0.94 * opt < cover <= opt * (1 + 1e-9)
 
 
+def _seeded(p: MtppProblem, opt: float, seed: int) -> bool:
+    return _check(p, opt, f"seed {seed}")
+
+
 def _check(p: MtppProblem, opt: float, what: str) -> bool:
     cut = node_cut_bound(p)
     cross = crossing_bound(p, cut=cut).bound
@@ -214,8 +219,7 @@ def test_cover_never_passes_brute_force_and_often_beats_crossing():
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_cover_never_passes_the_dp_and_often_beats_crossing():
-    better = sum(_check(p, optimum_dp(p), f"seed {s}")
-                 for s in range(200_000, 200_100) for p in [random_problem(s, n_max=12, k_max=8)])
+    better = sweep(_seeded, chunk_seeds(200_000, 0, 100), optimum_dp, n_max=12, k_max=8)
     assert better >= 6  # (9 of these 100)
 
 
@@ -223,15 +227,11 @@ def test_cover_never_passes_the_dp_and_often_beats_crossing():
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(4))
 def test_cover_never_passes_brute_force_sweep(chunk):
-    for s in range(300_000 + chunk * 600, 300_000 + chunk * 600 + 600):
-        p = random_problem(s, n_max=7, k_max=6)
-        _check(p, brute_force_mtpp(p), f"seed {s}")
+    sweep(_seeded, chunk_seeds(300_000, chunk, 600), brute_force_mtpp, n_max=7, k_max=6)
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(4))
 def test_cover_never_passes_the_dp_sweep(chunk):
-    for s in range(400_000 + chunk * 750, 400_000 + chunk * 750 + 750):
-        p = random_problem(s, n_max=12, k_max=8)
-        _check(p, optimum_dp(p), f"seed {s}")
+    sweep(_seeded, chunk_seeds(400_000, chunk, 750), optimum_dp, n_max=12, k_max=8)
