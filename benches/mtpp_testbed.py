@@ -47,6 +47,7 @@ from stagecut.mtpp.bounds import COMBINATORIAL, mtpp_bound
 from stagecut.mtpp.cover import _cover_counts, cover_bound
 from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem
+from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.slicegraph import slice_graph
 
 MODELS = ("erdos_renyi", "barabasi_albert", "watts_strogatz", "random_geometric")
@@ -189,12 +190,27 @@ def table(path: Path) -> str:
 _GAP_LEVELS = ("simple", "node-cut", "crossing", "cover", "bottleneck")
 
 
+def dp_optimum(problem: MtppProblem, budget: float) -> tuple[float, SlicePlan] | None:
+    """``(optimum, the DP's plan)`` where the exact DP proves one within ``budget`` seconds and
+    400,000 ideals, else ``None``: the per-instance loader of ``gap`` and ``payments``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StagecutWarning)
+            dp = slice_graph(problem, method="dp", max_ideals=400_000, time_limit=budget)
+    except TooManyIdealsError:
+        return None
+    if dp.status != "optimal" or dp.objective is None:
+        return None
+    return dp.objective, dp
+
+
 def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], decodes: int, budget: float,
-        improve_budget: float) -> str:
+        improve_budget: float, levels: tuple[str, ...] = _GAP_LEVELS) -> str:
     """Where the exact DP runs, split the certified ratio into the plan's part and the bound's:
     per size and ``k``, geometric means of BRKGA / optimum, BRKGA improved / optimum and
     each bound / optimum (every bound is also checked to be at most the optimum). The bounds are
-    those that do not solve the graph exactly (:data:`_GAP_LEVELS`), as on graphs too large for the DP."""
+    ``levels``: by default those that do not solve the graph exactly (:data:`_GAP_LEVELS`), as on
+    graphs too large for the DP (``partition-lp`` may be added: ``--levels``)."""
     rows: dict[tuple[int, int], list[dict[str, float]]] = defaultdict(list)
     for n in sizes:
         for model in models:
@@ -202,21 +218,16 @@ def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], de
                 g = regal_graph(n, model=model, seed=seed)
                 for k in ks:
                     p = MtppProblem(g, devices=k)
-                    try:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore", StagecutWarning)
-                            dp = slice_graph(p, method="dp", max_ideals=400_000, time_limit=budget)
-                    except TooManyIdealsError:
+                    solved = dp_optimum(p, budget)
+                    if solved is None:
                         continue
-                    if dp.status != "optimal" or dp.objective is None:
-                        continue
-                    opt = dp.objective
+                    opt = solved[0]
                     plan = slice_graph(p, method="brkga", seed=0, decodes=decodes, improve=False)
                     imp = improve_plan(p, plan, time_limit=improve_budget)
                     assert plan.objective is not None and imp.objective is not None
                     row = {"brkga": plan.objective / opt, "improved": imp.objective / opt}
                     known = None
-                    for level in _GAP_LEVELS:
+                    for level in levels:
                         extra = {} if level in COMBINATORIAL else {"known_bound": known}
                         r = mtpp_bound(p, level=level, time_limit=budget, threads=1, **extra)
                         assert r.bound is not None and r.bound <= opt * (1 + 1e-9), (n, model, seed, k, level)
@@ -226,8 +237,8 @@ def gap(sizes: list[int], models: list[str], seeds: list[int], ks: list[int], de
                     row["certified improved"] = known / imp.objective if known is not None else math.nan
                     rows[(n, k)].append(row)
                     print(json.dumps({"n": n, "model": model, "seed": seed, "k": k, **row}), file=sys.stderr)
-    cols = ["brkga", "improved", *_GAP_LEVELS, "certified", "certified improved"]
-    head = ["nodes", "k", "graphs", "BRKGA / opt", "improved / opt", *(f"{c} / opt" for c in _GAP_LEVELS),
+    cols = ["brkga", "improved", *levels, "certified", "certified improved"]
+    head = ["nodes", "k", "graphs", "BRKGA / opt", "improved / opt", *(f"{c} / opt" for c in levels),
             "certified (BRKGA)", "certified (improved)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (n, k), rs in sorted(rows.items()):
@@ -284,15 +295,10 @@ def payments(sizes: list[int], models: list[str], seeds: list[int], k: int, budg
             for seed in seeds:
                 p = MtppProblem(regal_graph(n, model=model, seed=seed), devices=k)
                 g = p.graph
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", StagecutWarning)
-                        dp = slice_graph(p, method="dp", max_ideals=400_000, time_limit=budget)
-                except TooManyIdealsError:
+                solved = dp_optimum(p, budget)
+                if solved is None:
                     continue
-                if dp.status != "optimal" or dp.objective is None:
-                    continue
-                opt = dp.objective
+                opt, dp = solved
                 counts = _cover_counts(p, None, 8, 6, None)
                 bound = cover_bound(p).bound
                 assert bound <= opt * (1 + 1e-9), (n, model, seed, k)
@@ -391,6 +397,7 @@ def main(argv: list[str]) -> int:
     d.add_argument("--decodes", type=int, default=10_000)
     d.add_argument("--budget", type=float, default=60.0)
     d.add_argument("--improve-budget", type=float, default=20.0)
+    d.add_argument("--levels", default=",".join(_GAP_LEVELS), help="the bounds, in order (e.g. add partition-lp)")
     lr = sub.add_parser("long", help="long runs at one k: several plans, the exact MIP for long")
     lr.add_argument("--sizes", default="80")
     lr.add_argument("--models", default="erdos_renyi,barabasi_albert")
@@ -438,7 +445,7 @@ def main(argv: list[str]) -> int:
         return 0
     if a.what == "gap":
         print(gap(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.decodes,
-                  a.budget, a.improve_budget))
+                  a.budget, a.improve_budget, tuple(lv for lv in a.levels.split(",") if lv)))
         return 0
     run(a.out, ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), ints(a.ks), a.budget,
         [m for m in a.mip_levels.split(",") if m], a.mip_max_nodes, a.decodes,

@@ -26,3 +26,12 @@ def sweep(check: Callable[[MtppProblem, float, int], object], seeds: Iterable[in
             p = transform(s, p)
         count += bool(check(p, reference(p), s))
     return count
+
+
+def optimum_sweep(check: Callable[[MtppProblem, float, int], object],
+                  sweeps: dict[str, tuple[Callable[[MtppProblem], float], int, int, int, int]],
+                  against: str, chunk: int) -> int:
+    """One chunk of a slow sweep: ``sweeps[against]`` is ``(reference, first seed, seeds per chunk,
+    n_max, k_max)``."""
+    reference, base, size, n_max, k_max = sweeps[against]
+    return sweep(check, chunk_seeds(base, chunk, size), reference, n_max=n_max, k_max=k_max)

@@ -14,7 +14,7 @@ import math
 import random
 
 import pytest
-from tests.mtpp.sweeps import chunk_seeds, sweep
+from tests.mtpp.sweeps import chunk_seeds, optimum_sweep, sweep
 
 import stagecut as sc
 from helpers import brute_force_mtpp
@@ -322,15 +322,12 @@ def test_bounds_never_pass_the_dp(chunk):
     sweep(_sound, chunk_seeds(10_000, chunk, 100), optimum_dp, n_max=10, k_max=8)
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(8))
-def test_bounds_never_pass_brute_force_sweep(chunk):
-    sweep(_sound, chunk_seeds(100_000, chunk, 500), brute_force_mtpp, n_max=7, k_max=6)
+#: The slow sweeps: the optimum to hold the bounds to, first seed, seeds per chunk, largest graph and k.
+_SWEEPS = {"brute-force": (brute_force_mtpp, 100_000, 500, 7, 6), "dp": (optimum_dp, 200_000, 1000, 14, 12)}
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(8))
-def test_bounds_never_pass_the_dp_sweep(chunk):
-    sweep(_sound, chunk_seeds(200_000, chunk, 1000), optimum_dp, n_max=14, k_max=12)
+@pytest.mark.parametrize(("against", "chunk"), [(a, c) for a in sorted(_SWEEPS) for c in range(8)])
+def test_bounds_never_pass_the_optimum_sweep(against, chunk):
+    optimum_sweep(_sound, _SWEEPS, against, chunk)

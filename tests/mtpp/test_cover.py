@@ -16,7 +16,7 @@ import random
 import time
 
 import pytest
-from tests.mtpp.sweeps import chunk_seeds, sweep
+from tests.mtpp.sweeps import chunk_seeds, optimum_sweep, sweep
 from tests.mtpp.test_combinatorial import optimum_dp, random_problem
 
 import stagecut as sc
@@ -223,15 +223,12 @@ def test_cover_never_passes_the_dp_and_often_beats_crossing():
     assert better >= 6  # (9 of these 100)
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(4))
-def test_cover_never_passes_brute_force_sweep(chunk):
-    sweep(_seeded, chunk_seeds(300_000, chunk, 600), brute_force_mtpp, n_max=7, k_max=6)
+#: The slow sweeps: the optimum to hold cover to, first seed, seeds per chunk, largest graph and k.
+_SWEEPS = {"brute-force": (brute_force_mtpp, 300_000, 600, 7, 6), "dp": (optimum_dp, 400_000, 750, 12, 8)}
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
-@pytest.mark.parametrize("chunk", range(4))
-def test_cover_never_passes_the_dp_sweep(chunk):
-    sweep(_seeded, chunk_seeds(400_000, chunk, 750), optimum_dp, n_max=12, k_max=8)
+@pytest.mark.parametrize(("against", "chunk"), [(a, c) for a in sorted(_SWEEPS) for c in range(4)])
+def test_cover_never_passes_the_optimum_sweep(against, chunk):
+    optimum_sweep(_seeded, _SWEEPS, against, chunk)
