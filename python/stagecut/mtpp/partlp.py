@@ -290,7 +290,7 @@ class _Master:
     def __init__(self, ngroups: int, cap: float) -> None:
         self.ngroups, self.cap = ngroups, cap
 
-    def solve(self, columns: list[frozenset[int]]) -> tuple[float, list[float]] | None:
+    def solve(self, columns: list[frozenset[int]], time_limit: float | None = None) -> tuple[float, list[float]] | None:
         mip = import_mip()
         m = new_model("mtpp-partition-master", solver="cbc")
         m.sense = mip.MAXIMIZE
@@ -298,7 +298,7 @@ class _Master:
         for col in columns:
             add(m, mip.xsum(pi[g] for g in col) <= 1.0)
         m.objective = mip.xsum(pi)
-        out = solve(m, relax=True)
+        out = solve(m, relax=True, time_limit=time_limit)
         if out.status != "optimal":
             return None
         return math.fsum(v.x for v in pi), [float(v.x) for v in pi]
@@ -444,7 +444,7 @@ def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master:
         if deadline is not None and time.monotonic() >= deadline:
             return None, mips, lps
         cols = sorted({blocks.groups(mk) for mk, c in pool.items() if c <= t}, key=sorted)
-        sol = master.solve(cols)
+        sol = master.solve(cols, None if deadline is None else max(0.05, deadline - time.monotonic()))
         lps += 1
         if sol is None:
             return None, mips, lps
