@@ -43,7 +43,7 @@ def _check(p: MtppProblem, opt: float, where: object, **kw: object) -> bool:
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_partition_lp_never_passes_brute_force_and_beats_cover_often():
     better = sweep(_check, chunk_seeds(700_000, 0, 300), brute_force_mtpp, n_max=7, k_max=6)
-    assert better >= 20  # (29 of these 300)
+    assert better >= 20  # (26 of these 300)
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
@@ -51,7 +51,7 @@ def test_partition_lp_with_the_pricing_mip_never_passes_brute_force():
     # the same with the MIP instead of the enumeration (every instance: no group is enumerated)
     better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(710_000, 0, 30),
                    brute_force_mtpp, n_max=7, k_max=6)
-    assert better >= 2  # (4 of these 30)
+    assert better >= 3  # (5 of these 30)
 
 
 @pytest.mark.slow
