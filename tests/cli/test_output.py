@@ -78,6 +78,11 @@ def test_library_notes_carry_the_inputs_units_on_the_command_line(run, tmp_path)
                           "best_stages in --json and -o FILE") in out.splitlines(), out
     data = run.json("certify", "example:chain", split, "-k", "2", "--levels", "exact", "-q")
     assert data["best_objective"] == 10.5 and data["best_stages"]
+    # the LP over every block, named on the command line: within its bisection's last step of the
+    # optimum (10.5), far above the simple bound (9)
+    data = run.json("certify", "example:chain", split, "-k", "2", "--levels", "simple,partition-lp", "-q")
+    assert [lv["level"] for lv in data["levels"]] == ["simple", "partition-lp"], data["levels"]
+    assert 10.4 < data["levels"][1]["bound"] <= 10.5, data["levels"]
 
 
 def test_sweep_progress_lines_tell_the_tasks_apart():

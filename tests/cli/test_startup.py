@@ -88,6 +88,7 @@ def test_the_parsers_choices_are_the_solvers():
     assert _choices.PARTITION_MAX_IDEALS == throughput.DEFAULT_MAX_IDEALS
     assert _choices.SLICE_METHODS == mtpp.METHODS
     assert _choices.CERTIFY_LEVELS == mtpp.LEVELS
+    assert _choices.CERTIFY_EXTRA_LEVELS == mtpp.bounds.EXTRA_LEVELS
     assert _choices.LATENCY_METHODS == latency_solve.METHODS
 
 

@@ -8,7 +8,8 @@ equal to them (``tests/cli/test_startup.py``).
 
 from __future__ import annotations
 
-__all__ = ["PARTITION_METHODS", "PARTITION_MAX_IDEALS", "SLICE_METHODS", "CERTIFY_LEVELS", "LATENCY_METHODS"]
+__all__ = ["PARTITION_METHODS", "PARTITION_MAX_IDEALS", "SLICE_METHODS", "CERTIFY_LEVELS", "CERTIFY_EXTRA_LEVELS",
+           "LATENCY_METHODS"]
 
 #: ``stagecut.throughput.METHODS``
 PARTITION_METHODS = ("auto", "dp", "dpl", "ip", "local-search", "pipedream", "scotch")
@@ -19,6 +20,8 @@ SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order")
 #: ``stagecut.mtpp.LEVELS``
 CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck", "bottleneck-guess",
                   "exact")
+#: ``stagecut.mtpp.bounds.EXTRA_LEVELS`` (run only when named)
+CERTIFY_EXTRA_LEVELS = ("partition-lp",)
 #: ``stagecut.latency.solve.METHODS``
 LATENCY_METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "split", "brute",
                    "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc", "m-heft", "m-greedy", "m-topo",

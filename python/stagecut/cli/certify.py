@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from stagecut.cli import _common
+from stagecut.cli._choices import CERTIFY_EXTRA_LEVELS as EXTRA
 from stagecut.cli._choices import CERTIFY_LEVELS as LEVELS
 from stagecut.cli.slice import add_mtpp_memory, mtpp_memory
 
@@ -27,9 +28,10 @@ __all__ = ["add_parser", "run"]
 
 def _levels(text: str) -> tuple[str, ...]:
     out = tuple(x.strip() for x in text.replace(" ", ",").split(",") if x.strip())
-    bad = [x for x in out if x not in LEVELS]
+    bad = [x for x in out if x not in LEVELS + EXTRA]
     if bad or not out:
-        raise _common.bad_argument("--levels", f"{bad[0] if bad else text!r} is not one of {', '.join(LEVELS)}")
+        raise _common.bad_argument("--levels", f"{bad[0] if bad else text!r} is not one of "
+                                   f"{', '.join(LEVELS + EXTRA)}")
     return out
 
 
@@ -76,7 +78,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "the blocks convex sets need, exact optima of subgraphs), block (MIPs: the block paying "
                         "the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
-                        f"bottlenecks), exact (the full MIP) (default: {','.join(LEVELS)})")
+                        f"bottlenecks), exact (the full MIP); only when named: partition-lp (the LP over "
+                        f"every block by column generation, slow beyond a few dozen nodes) "
+                        f"(default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a level gets what is left (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
