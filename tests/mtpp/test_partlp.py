@@ -100,3 +100,36 @@ def test_partition_lp_through_mtpp_bound_and_certify():
     row = cert.levels[-1]
     assert row.level == "partition-lp" and row.status in ("optimal", "time_limit") and row.seconds >= 0
     assert cert.bound_source == "partition-lp" and cert.lower_bound is not None and 8.9 < cert.lower_bound <= 9.0
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_pricing_mip_stopped_at_its_first_block_finds_one_or_proves_none():
+    # the column generation's MIP stops at its first block of weight >= floor: it must return
+    # such a block (feasible: cost <= T) when the enumeration has one, and prove none (-inf,
+    # solved) only when there is none; a floor or stop that lost blocks would refute a T wrongly
+    from tests.mtpp.test_combinatorial import random_problem
+
+    rng = random.Random(7)
+    found = proved = 0
+    for s in range(740_000, 740_040):
+        p = random_problem(s, n_max=8, k_max=4)
+        blocks = _Blocks(p)
+        total = block_cost(p, p.graph.ids)
+        t = rng.choice([0.3, 0.5, 0.8]) * total if math.isfinite(total) else 10.0
+        pi = _weights(blocks, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        if want == -math.inf:
+            continue
+        floor = want * rng.choice([0.5, 0.9, 1.0, 1.1]) if want > 0 else want + rng.choice([-0.1, 0.1])
+        got, masks, done = _Pricer(p, blocks, t, "cbc", 1, 0, first=True).solve(pi, None, gap=1e-9, floor=floor)
+        if want >= floor + 1e-6:
+            assert masks, s
+            for m in masks:
+                assert blocks.cost(m) <= t * (1 + 1e-9), s
+                assert sum(pi[g] for g in blocks.groups(m)) >= floor - 1e-6, s
+            assert got >= want - 1e-6, s  # (its bound stays an upper bound)
+            found += 1
+        elif want < floor - 1e-6:
+            assert got == -math.inf and done, s
+            proved += 1
+    assert found >= 10 and proved >= 5

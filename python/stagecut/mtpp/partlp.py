@@ -38,6 +38,7 @@ the search moves down at once; a ``T`` left undecided by the time limit counts a
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -53,8 +54,14 @@ from stagecut.mtpp.model import MtppProblem, forced_groups
 
 __all__ = ["PartitionBound", "partition_lp_bound"]
 
+_log = logging.getLogger(__name__)
+
 #: Relative margin (of the sum of the |weights|) added to the pricing MIP's bound ``M``.
 _MARGIN = 1e-6
+#: The smoothing of the weights the local search prices at (0: the master's own weights).
+_SMOOTH = 0.5
+#: The pricing MIP is tried early on the best weights when their estimated bound passes ``k (1 + _EARLY)``.
+_EARLY = 1e-3
 
 
 @dataclass(frozen=True)
@@ -112,13 +119,14 @@ class _Blocks:
         self.ngroups = len(reps)
         self.gmat = np.zeros((len(reps), n), dtype=bool)  # group x node
         self.gmat[self.group_of, np.arange(n)] = True
-        self.same = self.gmat[self.group_of]  # node x node: same group
-        self.desc = np.array([[self.convex.desc[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=bool)
-        self.anc = self.desc.T.copy()
-        self.adj = np.array([[self.nbr[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=bool)
+        # (0/1 matrices as float32: the products below go through BLAS, exact for counts below 2^24)
+        self.same = self.gmat[self.group_of].astype(np.float32)  # node x node: same group
+        desc = np.array([[self.convex.desc[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=np.float32)
+        self.desc, self.anc = desc, np.ascontiguousarray(desc.T)
+        self.adj = np.array([[self.nbr[v] >> j & 1 for j in range(n)] for v in range(n)], dtype=np.float32)
         self.wvec = np.array(self.work)
         self.pvec = np.array(self.params)
-        self.cmat = np.zeros((len(self.prods), n), dtype=np.int32)  # producer x consumer
+        self.cmat = np.zeros((len(self.prods), n), dtype=np.float32)  # producer x consumer
         for r, u in enumerate(self.prods):
             self.cmat[r, list(g.succ[u])] = 1
         self.deg = self.cmat.sum(axis=1)
@@ -133,23 +141,23 @@ class _Blocks:
 
     def close_rows(self, rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
         """The convex, group-closed closure of each row."""
-        ri = rows.astype(np.int32)
+        ri = rows.astype(np.float32)
         while True:
-            below = (ri @ self.desc) > 0
-            above = (ri @ self.anc) > 0
+            below = (ri @ self.desc) > 0.5
+            above = (ri @ self.anc) > 0.5
             new = rows | (below & above)
-            new = (new.astype(np.int32) @ self.same) > 0
+            new = (new.astype(np.float32) @ self.same) > 0.5
             if (new == rows).all():
                 return rows
-            rows, ri = new, new.astype(np.int32)
+            rows, ri = new, new.astype(np.float32)
 
     def cost_rows(self, rows: npt.NDArray[np.bool_]) -> npt.NDArray[np.float64]:
         """The block cost of each row (work, tensors, overflow)."""
         work = rows @ self.wvec
         if len(self.prods):
-            inside = (rows.astype(np.int32) @ self.cmat.T)
+            inside = rows.astype(np.float32) @ self.cmat.T
             own = rows[:, self.pidx]
-            cross = np.where(own, inside < self.deg, inside > 0)
+            cross = np.where(own, inside < self.deg - 0.5, inside > 0.5)
             work = work + cross @ self.cvec
         p = self.problem
         if math.isfinite(p.memory):
@@ -181,9 +189,9 @@ class _Pricer:
     """The pricing MIP at one ``T``: ``max pi(S)`` over a relaxation of the feasible blocks."""
 
     def __init__(self, problem: MtppProblem, blocks: _Blocks, t: float, solver: str, threads: int | None,
-                 seed: int | None) -> None:
+                 seed: int | None, first: bool = False) -> None:
         self.problem, self.blocks, self.t = problem, blocks, t
-        self.solver, self.threads, self.seed = solver, threads, seed
+        self.solver, self.threads, self.seed, self.first = solver, threads, seed, first
 
     def solve(self, pi: list[float], time_limit: float | None, gap: float | None = None,
               floor: float | None = None) -> tuple[float, list[int], bool]:
@@ -232,6 +240,8 @@ class _Pricer:
         firsts = [int(i) for i in b.gmat.argmax(axis=1)]
         if floor is not None:  # (only blocks of weight at least floor: none proves M < floor)
             add(m, mip.xsum(pi[j] * x[i] for j, i in enumerate(firsts) if pi[j]) >= floor)
+            if self.first:  # (any such block is a column: stop at the first, or prove there is none)
+                m.max_solutions = 1
         m.objective = mip.xsum(-pi[j] * x[i] for j, i in enumerate(firsts) if pi[j])  # (a group's weight once)
         out = solve(m, time_limit=time_limit)
         masks = []
@@ -285,38 +295,53 @@ ENUMERATE_GROUPS = 12
 
 class _Master:
     """The restricted master LP in its dual form: ``max sum pi`` with ``pi(S) <= 1`` for the
-    blocks found, ``-cap <= pi <= cap``."""
+    blocks found, ``-cap <= pi <= cap``; built once per tested ``T``, a row added per new block
+    (the solver re-optimises from its last basis)."""
 
     def __init__(self, ngroups: int, cap: float) -> None:
         self.ngroups, self.cap = ngroups, cap
+        self.model: Any = None
+        self.rows: set[frozenset[int]] = set()
 
-    def solve(self, columns: list[frozenset[int]], time_limit: float | None = None) -> tuple[float, list[float]] | None:
+    def reset(self, columns: list[frozenset[int]]) -> None:
         mip = import_mip()
         m = new_model("mtpp-partition-master", solver="cbc")
         m.sense = mip.MAXIMIZE
-        pi = [m.add_var(lb=-self.cap, ub=self.cap) for _ in range(self.ngroups)]
+        self.pi = [m.add_var(lb=-self.cap, ub=self.cap) for _ in range(self.ngroups)]
+        m.objective = mip.xsum(self.pi)
+        self.model, self.rows = m, set()
         for col in columns:
-            add(m, mip.xsum(pi[g] for g in col) <= 1.0)
-        m.objective = mip.xsum(pi)
-        out = solve(m, relax=True, time_limit=time_limit)
+            self.add(col)
+
+    def add(self, col: frozenset[int]) -> bool:
+        """Add ``pi(col) <= 1`` (``False``: it was there)."""
+        if col in self.rows:
+            return False
+        mip = import_mip()
+        self.rows.add(col)
+        add(self.model, mip.xsum(self.pi[g] for g in col) <= 1.0)
+        return True
+
+    def solve(self, time_limit: float | None = None) -> tuple[float, list[float]] | None:
+        out = solve(self.model, relax=True, time_limit=time_limit)
         if out.status != "optimal":
             return None
-        return math.fsum(v.x for v in pi), [float(v.x) for v in pi]
+        return math.fsum(v.x for v in self.pi), [float(v.x) for v in self.pi]
 
 
 def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.NDArray[np.bool_],
             patience: int = 1, moves: int = 40) -> tuple[npt.NDArray[np.bool_], float]:
     """A local search from ``start`` for a block of largest weight (``pv`` per node) with
     ``f(S) <= t``: add a neighbouring group (with the convex closure) or drop one (when the
-    rest stays convex), the move of most weight first (one of no gain only when it makes the
-    block cheaper), up to ``patience`` moves that lose weight in a row; the best block seen."""
+    rest stays convex), the move of most weight first (the cheaper of equal ones), up to
+    ``patience`` moves in a row that gain nothing; the best block seen."""
     row = start
     val = float(row @ pv)
     cost = float(blocks.cost_rows(row[None])[0])
     best_row, best_val, lost = row, val, 0
     seen = {blocks.mask_of(row)}
     for _ in range(moves):
-        near = (row.astype(np.int32) @ blocks.adj > 0) & ~row
+        near = (row.astype(np.float32) @ blocks.adj > 0.5) & ~row
         gs = np.unique(np.array(blocks.group_of)[near])
         ins = np.unique(np.array(blocks.group_of)[row])
         adds = blocks.close_rows(row[None] | blocks.gmat[gs]) if len(gs) else np.zeros((0, blocks.n), dtype=bool)
@@ -328,8 +353,7 @@ def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.N
             break
         vals = cands @ pv
         costs = blocks.cost_rows(cands)
-        ok = costs <= t
-        ok &= (vals > val + 1e-12) | (costs < cost)
+        ok = costs <= t  # (a move of no gain too: the way to heavier groups may cross groups of weight 0)
         if not ok.any():
             break
         order = np.lexsort((costs, -vals))
@@ -350,7 +374,8 @@ def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.N
     return best_row, best_val
 
 
-def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds: int = 8) -> list[int]:
+def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds: int = 8,
+            patience: int = 1) -> list[int]:
     """Blocks with ``pi(S) > 1`` found by :func:`_search` from the groups of largest weight and
     from ``starts`` (blocks found before)."""
     gw = np.array(pi)
@@ -363,7 +388,7 @@ def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds
     for row in rows:
         if blocks.cost_rows(row[None])[0] > t:
             continue
-        best, val = _search(blocks, pv, t, row)
+        best, val = _search(blocks, pv, t, row, patience=patience)
         if val > 1 + 1e-9:
             found.append(blocks.mask_of(best))
     return found
@@ -435,50 +460,108 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
 def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master: _Master, t: float,
           deadline: float | None, solver: str, threads: int | None, seed: int | None,
           keep: Any, small: bool) -> tuple[bool | None, int, int]:
-    """Is ``T = t`` refuted? ``(True/False/None undecided, MIPs, LPs)``."""
+    """Is ``T = t`` refuted? ``(True/False/None undecided, MIPs, LPs)``.
+
+    Column generation on the master LP (built once, a row per block found): the blocks come
+    from the local search, priced at the master's weights smoothed towards the best weights so
+    far (Wentges: ``a center + (1 - a) pi``, the center being the weights of largest estimated
+    Farley bound ``sum pi / max pi(S)``, the maximum over the blocks known); the pricing MIP runs
+    when the search finds no block the master violates, or early, on the center, when its
+    estimate passes ``k``. Only the MIP (or the enumeration) proves anything: a refutation is
+    ``sum w > k M`` for the weights ``w`` it was given and its bound ``M``."""
     k = problem.devices
     pricer: _Pricer | _Enumerated
-    pricer = _Enumerated(blocks, t) if small else _Pricer(problem, blocks, t, solver, threads, seed)
+    pricer = _Enumerated(blocks, t) if small else _Pricer(problem, blocks, t, solver, threads, seed, first=True)
     mips = lps = 0
-    while True:
-        if deadline is not None and time.monotonic() >= deadline:
-            return None, mips, lps
-        cols = sorted({blocks.groups(mk) for mk, c in pool.items() if c <= t}, key=sorted)
-        sol = master.solve(cols, None if deadline is None else max(0.05, deadline - time.monotonic()))
-        lps += 1
-        if sol is None:
-            return None, mips, lps
-        z, pi = sol
-        if z <= k * (1 + 1e-9):
-            return False, mips, lps  # a fractional cover by at most k feasible blocks
+    master.reset([blocks.groups(mk) for mk, c in pool.items() if c <= t])
+    alpha = 0.0 if small else _SMOOTH
+    center: npt.NDArray[np.float64] | None = None
+    center_est, center_tried = -math.inf, True
+    firsts = blocks.gmat.argmax(axis=1)
 
-        def violated(mk: int, pi: list[float] = pi) -> bool:
-            return mk not in pool and math.fsum(pi[g] for g in blocks.groups(mk)) > 1 + 1e-9
+    def add_masks(masks: list[int]) -> int:
+        fresh = 0
+        for mk in masks:
+            keep(mk)
+            if pool[mk] <= t and master.add(blocks.groups(mk)):
+                fresh += 1
+        return fresh
 
-        tops = sorted((mk for mk, c in pool.items() if c <= t),
-                      key=lambda mk: -math.fsum(pi[g] for g in blocks.groups(mk)))[:4]
-        new = [] if small else [mk for mk in _greedy(blocks, pi, t, tops) if violated(mk)]
-        if new:
-            for mk in new:
-                keep(mk)
-            continue
-        left = None if deadline is None else max(0.05, deadline - time.monotonic())
+    def heaviest(w: npt.NDArray[np.float64], masks: list[int]) -> float:
+        """The largest ``w(S)`` over the known blocks of cost <= t and ``masks``."""
+        pv = np.zeros(blocks.n)
+        pv[firsts] = w
+        vals = [float(blocks.row_of(mk) @ pv) for mk in masks]
+        return max([*vals, *(math.fsum(w[g] for g in col) for col in master.rows)], default=-math.inf)
+
+    def prove(w: npt.NDArray[np.float64], share: float = 1.0) -> tuple[bool | None, list[int]]:
+        """The pricing MIP on ``w`` (``share`` of the time left): ``(True refuted / False not /
+        None stopped early, masks)``."""
+        nonlocal mips
+        z = math.fsum(w)
+        left = None if deadline is None else max(0.05, share * (deadline - time.monotonic()))
         # the MIP looks only for blocks of weight at least z / k (less a margin): when there is
         # none, T is refuted; a relative gap of a third of z / k - 1 is enough to find one
-        mass = _MARGIN * math.fsum(abs(v) for v in pi)
-        upper, masks, done = pricer.solve(pi, left, gap=min(0.05, max(1e-6, (z / k - 1) / 3)), floor=z / k - mass)
+        mass = _MARGIN * math.fsum(abs(v) for v in w)
+        wl = [float(v) for v in w]
+        upper, masks, done = pricer.solve(wl, left, gap=min(0.05, max(1e-6, (z / k - 1) / 3)), floor=z / k - mass)
         mips += 1
         if upper == -math.inf and done:
             upper = z / k - mass  # no block reaches the floor: M is below it
         else:
             upper += mass  # (the solver's tolerances)
         if z > (k * upper if upper > 0 else upper):
+            return True, masks
+        return (False if done else None), [blocks.convex.close(mk) for mk in masks]
+
+    while True:
+        if deadline is not None and time.monotonic() >= deadline:
+            return None, mips, lps
+        sol = master.solve(None if deadline is None else max(0.05, deadline - time.monotonic()))
+        lps += 1
+        if sol is None:
+            return None, mips, lps
+        z, pil = sol
+        if z <= k * (1 + 1e-9):
+            return False, mips, lps  # a fractional cover by at most k feasible blocks
+        pi = np.array(pil)
+        _log.debug("T %.6g: LP %d value %.4f, %d blocks, %d MIPs, center estimate %.4f", t, lps, z,
+                   len(master.rows), mips, center_est)
+
+        def violated(mk: int, pi: npt.NDArray[np.float64] = pi) -> bool:
+            col = blocks.groups(mk)  # (a row of the master may be violated within its tolerance)
+            return col not in master.rows and math.fsum(pi[g] for g in col) > 1 + 1e-9
+
+        new: list[int] = []
+        if not small:
+            tops = sorted((mk for mk, c in pool.items() if c <= t),
+                          key=lambda mk: -math.fsum(pi[g] for g in blocks.groups(mk)))[:4]
+            w = pi if center is None else alpha * center + (1 - alpha) * pi
+            found = _greedy(blocks, list(w), t, tops)
+            if center is not None:  # (its estimate with the blocks found since)
+                center_est = math.fsum(center) / max(heaviest(center, []), 1e-12)
+            est = math.fsum(w) / max(heaviest(w, found), 1e-12)  # (the Farley bound if the search were exact)
+            if est > center_est:
+                center, center_est, center_tried = w, est, False
+            new = [mk for mk in found if violated(mk)]
+            if not new and center is not None and w is not pi:  # (a mispricing: price pi itself)
+                found = _greedy(blocks, pil, t, tops)
+                new = [mk for mk in found if violated(mk)]
+            if not new:  # (before a MIP: the search from every group, more patient)
+                found = _greedy(blocks, pil, t, tops, seeds=blocks.ngroups, patience=3)
+                new = [mk for mk in found if violated(mk)]
+            if new and center is not None and not center_tried and center_est > k * (1 + _EARLY):
+                center_tried = True  # the center may refute T already: one MIP on it
+                verdict, masks = prove(center, share=0.1)
+                if verdict:
+                    return True, mips, lps
+                add_masks(masks + [mk for mk in _greedy(blocks, list(center), t, masks) if violated(mk)])
+        if new and add_masks(new):
+            continue
+        verdict, masks = prove(pi)
+        if verdict:
             return True, mips, lps
-        fresh = False
-        for mk in masks:
-            mk = blocks.convex.close(mk)
-            if violated(mk):
-                keep(mk)
-                fresh = fresh or pool[mk] <= t
-        if not fresh:
+        if not small:  # (the MIP's blocks improved by the search)
+            masks = masks + _greedy(blocks, pil, t, masks, seeds=0)
+        if not add_masks([mk for mk in masks if violated(mk)]):
             return None, mips, lps  # (the MIP stopped before it found a block or proved none)
