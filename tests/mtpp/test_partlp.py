@@ -133,3 +133,15 @@ def test_pricing_mip_stopped_at_its_first_block_finds_one_or_proves_none():
             assert got == -math.inf and done, s
             proved += 1
     assert found >= 10 and proved >= 5
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_partition_lp_priced_by_the_mip_alone_never_passes_brute_force(monkeypatch):
+    # without the local search every block comes from the pricing MIP, which then runs at T
+    # above the optimum with the master far from its optimum: a floor set above sum(w) / k, or
+    # a first-block stop read as a proof, refutes such a T (a bound above the optimum)
+    import stagecut.mtpp.partlp as partlp
+
+    monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(750_000, 0, 30),
+          brute_force_mtpp, n_max=7, k_max=6)

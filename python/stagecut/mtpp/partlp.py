@@ -33,7 +33,8 @@ never the bound wrong.
 The bound is the largest ``T`` refuted by a bisection between a proven bound ``lo`` and a
 partition's cost ``hi``. At a ``T`` where the restricted master's value is at most ``k``
 (a fractional cover by at most ``k`` feasible blocks found), the LP cannot refute ``T`` and
-the search moves down at once; a ``T`` left undecided by the time limit counts as not refuted.
+the search moves down at once; a ``T`` left undecided by its share of the time limit (half
+of the time left, the last ``T`` all of it) counts as not refuted.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ _log = logging.getLogger(__name__)
 
 #: Relative margin (of the sum of the |weights|) added to the pricing MIP's bound ``M``.
 _MARGIN = 1e-6
+#: The share of the time left a tested ``T`` may use (but the last).
+_SHARE = 0.5
 #: The smoothing of the weights the local search prices at (0: the master's own weights).
 _SMOOTH = 0.5
 #: The pricing MIP is tried early on the best weights when their estimated bound passes ``k (1 + _EARLY)``.
@@ -330,18 +333,18 @@ class _Master:
 
 
 def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.NDArray[np.bool_],
-            patience: int = 1, moves: int = 40) -> tuple[npt.NDArray[np.bool_], float]:
+            patience: int = 1, moves: int = 40, far: bool = False) -> tuple[npt.NDArray[np.bool_], float]:
     """A local search from ``start`` for a block of largest weight (``pv`` per node) with
-    ``f(S) <= t``: add a neighbouring group (with the convex closure) or drop one (when the
-    rest stays convex), the move of most weight first (the cheaper of equal ones), up to
-    ``patience`` moves in a row that gain nothing; the best block seen."""
+    ``f(S) <= t``: add a neighbouring group (any group with ``far``; with the
+    convex closure: a block need not be connected) or drop one (when the rest stays convex),
+    the move of most weight first (the cheaper of equal ones), up to ``patience`` moves in a
+    row that gain nothing; the best block seen."""
     row = start
     val = float(row @ pv)
-    cost = float(blocks.cost_rows(row[None])[0])
     best_row, best_val, lost = row, val, 0
     seen = {blocks.mask_of(row)}
     for _ in range(moves):
-        near = (row.astype(np.float32) @ blocks.adj > 0.5) & ~row
+        near = ~row if far else (row.astype(np.float32) @ blocks.adj > 0.5) & ~row
         gs = np.unique(np.array(blocks.group_of)[near])
         ins = np.unique(np.array(blocks.group_of)[row])
         adds = blocks.close_rows(row[None] | blocks.gmat[gs]) if len(gs) else np.zeros((0, blocks.n), dtype=bool)
@@ -367,7 +370,7 @@ def _search(blocks: _Blocks, pv: npt.NDArray[np.float64], t: float, start: npt.N
         lost = 0 if vals[pick] > val + 1e-12 else lost + 1
         if lost > patience:
             break
-        row, val, cost = cands[pick], float(vals[pick]), float(costs[pick])
+        row, val = cands[pick], float(vals[pick])
         seen.add(blocks.mask_of(row))
         if val > best_val + 1e-12:
             best_row, best_val = row, val
@@ -435,17 +438,22 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
     best, upper, complete = lo, hi, True
     mips = lps = 0
     tested: list[tuple[float, bool]] = []
-    for _ in range(steps):
+    for step in range(steps):
         if deadline is not None and time.monotonic() >= deadline:
             complete = False
             break
         t = 0.5 * (best + upper)
         if not best < t < upper or upper - best <= 1e-4 * max(1.0, abs(upper)):
             break
-        verdict, used_mips, used_lps = _test(problem, blocks, pool, master, t, deadline, solver, threads, seed, keep,
+        # (a T gets half the time left, the last the rest: one left undecided leaves time for lower ones)
+        until = deadline
+        if deadline is not None and step < steps - 1:
+            until = time.monotonic() + _SHARE * (deadline - time.monotonic())
+        verdict, used_mips, used_lps = _test(problem, blocks, pool, master, t, until, solver, threads, seed, keep,
                                              blocks.ngroups <= enumerate_up_to)
         mips += used_mips
         lps += used_lps
+        _log.debug("T %.6g: %s", t, {None: "undecided", True: "refuted", False: "not refuted"}[verdict])
         if verdict is None:
             complete = False
             upper = t  # (undecided: look lower)
