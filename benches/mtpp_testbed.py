@@ -15,6 +15,7 @@ then the table (Markdown) with the geometric means and the gap closed against th
     python benches/mtpp_testbed.py long [--sizes 80] [--k 8] [--mip-time 900] [--starts 8]  # both halves, long
     python benches/mtpp_testbed.py payments [--sizes 24] [--k 8]  # what cover counts against the optimum
     python benches/mtpp_testbed.py addlevel OUT.jsonl NEW.jsonl --level block --ks 8   # a level added to a run
+    python benches/mtpp_testbed.py partlp erdos_renyi:0:2712.3:3262 [--size 100] [--k 8] [--budget 150]  # lo to plan
 
 The full testbed (40 graphs, 600 s per level, every MIP level):
 
@@ -353,6 +354,27 @@ def add_level(src: Path, out: Path, level: str, budget: float, ks: list[int]) ->
             print(json.dumps(row), flush=True)
 
 
+def partlp_runs(graphs: list[str], n: int, k: int, budget: float) -> str:
+    """``partition-lp`` called directly on each ``model:seed:lo:plan`` (a bound already proven
+    and a plan's cost, e.g. ``block``'s and the best plan's): the bound, the certified ratio
+    before (``lo / plan``) and after, the tested ``T`` values, MIPs, LPs and CPU seconds."""
+    from stagecut.mtpp.partlp import partition_lp_bound
+
+    lines = ["| graph | before (lo / plan) | after | tested T (refuted?) | MIPs | LPs | blocks | CPU s | wall s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for spec in graphs:
+        model, seed, lo, plan = spec.split(":")
+        p = MtppProblem(regal_graph(n, model=model, seed=int(seed)), devices=k)
+        t, c = time.perf_counter(), time.process_time()
+        r = partition_lp_bound(p, lo=float(lo), hi=float(plan), time_limit=budget, threads=1)
+        cpu, wall = time.process_time() - c, time.perf_counter() - t
+        tested = ", ".join(f"{x:,.1f} ({'yes' if v else 'no'})" for x, v in r.tested)
+        lines.append(f"| {model}, seed {seed} | {float(lo) / float(plan):.4f} | {r.bound / float(plan):.4f} | "
+                     f"{tested} | {r.mips} | {r.lps} | {r.columns} | {cpu:.1f} | {wall:.1f} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def relevel(src: Path, out: Path, levels: list[str], budget: float) -> None:
     """``src``'s rows, with the bound rows of ``levels`` computed again (the current code, ``budget``
     seconds each) on each instance: the before and after of a change to a bound, the plans
@@ -423,6 +445,11 @@ def main(argv: list[str]) -> int:
     rl.add_argument("out", type=Path)
     rl.add_argument("--levels", default="crossing")
     rl.add_argument("--budget", type=float, default=2.0)
+    pl = sub.add_parser("partlp", help="partition-lp called directly from a proven bound up to a plan's cost")
+    pl.add_argument("graphs", help="model:seed:lo:plan,... (lo a proven bound, plan a partition's cost)")
+    pl.add_argument("--size", type=int, default=100)
+    pl.add_argument("--k", type=int, default=8)
+    pl.add_argument("--budget", type=float, default=150.0)
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -439,6 +466,9 @@ def main(argv: list[str]) -> int:
     if a.what == "long":
         print(long_runs(ints(a.sizes), [m for m in a.models.split(",") if m], a.k, a.mip_time, a.starts, a.decodes,
                         a.improve_budget))
+        return 0
+    if a.what == "partlp":
+        print(partlp_runs([g for g in a.graphs.split(",") if g], a.size, a.k, a.budget))
         return 0
     if a.what == "payments":
         print(payments(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), a.k, a.budget))
