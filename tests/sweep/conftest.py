@@ -17,3 +17,15 @@ def dask_client():
     yield client
     client.close()
     cluster.close()
+
+
+@pytest.fixture
+def scheduler_address(dask_client, monkeypatch):
+    """The address of the tests' scheduler, for a sweep given ``--scheduler``, with the connect
+    timeout raised from its 3 s to 120 s: on a loaded machine a live scheduler can take seconds
+    to answer, and the tests check the sweep, not how fast it connects (an address that does not
+    answer keeps the short timeout in its own tests)."""
+    from stagecut.sweep import run
+
+    monkeypatch.setattr(run, "CONNECT_TIMEOUT", 120.0)
+    return dask_client.scheduler.address

@@ -120,11 +120,11 @@ def test_a_killed_worker_loses_nothing(dask_client, tmp_path):
     dask_client.wait_for_workers(2, timeout=120)  # the nanny restarts it for the next tests
 
 
-def test_cli_on_a_running_scheduler_and_report(dask_client, tmp_path, capsys):
+def test_cli_on_a_running_scheduler_and_report(scheduler_address, tmp_path, capsys):
     path = _sweep(tmp_path, TINY.replace('options = {max_ideals = 20}', 'options = { prune = false }'))
-    address = dask_client.scheduler.address
-    assert main(["sweep", str(path), "--scheduler", address, "--baseline", "dpl"]) == 0
+    code = main(["sweep", str(path), "--scheduler", scheduler_address, "--baseline", "dpl"])
     out, err = capsys.readouterr()
+    assert code == 0, err
     assert "| k | method |" in out and "answer/dpl" in out and "[12/12]" in err
     results = str(tmp_path / "s.results")
     rows = read_results(results)
@@ -180,9 +180,10 @@ def test_an_unreachable_scheduler_fails_quickly_and_leaves_no_table(tmp_path, ca
 
 
 
-def test_a_sweep_whose_tasks_failed_exits_2_and_says_how_many(dask_client, tmp_path, capsys):
+def test_a_sweep_whose_tasks_failed_exits_2_and_says_how_many(scheduler_address, tmp_path, capsys):
     path = _sweep(tmp_path)  # 4 of its 12 tasks fail (too many ideals for max_ideals = 20)
-    assert main(["sweep", str(path), "--scheduler", dask_client.scheduler.address]) == 2
+    code = main(["sweep", str(path), "--scheduler", scheduler_address])
     out, err = capsys.readouterr()
-    assert "| k | method |" in out  # the report is still printed
+    assert code == 2, err
+    assert "| k | method |" in out, err  # the report is still printed
     assert err.splitlines()[-1].startswith("stagecut: error: 4 of 12 tasks failed")
