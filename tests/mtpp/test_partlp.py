@@ -145,3 +145,30 @@ def test_partition_lp_priced_by_the_mip_alone_never_passes_brute_force(monkeypat
     monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
     sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(750_000, 0, 30),
           brute_force_mtpp, n_max=7, k_max=6)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_every_refuting_pricing_is_checked_against_every_block(monkeypatch):
+    # the refutation's whole soundness: a pricing MIP that finds no block (-inf, solved) must mean
+    # that no feasible block weighs sum(w) / k or more. Each such answer in the MIP-only runs is
+    # held to the enumeration of every block at that T, with those weights: a floor set even a few
+    # percent above sum(w) / k lets through blocks the enumeration finds
+    import stagecut.mtpp.partlp as partlp
+
+    solve = partlp._Pricer.solve
+    checked = []
+
+    def checked_solve(self, pi, *args, **kwargs):
+        got = solve(self, pi, *args, **kwargs)
+        if got[0] == -math.inf and got[2]:
+            heaviest, _, _ = _Enumerated(self.blocks, self.t).solve(list(pi))
+            average = math.fsum(pi) / self.problem.devices
+            assert heaviest < average - 1e-9 * max(1.0, abs(average)), (heaviest, average)
+            checked.append(heaviest)
+        return got
+
+    monkeypatch.setattr(partlp._Pricer, "solve", checked_solve)
+    monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(750_000, 0, 30),
+          brute_force_mtpp, n_max=7, k_max=6)
+    assert len(checked) >= 5, len(checked)  # (9 of these 30 runs)
