@@ -34,4 +34,12 @@ def optimum_sweep(check: Callable[[MtppProblem, float, int], object],
     """One chunk of a slow sweep: ``sweeps[against]`` is ``(reference, first seed, seeds per chunk,
     n_max, k_max)``."""
     reference, base, size, n_max, k_max = sweeps[against]
-    return sweep(check, chunk_seeds(base, chunk, size), reference, n_max=n_max, k_max=k_max)
+    done: list[int] = []
+
+    def counted(p: MtppProblem, opt: float, s: int) -> object:
+        done.append(s)
+        return check(p, opt, s)
+
+    found = sweep(counted, chunk_seeds(base, chunk, size), reference, n_max=n_max, k_max=k_max)
+    assert len(done) == size, (against, chunk, len(done))  # every seed of the chunk was checked
+    return found
