@@ -42,7 +42,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stagecut._mip import add, import_mip, new_model, solve
-from stagecut.mtpp.cover import _Convex
+from stagecut.mtpp.cover import _bits, _Convex
 from stagecut.mtpp.model import MtppProblem, forced_groups
 
 __all__ = ["PartitionBound", "partition_lp_bound"]
@@ -79,13 +78,6 @@ class PartitionBound:
     lps: int = 0
     columns: int = 0
     tested: tuple[tuple[float, bool], ...] = ()
-
-
-def _bits(mask: int) -> Iterator[int]:
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 class _Blocks:
