@@ -178,7 +178,8 @@ def _call(task: Task, graph: Graph, progress: Callable[[Any], None] | None = Non
 
         start = time.monotonic()
         plan = certify_plan(graph, task.devices, memory, task.seed, json.loads(task.plan), task.time_limit, progress)
-        left = None if task.time_limit is None else max(0.0, task.time_limit - (time.monotonic() - start))
+        # (with no time left certify skips its levels and says so: a row with the plan and no bound)
+        left = None if task.time_limit is None else max(1e-6, task.time_limit - (time.monotonic() - start))
         return sc.certify(graph, plan, devices=task.devices, memory=memory, time_limit=left, seed=task.seed,
                           **certify_levels(task.method), **options)
     if task.objective == "latency":
