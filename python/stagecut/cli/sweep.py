@@ -5,8 +5,9 @@
     stagecut sweep --report TABLE [--baseline METHOD] [--format markdown|csv]
 
 A sweep file (TOML) names graphs (files and globs relative to it, example:NAME, regal:...,
-rwnn:...), an objective (throughput, slice or latency), methods with their options, device
-counts, memory sizes, time limits and seeds; every combination is one task. The tasks run on an
+rwnn:...), an objective (throughput, slice, latency, or certify: MTPP lower bounds, each method
+a level of the ladder certifying a slice_graph plan), methods with their options, device counts,
+memory sizes, time limits and seeds; every combination is one task. The tasks run on an
 in-process Dask LocalCluster of worker processes (--workers, default the cores), or on a running
 scheduler (--scheduler). Each finished task is saved at once as a row of the results table (a
 directory of Parquet parts, default SWEEP.results beside the file); running the same sweep again

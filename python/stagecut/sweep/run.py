@@ -167,12 +167,21 @@ def _call(task: Task, graph: Graph, progress: Callable[[Any], None] | None = Non
     if task.objective == "throughput":  # memory None: the planner takes the graph's own
         return sc.partition(graph, devices=task.devices, memory=memory, method=task.method,
                             time_limit=task.time_limit, seed=task.seed, **options)
+    if memory is None and task.objective in ("slice", "certify"):  # (MTPP: the graph's own, else none)
+        value = graph.defaults.get("memory")
+        memory = None if value is None else float(value)
     if task.objective == "slice":
-        if memory is None:
-            value = graph.defaults.get("memory")
-            memory = None if value is None else float(value)
         return sc.slice_graph(graph, devices=task.devices, memory=memory, method=task.method, seed=task.seed,
                               time_limit=task.time_limit, **options)
+    if task.objective == "certify":  # the plan (slice_graph), then its certificate: one level, or the ladder
+        from stagecut.sweep.spec import certify_levels, certify_plan
+
+        start = time.monotonic()
+        plan = certify_plan(graph, task.devices, memory, task.seed, json.loads(task.plan), task.time_limit, progress)
+        # (with no time left certify skips its levels and says so: a row with the plan and no bound)
+        left = None if task.time_limit is None else max(1e-6, task.time_limit - (time.monotonic() - start))
+        return sc.certify(graph, plan, devices=task.devices, memory=memory, time_limit=left, seed=task.seed,
+                          **certify_levels(task.method), **options)
     if task.objective == "latency":
         return sc.place(graph, task.devices, method=task.method, time_limit=task.time_limit, seed=task.seed,
                         **options)

@@ -2,7 +2,7 @@
 
 A sweep file names what to run; every combination of its lists is one task (one planner call)::
 
-    objective = "throughput"          # or "slice" (MTPP, SliceGraph) or "latency"
+    objective = "throughput"          # or "slice" (MTPP, SliceGraph), "latency" or "certify"
     graphs = ["models/*.json", "example:transformer", "regal:30:erdos_renyi:1"]
     devices = [2, 4, 6, 8]
     memory = ["file"]                 # "file" (the graph's own), "none", or sizes such as "16GiB"
@@ -22,6 +22,18 @@ A sweep file names what to run; every combination of its lists is one task (one 
 
     [report]
     baseline = "dp"                   # default: the first method
+
+With ``objective = "certify"`` each method is a level of the MTPP lower-bound ladder
+(:func:`stagecut.certify` with that one level), or ``"ladder"`` (the whole ladder within the
+task's time limit; its ``levels`` option picks the levels), and each task first makes the plan
+it certifies with :func:`stagecut.slice_graph` (seeded by the task's seed; its options in a
+top-level ``plan`` table, such as ``plan = { decodes = 10000, improve = 10 }``)::
+
+    objective = "certify"
+    graphs = ["regal:100:erdos_renyi:0"]
+    devices = [8, 16]
+    time_limit = 600                  # per task, the plan's search and the bound together
+    methods = ["cover", "block", "exact"]
 
 Files and globs are relative to the sweep file; ``example:``, ``regal:`` and ``rwnn:`` specs are
 read as the command line reads a GRAPH (:func:`stagecut.cli._common.load_graph`).
@@ -61,14 +73,20 @@ __all__ = ["check_spec", "MAX_TASKS",
            "expand"]
 
 #: the planners a sweep can call: objective -> the function's name in :mod:`stagecut`
-OBJECTIVES = {"throughput": "partition", "slice": "slice_graph", "latency": "place"}
+OBJECTIVES = {"throughput": "partition", "slice": "slice_graph", "latency": "place", "certify": "certify"}
 #: graph specs that are not files
 GRAPH_PREFIXES = ("example:", "regal:", "rwnn:")
 _KEYS = {"objective", "graphs", "devices", "memory", "seeds", "time_limit", "results", "workers", "task_memory",
-         "methods", "report"}
+         "methods", "report", "plan"}
 _METHOD_KEYS = {"name", "options", "time_limit"}
 #: options a method may not set (the sweep's own axes)
 _AXES = {"devices", "memory", "seed", "time_limit", "graph"}
+#: the options of a certify sweep's ``plan`` table that the sweep sets itself
+_PLAN_AXES = {"devices", "memory", "seed", "graph", "progress", "stages", "fast_memory"}
+#: the certify method that runs the whole ladder (``certify``'s default levels, or its ``levels`` option)
+LADDER = "ladder"
+#: the share of a certify task's time limit its plan's search gets when ``plan`` sets no ``time_limit``
+PLAN_SHARE = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +104,8 @@ class SweepSpec:
 
     ``graphs`` are ``(label, spec)`` pairs: the label as the table shows it (a file relative to
     the sweep file), the spec as :func:`~stagecut.cli._common.load_graph` reads it (an absolute
-    path for a file).
+    path for a file). ``plan`` (JSON text, keys sorted): a certify sweep's options of
+    :func:`~stagecut.slice_graph` for the plan each task certifies.
     """
 
     objective: str
@@ -100,6 +119,7 @@ class SweepSpec:
     workers: int | None = None
     baseline: str | None = None
     task_memory: str | None = None
+    plan: str = "{}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +137,7 @@ class Task:
     seed: int
     time_limit: float | None
     task_memory: str | None = None  # a resource limit, not part of the key
+    plan: str = "{}"  # a certify task's slice_graph options (part of its key)
 
 
 def _bad(field: str, message: str) -> InvalidArgumentError:
@@ -254,6 +275,18 @@ def sweep_from_dict(data: Mapping[str, Any], base: str = "", name: str = "sweep"
     report = data.get("report", {})
     if not isinstance(report, Mapping) or set(report) - {"baseline"}:
         raise _bad("report", "expected a table with the key baseline")
+    plan = data.get("plan")
+    if plan is not None and objective != "certify":
+        raise _bad("plan", f"only a certify sweep makes plans (objective is {objective!r})")
+    if plan is None:
+        plan = {}
+    if not isinstance(plan, Mapping):
+        raise _bad("plan", f"expected a table of slice_graph options, got {plan!r}")
+    clash = sorted(set(plan) & _PLAN_AXES)
+    if clash:
+        raise _bad(f"plan.{clash[0]}", "is an axis of the sweep (set it at the top level)")
+    if "time_limit" in plan:
+        _time_limit(plan["time_limit"], "plan.time_limit")
     methods = _methods(_list(data, "methods", None))
     baseline = report.get("baseline")
     if baseline is not None and baseline not in {m.name for m in methods}:
@@ -263,7 +296,7 @@ def sweep_from_dict(data: Mapping[str, Any], base: str = "", name: str = "sweep"
                      time_limit=_time_limit(data.get("time_limit"), "time_limit"),
                      results=results if os.path.isabs(results) else os.path.join(base, results),
                      workers=None if workers is None else check_int(workers, "workers", minimum=1),
-                     baseline=baseline, task_memory=task_memory)
+                     baseline=baseline, task_memory=task_memory, plan=json.dumps(dict(plan), sort_keys=True))
 
 
 def read_sweep(path: str | os.PathLike[str]) -> SweepSpec:
@@ -337,6 +370,21 @@ def check_spec(spec: SweepSpec) -> None:
         from stagecut.mtpp.slicegraph import METHODS as SLICE_METHODS
 
         methods, func = SLICE_METHODS, sc.slice_graph
+    elif spec.objective == "certify":
+        from stagecut.mtpp.bounds import EXTRA_LEVELS, LEVELS
+
+        methods, func = (LADDER, *LEVELS, *EXTRA_LEVELS), sc.certify
+        known = set(inspect.signature(sc.slice_graph).parameters) - _PLAN_AXES
+        plan = json.loads(spec.plan)
+        unknown = sorted(set(plan) - known)
+        if unknown:
+            raise _bad(f"plan.{unknown[0]}", "not an option of slice_graph")
+        if plan:  # the values too, on the 4-node chain
+            try:
+                certify_plan(_chain(), min(spec.devices), 1e9, 0, plan, 1.0)
+            except (ValueError, TypeError) as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise _bad("plan", f"slice_graph refuses {json.dumps(plan)}: {first[:160]}") from None
     else:
         from stagecut.throughput.solve import METHODS as THROUGHPUT_METHODS
 
@@ -354,6 +402,8 @@ def check_spec(spec: SweepSpec) -> None:
                 raise _bad(f"{where}.options", str(e)) from None
         else:
             known = set(inspect.signature(func).parameters) - {"graph", "progress"}
+            if spec.objective == "certify":  # (the level is the method; the plan is the task's own)
+                known -= {"plan", "on_level", "stages", "fast_memory"} | ({"levels"} if m.name != LADDER else set())
             unknown = sorted(set(options) - known)
             if unknown:
                 raise _bad(f"{where}.options.{unknown[0]}", f"not an option of {spec.objective} methods")
@@ -369,20 +419,53 @@ def check_spec(spec: SweepSpec) -> None:
                 raise _bad("graphs", f"{label}: {e}") from None
 
 
+def certify_levels(method: str) -> dict[str, Any]:
+    """The ``levels`` argument of :func:`~stagecut.certify` for a certify sweep's ``method``: the
+    one level it names, or nothing for :data:`LADDER` (the default ladder, or the method's own
+    ``levels`` option)."""
+    return {} if method == LADDER else {"levels": (method,)}
+
+
+def _chain() -> Any:
+    from stagecut.graph import ACCELERATOR, CPU, Graph, Node
+
+    return Graph([Node(i, {ACCELERATOR: 1.0 + i, CPU: 2.0 + i}, memory=1.0, comm=1.0) for i in range(4)],
+                 [(i, i + 1) for i in range(3)])
+
+
+def certify_plan(graph: Any, devices: int, memory: float | None, seed: int, options: Mapping[str, Any],
+                 task_limit: float | None, progress: Any = None) -> Any:
+    """The plan a certify task certifies: :func:`~stagecut.slice_graph` with the sweep's ``plan``
+    options, within the plan's own ``time_limit`` (at most the task's ``task_limit``), else
+    :data:`PLAN_SHARE` of ``task_limit``."""
+    import stagecut as sc
+
+    opts = dict(options)
+    own = opts.pop("time_limit", None)
+    if task_limit is None:
+        limit = own
+    else:
+        limit = PLAN_SHARE * task_limit if own is None else min(float(own), task_limit)
+    return sc.slice_graph(graph, devices=devices, memory=memory, seed=seed, time_limit=limit, progress=progress,
+                          **opts)
+
+
 def _dry_run(spec: SweepSpec, m: MethodSpec, where: str, options: Mapping[str, Any]) -> None:
     """Run method ``m`` with its ``options`` on a 4-node chain (a second at most): an option value
     the method refuses is an :class:`InvalidArgumentError` naming the method, before any cluster."""
     import stagecut as sc
-    from stagecut.graph import ACCELERATOR, CPU, Graph, Node
 
-    chain = Graph([Node(i, {ACCELERATOR: 1.0 + i, CPU: 2.0 + i}, memory=1.0, comm=1.0) for i in range(4)],
-                  [(i, i + 1) for i in range(3)])
+    chain = _chain()
     k = min(spec.devices)
     try:
         if spec.objective == "latency":
             sc.place(chain, k, method=m.name, time_limit=1.0, seed=0, **options)
         elif spec.objective == "slice":
             sc.slice_graph(chain, devices=k, memory=1e9, method=m.name, seed=0, time_limit=1.0, **options)
+        elif spec.objective == "certify":
+            plan = certify_plan(chain, k, 1e9, 0, {}, 1.0)
+            sc.certify(chain, plan, devices=k, memory=1e9, seed=0, time_limit=1.0, **certify_levels(m.name),
+                       **options)
         else:
             sc.partition(chain, devices=k, memory=1e9, method=m.name, time_limit=1.0, seed=0, **options)
     except (ValueError, TypeError) as e:  # stagecut's InvalidArgumentError, a keyword the method lacks
@@ -406,7 +489,7 @@ def expand(spec: SweepSpec) -> tuple[Task, ...]:
     -------
     tuple of Task
         Keys are unique: a hash of the objective, the graph's label, the method, its options
-        and time limit, the device count, the memory and the seed.
+        and time limit, the device count, the memory and the seed (and a certify sweep's ``plan``).
 
     Examples
     --------
@@ -418,9 +501,11 @@ def expand(spec: SweepSpec) -> tuple[Task, ...]:
     for m, (label, gspec), k, mem, seed in itertools.product(spec.methods, spec.graphs, spec.devices, spec.memory,
                                                              spec.seeds):
         tl = m.time_limit if m.time_limit is not None else spec.time_limit
-        key = _key(spec.objective, label, m.name, m.options, tl if tl is None or math.isfinite(tl) else None,
-                   k, mem, seed)
-        out.append(Task(key=key, objective=spec.objective, graph=label, graph_spec=gspec, method=m.name,
+        parts: tuple[Any, ...] = (spec.objective, label, m.name, m.options,
+                                  tl if tl is None or math.isfinite(tl) else None, k, mem, seed)
+        if spec.objective == "certify":  # (the other objectives' keys stay as they were)
+            parts += (spec.plan,)
+        out.append(Task(key=_key(*parts), objective=spec.objective, graph=label, graph_spec=gspec, method=m.name,
                         options=m.options, devices=k, memory=mem, seed=seed, time_limit=tl,
-                        task_memory=spec.task_memory))
+                        task_memory=spec.task_memory, plan=spec.plan))
     return tuple(out)
