@@ -110,14 +110,10 @@ class _Clock:
         return self.now
 
 
-@pytest.mark.parametrize(("task_limit", "own", "plan_gets"), [
-    (100.0, None, PLAN_SHARE * 100.0),  # no limit of its own: its share
-    (100.0, 30.0, 30.0),                # its own, shorter
-    (100.0, 250.0, 100.0),              # its own, capped by the task's
-    (None, None, None),                 # no limit anywhere
-    (None, 30.0, 30.0),
-])
-def test_the_task_time_limit_covers_the_plan_and_the_bound(monkeypatch, task_limit, own, plan_gets):
+def _timed_calls(monkeypatch, plan_seconds):
+    """Fakes of ``slice_graph`` (taking ``plan_seconds`` of the sweep's clock, searching without a
+    limit) and ``certify`` (with the limit it is given); the dict they fill with the time limits and
+    seeds each was called with."""
     from stagecut.sweep import run as run_module
 
     clock = _Clock()
@@ -126,16 +122,28 @@ def test_the_task_time_limit_covers_the_plan_and_the_bound(monkeypatch, task_lim
 
     def slice_graph(*args, time_limit=None, **kw):
         seen["plan"], seen["plan_seed"] = time_limit, kw["seed"]
-        clock.now += 7.0  # the plan's search takes 7 s
+        clock.now += plan_seconds
         return real_slice(*args, time_limit=None, **kw)
 
     def certify(*args, time_limit=None, **kw):
         seen["bound"], seen["bound_seed"] = time_limit, kw["seed"]
-        return real_certify(*args, time_limit=None, **kw)
+        return real_certify(*args, time_limit=time_limit, **kw)
 
     monkeypatch.setattr(sc, "slice_graph", slice_graph)
     monkeypatch.setattr(sc, "certify", certify)
     monkeypatch.setattr(run_module, "time", clock)
+    return seen
+
+
+@pytest.mark.parametrize(("task_limit", "own", "plan_gets"), [
+    (100.0, None, PLAN_SHARE * 100.0),  # no limit of its own: its share
+    (100.0, 30.0, 30.0),                # its own, shorter
+    (100.0, 250.0, 100.0),              # its own, capped by the task's
+    (None, None, None),                 # no limit anywhere
+    (None, 30.0, 30.0),
+])
+def test_the_task_time_limit_covers_the_plan_and_the_bound(monkeypatch, task_limit, own, plan_gets):
+    seen = _timed_calls(monkeypatch, plan_seconds=7.0)
     plan = {} if own is None else {"time_limit": own}
     task = expand(make(time_limit=task_limit, plan=plan, seeds=[5]))[0]
     row = run_task(task)
@@ -145,23 +153,7 @@ def test_the_task_time_limit_covers_the_plan_and_the_bound(monkeypatch, task_lim
 
 
 def test_the_bound_gets_nothing_when_the_plan_used_the_whole_limit(monkeypatch):
-    from stagecut.sweep import run as run_module
-
-    clock = _Clock()
-    seen = {}
-    real_slice, real_certify = sc.slice_graph, sc.certify
-
-    def slice_graph(*args, **kw):
-        clock.now += 50.0
-        return real_slice(*args, **{**kw, "time_limit": None})
-
-    def certify(*args, time_limit=None, **kw):
-        seen["bound"] = time_limit
-        return real_certify(*args, time_limit=time_limit, **kw)
-
-    monkeypatch.setattr(sc, "slice_graph", slice_graph)
-    monkeypatch.setattr(sc, "certify", certify)
-    monkeypatch.setattr(run_module, "time", clock)
+    seen = _timed_calls(monkeypatch, plan_seconds=50.0)
     row = run_task(expand(make(time_limit=40.0, methods=["exact"]))[0])
     assert 0 < seen["bound"] <= 1e-6  # (certify refuses 0: the least positive limit, its levels skipped)
     assert row["error"] is None and row["lower_bound"] is None and row["status"] == "feasible"

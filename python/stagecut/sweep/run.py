@@ -40,7 +40,16 @@ from typing import Any
 
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError, MemoryLimitError
 from stagecut.graph import Graph
-from stagecut.sweep.spec import SweepSpec, Task, check_spec, expand, read_sweep
+from stagecut.sweep.spec import (
+    SweepSpec,
+    Task,
+    certify_levels,
+    certify_plan,
+    check_spec,
+    expand,
+    first_line,
+    read_sweep,
+)
 from stagecut.sweep.table import ERROR, read_results, write_row
 
 __all__ = ["SweepRun", "run_sweep", "run_task", "pending"]
@@ -174,8 +183,6 @@ def _call(task: Task, graph: Graph, progress: Callable[[Any], None] | None = Non
         return sc.slice_graph(graph, devices=task.devices, memory=memory, method=task.method, seed=task.seed,
                               time_limit=task.time_limit, **options)
     if task.objective == "certify":  # the plan (slice_graph), then its certificate: one level, or the ladder
-        from stagecut.sweep.spec import certify_levels, certify_plan
-
         start = time.monotonic()
         plan = certify_plan(graph, task.devices, memory, task.seed, json.loads(task.plan), task.time_limit, progress)
         # (with no time left certify skips its levels and says so: a row with the plan and no bound)
@@ -390,9 +397,8 @@ def _connect(distributed: Any, scheduler: str) -> Any:
     try:
         return distributed.Client(text, timeout=f"{CONNECT_TIMEOUT}s")
     except (OSError, TimeoutError, ValueError) as e:
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise InvalidArgumentError(f"scheduler: cannot reach {text} within {CONNECT_TIMEOUT:g} s ({first[:120]})") \
-            from None
+        raise InvalidArgumentError(f"scheduler: cannot reach {text} within {CONNECT_TIMEOUT:g} s "
+                                   f"({first_line(e)[:120]})") from None
 
 
 def _gather(distributed: Any, client: Any, todo: Sequence[Task], results: str, skipped: int, total: int,

@@ -140,6 +140,11 @@ class Task:
     plan: str = "{}"  # a certify task's slice_graph options (part of its key)
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its type's name when the message is empty)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
 def _bad(field: str, message: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"{field}: {message}")
 
@@ -383,8 +388,7 @@ def check_spec(spec: SweepSpec) -> None:
             try:
                 certify_plan(_chain(), min(spec.devices), 1e9, 0, plan, 1.0)
             except (ValueError, TypeError) as e:
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                raise _bad("plan", f"slice_graph refuses {json.dumps(plan)}: {first[:160]}") from None
+                raise _bad("plan", f"slice_graph refuses {json.dumps(plan)}: {first_line(e)[:160]}") from None
     else:
         from stagecut.throughput.solve import METHODS as THROUGHPUT_METHODS
 
@@ -469,8 +473,7 @@ def _dry_run(spec: SweepSpec, m: MethodSpec, where: str, options: Mapping[str, A
         else:
             sc.partition(chain, devices=k, memory=1e9, method=m.name, time_limit=1.0, seed=0, **options)
     except (ValueError, TypeError) as e:  # stagecut's InvalidArgumentError, a keyword the method lacks
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise _bad(f"{where}.options", f"{m.name} refuses {json.dumps(dict(options))}: {first[:160]}") from None
+        raise _bad(f"{where}.options", f"{m.name} refuses {json.dumps(dict(options))}: {first_line(e)[:160]}") from None
 
 
 def _key(*parts: Any) -> str:
