@@ -42,7 +42,7 @@ from typing import Any
 
 import stagecut as sc
 from stagecut.frontends import baselines as bl
-from stagecut.frontends.measure import Measurement, measure, measure_many, refine
+from stagecut.frontends.measure import Measurement, measure, measure_many, refine, slowest_within_noise
 from stagecut.frontends.program_order import partition_trace
 from stagecut.results import Plan
 
@@ -605,14 +605,19 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
         "",
         "For each forward row of each run (`1`, `2`: the runs of the first tables; `peers`: the run of the peer "
         "table): the stage the calibrated model calls slowest at the speed of the moment (same passes) and the "
-        "stage measured slowest. When they differ: the predicted one's measured time against the slowest, and the "
-        "noise band of that difference (half the interquartile range of each stage's time over the passes, the "
-        "two added in quadrature, over the slowest; recorded from the `peers` run on).",
+        "stage measured slowest. When they differ: the predicted one's measured time against the slowest, and "
+        "the noise band of that difference (half the interquartile range of each stage's time over the passes, "
+        "the two added in quadrature, over the slowest), and *paired*: whether the passes tell the two apart "
+        "(`Measurement.bottleneck_ties`, `slowest_within_noise`: the measured slowest stage is slower than the "
+        "predicted one in more than 95% of 2,000 bootstrap resamplings of the passes, each pass's difference "
+        "taken within the pass so that the machine's speed cancels; `tied`: it is not). Runs that did not record "
+        "their passes show `-` there.",
         "",
-        "| run | model | k | predicted slowest | measured slowest | same | predicted one measured at | noise band |",
-        "|---|---|---|---|---|---|---|---|",
+        "| run | model | k | predicted slowest | measured slowest | same | predicted one measured at | noise band "
+        "| paired |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    miss, inside, total, before = 0, 0, 0, 0
+    miss, inside, total, before, tied, paired = 0, 0, 0, 0, 0, 0
     beyond: list[float] = []  # how far each miss outside its band is beyond it
     # a run that did not record the passes: the band the recording run measured on the same model and k
     # (the median stage's relative spread, for two stages)
@@ -631,8 +636,12 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
             total += 1
             pn, ms = c["predicted_now_ms"], c["measured_ms"]
             p, m = pn.index(max(pn)), ms.index(max(ms))
+            passes = c.get("passes_ms")
+            ties = slowest_within_noise(passes) if passes and len({len(x) for x in passes}) == 1 else None
+            paired += ties is not None
             if p == m:
-                lines.append(f"| {name} | {r['model']} | {r['k']} | {p} | {m} | yes | | |")
+                tied += ties is not None
+                lines.append(f"| {name} | {r['model']} | {r['k']} | {p} | {m} | yes | | | |")
                 continue
             miss += 1
             before += m < p
@@ -643,9 +652,11 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
                 inside += 1
             elif band is not None:
                 beyond.append(-gap - band)
+            tied += ties is not None and p in ties
+            verdict = "-" if ties is None else ("tied" if p in ties else "**apart**")
             lines.append(f"| {name} | {r['model']} | {r['k']} | {p} | {m} | no | {100 * gap:+.1f}% | "
                          + (f"+-{100 * band:.1f}%{'' if sp else ' (from the peers run)'} |"
-                            if band is not None else "- |"))
+                            if band is not None else "- |") + f" {verdict} |")
     # a stage kind or position the model always under-predicts would show as a one-sided ratio there
     rel: dict[str, list[float]] = {"first": [], "middle": [], "last": []}
     for _, rows in runs:
@@ -662,7 +673,9 @@ def _bottleneck_section(runs: list[tuple[str, list[dict[str, Any]]]]) -> list[st
     lean = max((100 * abs(sorted(v)[len(v) // 2] - 1) for v in rel.values() if v), default=0.0)
     by_pos = "; ".join(f"{key} stages {100 * (sorted(v)[len(v) // 2] - 1):+.1f}% ({sum(y > 1 for y in v)} of "
                        f"{len(v)} above)" for key, v in rel.items() if v)
-    lines += ["", f"The predicted bottleneck is the measured one on {total - miss} of {total} rows; "
+    lines += ["", f"The predicted bottleneck is the measured one on {total - miss} of {total} rows"
+              + (f"; on {tied} of the {paired} rows whose passes were recorded it is the measured one or tied "
+                 "with it in the paired test" if paired else "") + "; "
               f"{inside} of the {miss} misses are within their noise band (for runs `1` and `2`, which did not "
               "record the passes, the band the `peers` run measured on the same model and k: the median stage's "
               "spread, for two stages). Is a miss systematic? Each stage's same-pass ratio over its row's mean, "

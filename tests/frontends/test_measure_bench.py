@@ -63,10 +63,33 @@ def test_bottleneck_misses_are_measured_against_their_band(br):
             {"model": "m", "k": 3, "calibrated": _cal([10.0, 9.0, 1.0], [9.8, 10.0, 1.0], [0.5, 0.5, 0.1])},
             {"model": "m", "k": 4, "calibrated": _cal([10.0, 9.0], [8.0, 10.0], [0.1, 0.1])}]   # far miss
     text = "\n".join(br._bottleneck_section([("r", rows)]))
-    assert "| r | m | 2 | 0 | 0 | yes |" in text
-    assert "| r | m | 3 | 0 | 1 | no | -2.0% | +-7.1% |" in text
-    assert "| r | m | 4 | 0 | 1 | no | -20.0% | +-1.4% |" in text
+    assert "| r | m | 2 | 0 | 0 | yes | | | |" in text
+    assert "| r | m | 3 | 0 | 1 | no | -2.0% | +-7.1% | - |" in text
+    assert "| r | m | 4 | 0 | 1 | no | -20.0% | +-1.4% | - |" in text
     assert "measured one on 1 of 3 rows; 1 of the 2 misses are within their noise band" in text
+
+
+def test_a_miss_is_tied_or_apart_by_the_paired_passes(br):
+    speed = [1.0, 1.4, 0.8, 1.2, 0.9, 1.3, 1.1, 0.85, 1.05]
+
+    def cal(pred_now, stage_ms):
+        c = _cal(pred_now, [float(sorted(x)[4]) for x in stage_ms])
+        c["passes_ms"] = stage_ms
+        c["spread_ms"] = [0.5] * len(stage_ms)
+        return c
+
+    # the model calls stage 0 slowest; stage 1 measures 2% slower in every pass (apart), or takes turns (tied)
+    apart = cal([10.0, 9.0], [[10.0 * v for v in speed], [10.2 * v for v in speed]])
+    turns = cal([10.0, 9.0], [[10.0, 9.0] * 4 + [10.0], [9.0, 10.5] * 4 + [10.5]])
+    hit = cal([10.0, 9.0], [[10.0 * v for v in speed], [5.0 * v for v in speed]])
+    rows = [{"model": "a", "k": 2, "calibrated": apart}, {"model": "t", "k": 2, "calibrated": turns},
+            {"model": "h", "k": 2, "calibrated": hit}]
+    text = "\n".join(br._bottleneck_section([("r", rows)]))
+    assert "| r | a | 2 | 0 | 1 | no | -2.0% | +-6.6% | **apart** |" in text
+    assert "| r | t | 2 | 0 | 1 | no | " in text and text.split("| r | t | 2 |")[1].split("\n")[0].endswith("tied |")
+    assert "| r | h | 2 | 0 | 0 | yes | | | |" in text
+    assert "measured one on 1 of 3 rows; on 2 of the 3 rows whose passes were recorded it is the measured one or tied" \
+        in text
 
 
 def test_drift_accounts_for_ratios_against_another_pass(br):

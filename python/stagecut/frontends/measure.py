@@ -50,7 +50,47 @@ from stagecut.results import Plan
 from stagecut.validate import check_int
 
 __all__ = ["Calibration", "StageTiming", "Measurement", "calibrate", "calibrated_trace", "measure", "measure_many",
-           "refine"]
+           "refine", "slowest_within_noise"]
+
+
+def slowest_within_noise(passes: Sequence[Sequence[float]], *, confidence: float = 0.95, resamples: int = 2000,
+                         seed: int = 0) -> tuple[int, ...]:
+    """The stages that the passes cannot tell apart from the slowest one.
+
+    ``passes[i][p]`` is stage ``i``'s time in pass ``p`` (every stage timed in the same passes).
+    The slowest stage ``m`` has the largest median. Stage ``i`` is *within noise* of it unless
+    ``m`` is slower in a paired sense: over ``resamples`` bootstrap resamplings of the passes
+    (seeded), the median of ``passes[m][p] - passes[i][p]`` is positive in more than
+    ``confidence`` of them (a one-sided test at that level; the machine's speed of each pass
+    cancels out in the difference). With fewer than 2 passes nothing can be told apart: every
+    stage is returned.
+
+    Returns
+    -------
+    tuple of int
+        The stage indices, in order; ``m`` is always one of them.
+
+    Examples
+    --------
+    >>> slowest_within_noise([[10.0, 11.0, 10.5, 10.2], [10.1, 11.2, 10.4, 10.3], [5.0, 5.1, 5.2, 5.0]])
+    (0, 1)
+    """
+    if not 0.0 < confidence < 1.0:
+        raise InvalidArgumentError(f"confidence must be in (0, 1), got {confidence!r}")
+    resamples = check_int(resamples, "resamples", minimum=1, error=InvalidArgumentError)
+    try:
+        a = np.asarray(passes, dtype=float)
+    except (TypeError, ValueError):
+        a = np.zeros(0)
+    if a.ndim != 2 or a.shape[0] == 0:
+        raise InvalidArgumentError("passes must be one non-empty row of times per stage, all of one length")
+    if a.shape[1] < 2:
+        return tuple(range(a.shape[0]))
+    m = int(np.argmax(np.median(a, axis=1)))
+    idx = np.random.default_rng(seed).integers(0, a.shape[1], size=(resamples, a.shape[1]))
+    boot = np.median((a[m] - a)[:, idx], axis=2)  # stages x resamples: the median paired difference
+    slower = (boot > 0).mean(axis=1) > confidence
+    return tuple(i for i in range(a.shape[0]) if i == m or not slower[i])
 
 
 @dataclass(frozen=True)
@@ -117,6 +157,17 @@ class Measurement:
         return max(s.measured for s in self.stages)
 
     @property
+    def bottleneck_ties(self) -> tuple[int, ...]:
+        """The stages the passes cannot tell apart from the measured bottleneck
+        (:func:`slowest_within_noise` at 95%): when the predicted bottleneck is one of them, the
+        prediction named the bottleneck as well as this measurement can. Stages recorded
+        without their passes: the measured bottleneck alone."""
+        n = len(self.stages[0].passes)
+        if n == 0 or any(len(s.passes) != n for s in self.stages):  # no passes recorded: nothing to pair
+            return (self.measured_bottleneck,)
+        return tuple(sorted({self.measured_bottleneck, *slowest_within_noise([s.passes for s in self.stages])}))
+
+    @property
     def predicted_now_bottleneck(self) -> int | None:
         """The stage with the largest ``predicted_now`` (``None`` without a calibration)."""
         now = [s.predicted_now for s in self.stages]
@@ -136,6 +187,10 @@ class Measurement:
             extra = (f"  {1e3 * (s.predicted_now or 0.0):16.3f}  {s.ratio_now or 0.0:12.3f}" if now else "")
             rows.append(f"{s.index:5d}  {s.nodes:5d}  {1e3 * s.predicted:12.3f}  {1e3 * s.measured:11.3f}  "
                         f"{s.ratio:18.3f}{extra}{mark}")
+        ties = self.bottleneck_ties
+        if len(ties) > 1:
+            rows.append("stages " + ", ".join(map(str, ties)) + " are within the measurement's noise of the slowest "
+                        f"(paired over {len(self.stages[0].passes)} passes, 95%)")
         if now:
             rows.append(f"machine speed against the calibration: the calibration's segments took {self.drift:.3f}x "
                         "their calibrated time in the same passes")
