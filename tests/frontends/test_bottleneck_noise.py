@@ -61,6 +61,13 @@ def test_stages_that_take_turns_are_tied_and_the_slowest_is_always_in():
     assert slowest_within_noise(passes) == (0, 1)
     # a much faster stage is never tied; the slowest is returned even when alone
     assert slowest_within_noise([[1.0, 1.1, 0.9], [5.0, 5.2, 4.9]]) == (1,)
+    # two passes are enough to tell a stage far slower in both
+    assert slowest_within_noise([[5.0, 5.1], [1.0, 1.1]]) == (0,)
+
+
+def test_identical_stages_are_tied():
+    same = [10.0, 11.0, 9.5, 10.2, 10.8]
+    assert slowest_within_noise([same, list(same), [1.0] * 5]) == (0, 1)
 
 
 def test_the_confidence_level_moves_the_boundary():
