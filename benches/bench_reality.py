@@ -321,7 +321,9 @@ def run(models: list[str], ks: list[int], repeat: int, peers: bool = True, train
                 for label, plan in plans.items():
                     row[label]["family"] = plan.stats.get("family")
                 if peers:
-                    refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat)
+                    # refine's last step times the start, its re-plans and the best split between layers together
+                    layer = partition_trace(tc, k, family="layer")
+                    refined, m, _ = refine(tc, plans["calibrated"], k, rounds=2, repeat=repeat, candidates=[layer])
                     row["refined"] = _row(m)
                     row["refined"]["changed"] = refined.assignment() != plans["calibrated"].assignment()
                     # ours, refined and every peer split timed in the same passes (load drifts over minutes)
@@ -402,7 +404,8 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False,
             "",
             "### Forward and backward",
             "",
-            f"Regenerate: `python bench_reality.py --no-forward --models {models} --depths --repeat 2 --json "
+            f"Regenerate: `python bench_reality.py --no-forward --models {models} --depths --repeat {_repeat(rows, 2)} "
+            "--json "
             "pytorch_runs/peers_training.json`, then `--peers-training pytorch_runs/peers_training.json` in the "
             f"`--from` command above. As above ({_passes(rows)} passes) on the training trace "
             "(`t.calibrated(training=True)`): each stage "
@@ -414,13 +417,16 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False,
         "",
         "## Measured bottleneck stage: ours against the splits people use",
         "",
-        "Regenerate: `python bench_reality.py --no-training --depths --repeat 3 --json pytorch_runs/peers.json`, "
+        f"Regenerate: `python bench_reality.py --no-training --depths --repeat {_repeat(rows, 3)} --json "
+        "pytorch_runs/peers.json`, "
         "then `--peers pytorch_runs/peers.json` in the `--from` command above. Forward, milliseconds of the slowest "
         "stage as measured (lower is better). In each row every plan's stages are timed in the same passes (each "
         f"pass runs all the plans, in rotating order, {_passes(rows)} passes), so the load of the machine hits them "
         "alike; a split "
         "that several methods give is built and timed once. `ours`: the plan on the calibrated trace; `refined`: "
-        "after re-planning on measured stage times (`refine`, 2 rounds). The peers split the model's layers "
+        "`refine` (2 rounds of re-planning on measured stage times; then the start, the re-plans and the best "
+        "split between top-level layers on the calibrated trace timed in the same passes, the fastest kept). "
+        "The peers split the model's layers "
         "(top-level modules, the blocks of a top-level `Sequential` or `ModuleList`): DeepSpeed `uniform`, "
         "`parameters` (its default: balanced parameter counts) and `partition_balanced` on the layers' measured "
         "times, torchgpipe `balance_by_time` on the same times (each layer built as a piece of the program and "
@@ -437,6 +443,12 @@ def _passes(rows: list[dict[str, Any]]) -> str:
     """How many passes the rows' plans were timed in (as recorded)."""
     n = {len(r["calibrated_again"]["passes_ms"][0]) for r in rows if "passes_ms" in r.get("calibrated_again", {})}
     return "/".join(str(x) for x in sorted(n)) or "9"
+
+
+def _repeat(rows: list[dict[str, Any]], default: int) -> int:
+    """The ``--repeat`` of the run that made the rows (each measurement times ``3 * repeat`` passes)."""
+    n = {len(r["calibrated_again"]["passes_ms"][0]) for r in rows if "passes_ms" in r.get("calibrated_again", {})}
+    return max(n) // 3 if n else default
 
 
 def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...],
@@ -821,9 +833,12 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "mode; GPT-style stack of 12 layers (d_model 256, 4 heads, 64 tokens, batch 2), "
         "torchvision ResNet-50 (batch 1, 224x224) and Inception-v3 (batch 1, 299x299). Stage times are the median "
         "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program), "
-        "after warm-up, the cost of calling an empty piece subtracted. The machine is shared by other jobs (2 "
-        "cores, load average 15-27 while this ran): its speed moves by up to ~50% between minutes even in CPU "
-        "time (caches and memory bandwidth are shared), so compare ratios, not milliseconds across rows.",
+        "after warm-up, the cost of calling an empty piece subtracted. The machine is a 2-core virtual machine on "
+        "a shared host. The forward, forward+backward and peer runs ran pinned to one core (`taskset -c 0`) "
+        "with the other core busy with one other job; the `--twice`, `--recheck` and pipeline runs ran earlier "
+        "with the machine loaded (load average 15-27). Even on the pinned core the same code's speed moves by "
+        "up to ~40% between seconds in CPU time (the host's caches and memory bandwidth are shared; the *drift* "
+        "columns show it between minutes), so compare ratios within a pass, not milliseconds across rows.",
         "",
         "How to get these plans and checks on your own model:",
         "",

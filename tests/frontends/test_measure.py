@@ -106,6 +106,75 @@ def test_refine_scales_each_stage_to_its_measurement(traced, monkeypatch):
             "accelerator"])
 
 
+def _fake_timings(meas, monkeypatch, alone, together):
+    """``measure`` gives each plan ``alone(plan)`` as its bottleneck, ``measure_many`` gives
+    ``together(plan)``; records what ``measure_many`` was asked to time."""
+    asked = []
+
+    def report(trace, p, worst):
+        n = len(p.stages)
+        st = tuple(meas.StageTiming(index=i, nodes=1, predicted=1.0, measured=worst if i == n - 1 else worst / 2)
+                   for i in range(n))
+        return meas.Measurement(stages=st, predicted_bottleneck=0, measured_bottleneck=n - 1, overhead=0.0)
+
+    def fake_measure(trace, p, **_):
+        return report(trace, p, alone(p))
+
+    def fake_many(trace, plans, **_):
+        asked.append(dict(plans))
+        return {k: report(trace, p, together(p)) for k, p in plans.items()}
+
+    monkeypatch.setattr(meas, "measure", fake_measure)
+    monkeypatch.setattr(meas, "measure_many", fake_many)
+    return asked
+
+
+def test_refine_keeps_the_fastest_plan_of_one_same_pass_comparison(traced, monkeypatch):
+    import stagecut.frontends.measure as meas
+
+    start = partition_trace(traced, 2)
+    other = partition_trace(traced, 3)
+    key = meas._key
+    # measured alone (minutes apart), the re-plan looks 10x faster; timed together with the start,
+    # it is slower: the same-pass comparison decides
+    replans = []
+
+    def plan_on(trace, k):
+        replans.append(other)
+        return other
+
+    asked = _fake_timings(meas, monkeypatch, alone=lambda p: 10.0 if key(p) == key(start) else 1.0,
+                          together=lambda p: 5.0 if key(p) == key(start) else 6.0)
+    best, m, tr = refine(traced, start, 2, rounds=2, partition=plan_on)
+    assert key(best) == key(start) and tr is traced and m.measured_max == 5.0
+    assert len(asked) == 1 and sorted(len(p.stages) for p in asked[0].values()) == [2, 3]
+    # the other way round: the re-plan wins, with its scaled trace
+    asked = _fake_timings(meas, monkeypatch, alone=lambda p: 1.0, together=lambda p: 7.0 if key(p) == key(start)
+                          else 6.0)
+    best, m, tr = refine(traced, start, 2, rounds=2, partition=plan_on)
+    assert key(best) == key(other) and m.measured_max == 6.0 and tr is not traced
+    assert "stage times scaled to a measurement" in tr.notes
+
+
+def test_refine_compares_its_candidates_and_keeps_the_start_on_ties(traced, monkeypatch):
+    import stagecut.frontends.measure as meas
+
+    start = partition_trace(traced, 2)
+    layer = partition_trace(traced, 3)
+    key = meas._key
+    asked = _fake_timings(meas, monkeypatch, alone=lambda p: 1.0, together=lambda p: 2.0 if len(p.stages) == 3
+                          else 3.0)
+    # rounds=0: nothing re-planned; the start and the candidates (the duplicate timed once) compared
+    best, m, tr = refine(traced, start, 2, rounds=0, candidates=[layer, start, layer])
+    assert key(best) == key(layer) and tr is traced and m.measured_max == 2.0
+    assert len(asked) == 1 and len(asked[0]) == 2
+    asked = _fake_timings(meas, monkeypatch, alone=lambda p: 1.0, together=lambda p: 4.0)
+    best, _, _ = refine(traced, start, 2, rounds=0, candidates=[layer])
+    assert key(best) == key(start)  # equal times: the start
+    with pytest.raises(InvalidArgumentError, match=r"candidates\[1\] must be a Plan"):
+        refine(traced, start, 2, candidates=[layer, "not a plan"])
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_nnls_meets_the_optimality_conditions(seed):
     rng = np.random.default_rng(seed)

@@ -365,15 +365,19 @@ def measure_many(trace: Any, plans: Mapping[str, Plan], *, warmup: int = 2, repe
 
 
 def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int = 2, repeat: int = 5,
-           partition: Callable[[Any, int], Plan] | None = None, device: str | None = None
-           ) -> tuple[Plan, Measurement, Any]:
-    """Re-plan on measured stage times until the measured bottleneck stage stops moving.
+           partition: Callable[[Any, int], Plan] | None = None, device: str | None = None,
+           candidates: Sequence[Plan] = ()) -> tuple[Plan, Measurement, Any]:
+    """Re-plan on measured stage times until the measured bottleneck stage stops moving, then
+    keep the plan that measures fastest against the others in the same passes.
 
     Each round measures the current plan, scales the compute of each stage's nodes by its
     measured/predicted ratio (the trace then predicts that plan's stages exactly), and plans
     again on the scaled trace; it stops when the new plan equals the old one, when the measured
-    bottleneck stays on the same stage, or after ``rounds``. The plan with the smallest measured
-    bottleneck is returned.
+    bottleneck stays on the same stage, or after ``rounds``. Then every distinct plan met (the
+    start, each re-plan, and ``candidates``) is timed in the same passes (:func:`measure_many`),
+    so that the machine's speed, which can move by tens of percent between measurements, does
+    not decide which wins, and the one with the smallest measured bottleneck is returned (the
+    earliest of equal ones: the start first).
 
     Parameters
     ----------
@@ -391,26 +395,39 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
         :func:`stagecut.frontends.program_order.partition_trace`).
     device : str, optional
         As for :func:`measure`.
+    candidates : sequence of Plan
+        More plans of the same trace for the final comparison: for instance the best split
+        between top-level layers (``partition_trace(trace, devices, family="layer")``), which
+        the cost model may rank within its error of the start.
 
     Returns
     -------
     (Plan, Measurement, TorchTrace)
-        The best plan by measurement, its measurement, and the scaled trace it was planned on.
+        The plan that measured fastest in the final comparison, its measurement there (predicted
+        times from ``trace``), and the trace it was planned on (``trace`` for the start and the
+        candidates, a scaled trace for a re-plan).
 
     Raises
     ------
     InvalidArgumentError, NotExpressibleError
-        As :func:`measure`.
+        As :func:`measure`; a candidate that is not a :class:`~stagecut.results.Plan`.
     """
     from stagecut.frontends.program_order import partition_trace
 
     rounds = check_int(rounds, "rounds", minimum=0, error=InvalidArgumentError)
+    candidates = list(candidates)
+    for i, c in enumerate(candidates):
+        if not isinstance(c, Plan):
+            raise InvalidArgumentError(f"candidates[{i}] must be a Plan, got {type(c).__name__}")
     _device(trace, device)  # refused before any timing
     plan_fn = partition if partition is not None else partition_trace
     current, cur_trace = plan, trace
-    m = measure(cur_trace, current, warmup=warmup, repeat=repeat, reference=False, device=device)
-    best = (m.measured_max, current, m, cur_trace)
+    pool: dict[Any, tuple[Plan, Any]] = {_key(plan): (plan, trace)}
+    for c in candidates:
+        pool.setdefault(_key(c), (c, trace))
+    m = measure(cur_trace, current, warmup=warmup, repeat=repeat, reference=False, device=device) if rounds else None
     for _ in range(rounds):
+        assert m is not None
         stage = _stage_map(current, cur_trace)
         scale = [s.ratio if math.isfinite(s.ratio) and s.predicted > 0 else 1.0 for s in m.stages]
         fwd_of = {v: scale[s] for v, s in stage.items()}
@@ -425,11 +442,19 @@ def refine(trace: Any, plan: Plan, devices: int, *, rounds: int = 3, warmup: int
         nxt = plan_fn(cur_trace, devices)
         if nxt.assignment() == current.assignment():
             break
+        pool.setdefault(_key(nxt), (nxt, cur_trace))
         m2 = measure(cur_trace, nxt, warmup=warmup, repeat=repeat, reference=False, device=device)
         moved = m2.measured_bottleneck != m.measured_bottleneck
         current, m = nxt, m2
-        if m.measured_max < best[0]:
-            best = (m.measured_max, current, m, cur_trace)
         if not moved:
             break
-    return best[1], best[2], best[3]
+    entries = list(pool.values())
+    timed = measure_many(trace, {str(i): p for i, (p, _) in enumerate(entries)}, warmup=warmup, repeat=repeat,
+                         reference=False, device=device)
+    best = min(range(len(entries)), key=lambda i: (timed[str(i)].measured_max, i))
+    return entries[best][0], timed[str(best)], entries[best][1]
+
+
+def _key(plan: Plan) -> Any:
+    """A plan's identity for :func:`refine`'s pool: which stage each node is on."""
+    return frozenset(plan.assignment().items())
