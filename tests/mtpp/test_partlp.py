@@ -21,6 +21,7 @@ from stagecut.mtpp.certify import certify
 from stagecut.mtpp.cover import cover_bound
 from stagecut.mtpp.model import MtppProblem, block_cost
 from stagecut.mtpp.partlp import _Blocks, _Enumerated, _Pricer, partition_lp_bound
+from stagecut.mtpp.pricing import BlockSearch
 
 
 def test_partition_lp_reaches_the_optimum_of_a_chain():
@@ -49,7 +50,7 @@ def test_partition_lp_never_passes_brute_force_and_beats_cover_often():
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_partition_lp_with_the_pricing_mip_never_passes_brute_force():
     # the same with the MIP instead of the enumeration (every instance: no group is enumerated)
-    better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(710_000, 0, 30),
+    better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=0), chunk_seeds(710_000, 0, 30),
                    brute_force_mtpp, n_max=7, k_max=6)
     assert better >= 3  # (5 of these 30)
 
@@ -58,7 +59,7 @@ def test_partition_lp_with_the_pricing_mip_never_passes_brute_force():
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 @pytest.mark.parametrize("chunk", range(4))
 def test_partition_lp_never_passes_brute_force_sweep(chunk):
-    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=12 if s % 5 else 0),
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=12 if s % 5 else 0, search=0 if s % 10 else 5.0),
           chunk_seeds(720_000, chunk, 600), brute_force_mtpp, n_max=7, k_max=6)
 
 
@@ -143,7 +144,7 @@ def test_partition_lp_priced_by_the_mip_alone_never_passes_brute_force(monkeypat
     import stagecut.mtpp.partlp as partlp
 
     monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
-    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(750_000, 0, 30),
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=0), chunk_seeds(750_000, 0, 30),
           brute_force_mtpp, n_max=7, k_max=6)
 
 
@@ -169,6 +170,136 @@ def test_every_refuting_pricing_is_checked_against_every_block(monkeypatch):
 
     monkeypatch.setattr(partlp._Pricer, "solve", checked_solve)
     monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
-    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0), chunk_seeds(750_000, 0, 30),
+    sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=0), chunk_seeds(750_000, 0, 30),
           brute_force_mtpp, n_max=7, k_max=6)
     assert len(checked) >= 5, len(checked)  # (9 of these 30 runs)
+
+
+# the branch and bound over blocks (stagecut.mtpp.pricing): the exact pricing without a solver
+
+
+def _instance(s: int, rng: random.Random, n_max: int = 8) -> tuple[MtppProblem, _Blocks, float, list[float]]:
+    from tests.mtpp.test_combinatorial import random_problem
+
+    p = random_problem(s, n_max=n_max, k_max=4)
+    blocks = _Blocks(p)
+    total = block_cost(p, p.graph.ids)
+    t = rng.choice([0.3, 0.5, 0.8]) * total if math.isfinite(total) else 10.0
+    return p, blocks, t, _weights(blocks, rng)
+
+
+def _feasible(blocks: _Blocks, t: float, m: int) -> bool:
+    return blocks.cost(m) <= t * (1 + 1e-9) and blocks.convex.close(m) == m
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_block_search_finds_the_heaviest_feasible_block():
+    # the search's answer is the largest weight of a nonempty, convex, group-closed block of cost
+    # at most T, as enumerated, and its block is one (a wrong prune, a tensor left out of the
+    # cost or a convexity rule dropped moves it above or below)
+    rng = random.Random(11)
+    checked = 0
+    for s in range(760_000, 760_300):
+        p, blocks, t, pi = _instance(s, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        got, masks, done = BlockSearch(p, blocks.members, t).solve(pi)
+        assert done, s
+        if want == -math.inf:
+            assert got == -math.inf and not masks, s
+            continue
+        assert got == pytest.approx(want, abs=1e-9), (s, got, want)
+        assert len(masks) == 1 and _feasible(blocks, t, masks[0]), s
+        assert sum(pi[g] for g in blocks.groups(masks[0])) == pytest.approx(want, abs=1e-9), s
+        checked += 1
+    assert checked >= 240  # (247 of these 300)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_block_search_with_a_floor_finds_a_block_or_proves_none():
+    # with a floor it returns a feasible block of weight >= floor when one exists, and "none"
+    # (-inf, solved) only when the enumeration has none; its M stays an upper bound
+    rng = random.Random(13)
+    found = proved = 0
+    for s in range(770_000, 770_200):
+        p, blocks, t, pi = _instance(s, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        if want == -math.inf:
+            continue
+        floor = want * rng.choice([0.5, 0.9, 1.0, 1.1]) if want > 0 else want + rng.choice([-0.1, 0.1])
+        got, masks, done = BlockSearch(p, blocks.members, t).solve(pi, floor=floor)
+        if want >= floor + 1e-9:
+            assert masks and not done, s
+            assert all(_feasible(blocks, t, m) and sum(pi[g] for g in blocks.groups(m)) >= floor - 1e-9
+                       for m in masks), s
+            assert got >= want - 1e-9, s
+            found += 1
+        elif want < floor - 1e-9:
+            assert got == -math.inf and done and not masks, s
+            proved += 1
+    assert found >= 50 and proved >= 30  # (82 and 42 of these 200)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_block_search_stopped_early_still_bounds_every_block():
+    # stopped after a few nodes, its M is the largest bound of the branches left: never below
+    # the heaviest feasible block (with or without a floor), and "solved" is false
+    rng = random.Random(17)
+    stopped = 0
+    for s in range(780_000, 780_150):
+        p, blocks, t, pi = _instance(s, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        for nodes in (1, 3, 8):
+            for floor in (None, want if want > -math.inf else None):
+                got, masks, done = BlockSearch(p, blocks.members, t).solve(pi, floor=floor, nodes=nodes)
+                if done:
+                    continue
+                stopped += 1
+                assert got >= want - 1e-9, (s, nodes, floor, got, want)
+                assert all(_feasible(blocks, t, m) for m in masks), s
+    assert stopped >= 500  # (718)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_block_search_equals_the_pricing_mip_on_larger_instances():
+    # 11 to 14 nodes (deeper trees than the enumeration can check quickly): the search and the
+    # pricing MIP solved to optimality agree on the heaviest feasible block
+    rng = random.Random(19)
+    checked = 0
+    for s in range(790_000, 790_030):
+        p, blocks, t, pi = _instance(s, rng, n_max=14)
+        if blocks.ngroups < 11:
+            continue
+        got, masks, done = BlockSearch(p, blocks.members, t).solve(pi)
+        want, _, mip_done = _Pricer(p, blocks, t, "cbc", 1, 0).solve(pi, None, gap=1e-9)
+        assert done and mip_done, s
+        assert got == pytest.approx(want, abs=1e-6), (s, got, want)
+        assert all(_feasible(blocks, t, m) for m in masks), s
+        checked += 1
+    assert checked >= 5, checked  # (8 of these 30 have 11 groups or more)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_partition_lp_priced_by_the_search_never_passes_brute_force(monkeypatch):
+    # every pricing by the search (no enumeration; the MIP only after 5 s), each answer that
+    # refutes a T held to the enumeration of every block at that T with the same weights
+    import stagecut.mtpp.pricing as pricing
+
+    solve = pricing.BlockSearch.solve
+    checked = []
+
+    def checked_solve(self, pi, *args, **kwargs):
+        got = solve(self, pi, *args, **kwargs)
+        if got[2]:
+            heaviest, _, _ = _Enumerated(_Blocks(self.problem), self.t).solve(list(pi))
+            floor = kwargs.get("floor")
+            if floor is None or got[0] > -math.inf:
+                assert got[0] == pytest.approx(heaviest, abs=1e-9)
+            else:
+                assert heaviest < floor + 1e-9, (heaviest, floor)
+                checked.append(heaviest)
+        return got
+
+    monkeypatch.setattr(pricing.BlockSearch, "solve", checked_solve)
+    better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=5.0), chunk_seeds(800_000, 0, 40),
+                   brute_force_mtpp, n_max=7, k_max=6)
+    assert better >= 3 and len(checked) >= 5, (better, len(checked))  # (4 and 8)

@@ -25,7 +25,10 @@ the feasible blocks (a binary per node, equal within a forced group; a continuou
 or ``params <= M - R`` for a hard limit; ``w + io + o <= T``; ``sum x >= 1``) that looks only
 for blocks of weight at least ``sum pi / k`` (less a margin): when it proves there is none,
 ``M`` is below that and ``T`` is refuted (a solver stopped early refutes it when its dual
-bound, raised by the margin, is below ``sum pi / k``; else ``T`` stays undecided). The
+bound, raised by the margin, is below ``sum pi / k``; else ``T`` stays undecided). Before
+each MIP an exact branch and bound over blocks (:mod:`stagecut.mtpp.pricing`, up to
+:data:`SEARCH_GROUPS` groups) runs for :data:`SEARCH_SECONDS`: it finds a block or proves
+there is none (its answer then stands), else the MIP runs. The
 weights ``pi`` come from a restricted master LP over the blocks found so far (by a local
 search and by the MIP's solutions); wrong or missing blocks there only make ``pi`` worse,
 never the bound wrong.
@@ -51,6 +54,7 @@ import numpy.typing as npt
 from stagecut._mip import add, import_mip, new_model, solve
 from stagecut.mtpp.cover import _bits, _Convex
 from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.mtpp.pricing import BlockSearch, SearchFirst
 
 __all__ = ["PartitionBound", "partition_lp_bound"]
 
@@ -286,6 +290,11 @@ class _Enumerated:
 
 #: Most forced groups for which the pricing enumerates every block instead of solving a MIP.
 ENUMERATE_GROUPS = 12
+#: Most forced groups for which the branch and bound over blocks (:mod:`stagecut.mtpp.pricing`)
+#: may run before the pricing MIP.
+SEARCH_GROUPS = 400
+#: Seconds of that branch and bound before each pricing MIP (0: the MIP alone).
+SEARCH_SECONDS = 0.5
 
 
 class _Master:
@@ -392,12 +401,13 @@ def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds
 def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, time_limit: float | None = None,
                        solver: str = "cbc", threads: int | None = None, seed: int | None = 0, steps: int = 6,
                        start: list[list[int]] | None = None,
-                       enumerate_up_to: int = ENUMERATE_GROUPS) -> PartitionBound:
+                       enumerate_up_to: int = ENUMERATE_GROUPS, search: float = SEARCH_SECONDS) -> PartitionBound:
     """The ``partition-lp`` bound (module docs): at least ``lo`` (a bound already proven),
     searched up to ``hi`` (a partition's cost; default the total cost of one block) with at most
     ``steps`` values of ``T`` within ``time_limit`` seconds; ``start``: node-position blocks (a
     plan's) to seed the columns; ``enumerate_up_to``: the most forced groups for which the
-    pricing enumerates the blocks (above it: the MIP).
+    pricing enumerates the blocks (above it: the MIP); ``search``: seconds of the branch and
+    bound over blocks before each pricing MIP (0: the MIP alone).
 
     >>> from stagecut.graph import Graph
     >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
@@ -442,7 +452,7 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
         if deadline is not None and step < steps - 1:
             until = time.monotonic() + _SHARE * (deadline - time.monotonic())
         verdict, used_mips, used_lps = _test(problem, blocks, pool, master, t, until, solver, threads, seed, keep,
-                                             blocks.ngroups <= enumerate_up_to)
+                                             blocks.ngroups <= enumerate_up_to, search)
         mips += used_mips
         lps += used_lps
         _log.debug("T %.6g: %s", t, {None: "undecided", True: "refuted", False: "not refuted"}[verdict])
@@ -459,7 +469,7 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
 
 def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master: _Master, t: float,
           deadline: float | None, solver: str, threads: int | None, seed: int | None,
-          keep: Any, small: bool) -> tuple[bool | None, int, int]:
+          keep: Any, small: bool, search: float = 0.0) -> tuple[bool | None, int, int]:
     """Is ``T = t`` refuted? ``(True/False/None undecided, MIPs, LPs)``.
 
     Column generation on the master LP (built once, a row per block found): the blocks come
@@ -470,8 +480,13 @@ def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master:
     estimate passes ``k``. Only the MIP (or the enumeration) proves anything: a refutation is
     ``sum w > k M`` for the weights ``w`` it was given and its bound ``M``."""
     k = problem.devices
-    pricer: _Pricer | _Enumerated
-    pricer = _Enumerated(blocks, t) if small else _Pricer(problem, blocks, t, solver, threads, seed, first=True)
+    pricer: _Pricer | _Enumerated | SearchFirst
+    if small:
+        pricer = _Enumerated(blocks, t)
+    else:
+        pricer = _Pricer(problem, blocks, t, solver, threads, seed, first=True)
+        if search > 0 and blocks.ngroups <= SEARCH_GROUPS:
+            pricer = SearchFirst(BlockSearch(problem, blocks.members, t), pricer, search)
     mips = lps = 0
     master.reset([blocks.groups(mk) for mk, c in pool.items() if c <= t])
     alpha = 0.0 if small else _SMOOTH
@@ -533,6 +548,7 @@ def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master:
             return col not in master.rows and math.fsum(pi[g] for g in col) > 1 + 1e-9
 
         new: list[int] = []
+        fresh = 0
         if not small:
             tops = sorted((mk for mk, c in pool.items() if c <= t),
                           key=lambda mk: -math.fsum(pi[g] for g in blocks.groups(mk)))[:4]
@@ -555,8 +571,8 @@ def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master:
                 verdict, masks = prove(center, share=0.1)
                 if verdict:
                     return True, mips, lps
-                add_masks(masks + [mk for mk in _greedy(blocks, list(center), t, masks) if violated(mk)])
-        if new and add_masks(new):
+                fresh = add_masks(masks + [mk for mk in _greedy(blocks, list(center), t, masks) if violated(mk)])
+        if (new and add_masks(new)) or fresh:  # (the center's blocks too: pi is stale once they are in)
             continue
         verdict, masks = prove(pi)
         if verdict:
