@@ -354,11 +354,15 @@ def add_level(src: Path, out: Path, level: str, budget: float, ks: list[int]) ->
             print(json.dumps(row), flush=True)
 
 
-def partlp_runs(graphs: list[str], n: int, k: int, budget: float) -> str:
+def partlp_runs(graphs: list[str], n: int, k: int, budget: float, solver: str = "cbc",
+                search: float | None = None, climb: float = 0.5) -> str:
     """``partition-lp`` called directly on each ``model:seed:lo:plan`` (a bound already proven
     and a plan's cost, e.g. ``block``'s and the best plan's): the bound, the certified ratio
-    before (``lo / plan``) and after, the tested ``T`` values, MIPs, LPs and CPU seconds."""
-    from stagecut.mtpp.partlp import partition_lp_bound
+    before (``lo / plan``) and after, the tested ``T`` values, MIPs, LPs and CPU seconds;
+    ``solver`` for the pricing MIP, ``search`` the seconds of the branch and bound over blocks
+    before each (default: the level's own), ``climb`` where the next ``T`` is tried (0.5: a
+    bisection; smaller: up from ``lo``)."""
+    from stagecut.mtpp.partlp import SEARCH_SECONDS, partition_lp_bound
 
     lines = ["| graph | before (lo / plan) | after | tested T (refuted?) | MIPs | LPs | blocks | CPU s | wall s |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -366,7 +370,8 @@ def partlp_runs(graphs: list[str], n: int, k: int, budget: float) -> str:
         model, seed, lo, plan = spec.split(":")
         p = MtppProblem(regal_graph(n, model=model, seed=int(seed)), devices=k)
         t, c = time.perf_counter(), time.process_time()
-        r = partition_lp_bound(p, lo=float(lo), hi=float(plan), time_limit=budget, threads=1)
+        r = partition_lp_bound(p, lo=float(lo), hi=float(plan), time_limit=budget, threads=1, solver=solver,
+                               search=SEARCH_SECONDS if search is None else search, climb=climb)
         cpu, wall = time.process_time() - c, time.perf_counter() - t
         tested = ", ".join(f"{x:,.1f} ({'yes' if v else 'no'})" for x, v in r.tested)
         lines.append(f"| {model}, seed {seed} | {float(lo) / float(plan):.4f} | {r.bound / float(plan):.4f} | "
@@ -450,6 +455,11 @@ def main(argv: list[str]) -> int:
     pl.add_argument("--size", type=int, default=100)
     pl.add_argument("--k", type=int, default=8)
     pl.add_argument("--budget", type=float, default=150.0)
+    pl.add_argument("--solver", default="cbc", help="the pricing MIP's solver (cbc or highs)")
+    pl.add_argument("--search", type=float, default=None,
+                    help="seconds of the branch and bound over blocks before each pricing MIP (0: none)")
+    pl.add_argument("--climb", type=float, default=0.5,
+                    help="the next T as a share of the interval left (0.5: bisection; smaller: up from lo)")
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -468,7 +478,7 @@ def main(argv: list[str]) -> int:
                         a.improve_budget))
         return 0
     if a.what == "partlp":
-        print(partlp_runs([g for g in a.graphs.split(",") if g], a.size, a.k, a.budget))
+        print(partlp_runs([g for g in a.graphs.split(",") if g], a.size, a.k, a.budget, a.solver, a.search, a.climb))
         return 0
     if a.what == "payments":
         print(payments(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), a.k, a.budget))

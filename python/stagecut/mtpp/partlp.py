@@ -401,13 +401,17 @@ def _greedy(blocks: _Blocks, pi: list[float], t: float, starts: list[int], seeds
 def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = None, time_limit: float | None = None,
                        solver: str = "cbc", threads: int | None = None, seed: int | None = 0, steps: int = 6,
                        start: list[list[int]] | None = None,
-                       enumerate_up_to: int = ENUMERATE_GROUPS, search: float = SEARCH_SECONDS) -> PartitionBound:
+                       enumerate_up_to: int = ENUMERATE_GROUPS, search: float = SEARCH_SECONDS,
+                       climb: float = 0.5) -> PartitionBound:
     """The ``partition-lp`` bound (module docs): at least ``lo`` (a bound already proven),
     searched up to ``hi`` (a partition's cost; default the total cost of one block) with at most
     ``steps`` values of ``T`` within ``time_limit`` seconds; ``start``: node-position blocks (a
     plan's) to seed the columns; ``enumerate_up_to``: the most forced groups for which the
     pricing enumerates the blocks (above it: the MIP); ``search``: seconds of the branch and
-    bound over blocks before each pricing MIP (0: the MIP alone).
+    bound over blocks before each pricing MIP (0: the MIP alone); ``climb``: where the next
+    ``T`` is tried, as a share of the interval between the best bound and the lowest ``T`` not
+    refuted (0.5: a bisection; smaller: up from ``lo``, the share doubled after each
+    refutation, at most a half).
 
     >>> from stagecut.graph import Graph
     >>> p = MtppProblem(Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
@@ -444,7 +448,7 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
         if deadline is not None and time.monotonic() >= deadline:
             complete = False
             break
-        t = 0.5 * (best + upper)
+        t = best + min(0.5, climb) * (upper - best)
         if not best < t < upper or upper - best <= 1e-4 * max(1.0, abs(upper)):
             break
         # (a T gets half the time left, the last the rest: one left undecided leaves time for lower ones)
@@ -460,7 +464,7 @@ def partition_lp_bound(problem: MtppProblem, *, lo: float, hi: float | None = No
             complete = False
             upper = t  # (undecided: look lower)
         elif verdict:
-            best = t
+            best, climb = t, 2 * climb  # (refuted: a longer step up)
         else:
             upper = t
         tested.append((t, bool(verdict)))
