@@ -834,9 +834,10 @@ def markdown(rows: list[dict[str, Any]], repeat: int, depth: list[dict[str, Any]
         "torchvision ResNet-50 (batch 1, 224x224) and Inception-v3 (batch 1, 299x299). Stage times are the median "
         "thread CPU time of passes over the built stages in order (`split_module` of the `torch.export` program), "
         "after warm-up, the cost of calling an empty piece subtracted. The machine is a 2-core virtual machine on "
-        "a shared host. The forward, forward+backward and peer runs ran pinned to one core (`taskset -c 0`) "
-        "with the other core busy with one other job; the `--twice`, `--recheck` and pipeline runs ran earlier "
-        "with the machine loaded (load average 15-27). Even on the pinned core the same code's speed moves by "
+        "a shared host. Every `bench_reality.py` run ran pinned to one core (`taskset -c 0`) with the other core "
+        "busy with one other job; the pipeline's two ranks used both cores, one of them shared with that job "
+        "(its measure is CPU seconds per step, which sharing a core does not inflate). Even on the pinned "
+        "core the same code's speed moves by "
         "up to ~40% between seconds in CPU time (the host's caches and memory bandwidth are shared; the *drift* "
         "columns show it between minutes), so compare ratios within a pass, not milliseconds across rows.",
         "",
