@@ -380,6 +380,35 @@ def partlp_runs(graphs: list[str], n: int, k: int, budget: float, solver: str = 
     return "\n".join(lines)
 
 
+def pricing_runs(n: int, graphs: list[str], k: int, searches: list[float], solver: str = "cbc") -> str:
+    """``partition-lp`` with each pricing set-up (``searches``: seconds of the branch and bound over
+    blocks before each pricing MIP, 0 the MIP alone) on each ``model:seed`` of ``n`` nodes, from
+    ``cover``'s bound up to the exact DP's optimum, no time limit: bound / optimum, pricing
+    calls and CPU seconds of each (every bound checked to be at most the optimum)."""
+    from stagecut.mtpp.partlp import partition_lp_bound
+
+    head = " | ".join(f"search {x:g} s: bound / opt, pricings, CPU s" for x in searches)
+    lines = [f"| graph ({n} nodes, k = {k}) | cover / opt | {head} |", "|---" * (2 + len(searches)) + "|"]
+    for spec in graphs:
+        model, seed = spec.split(":")
+        p = MtppProblem(regal_graph(n, model=model, seed=int(seed)), devices=k)
+        solved = dp_optimum(p, 600.0)
+        if solved is None:
+            continue
+        opt = solved[0]
+        lo = cover_bound(p).bound
+        cells = []
+        for x in searches:
+            c = time.process_time()
+            r = partition_lp_bound(p, lo=lo, hi=opt, solver=solver, threads=1, search=x)
+            cpu = time.process_time() - c
+            assert r.bound <= opt * (1 + 1e-9), (spec, x, r.bound, opt)
+            cells.append(f"{r.bound / opt:.4f}, {r.mips}, {cpu:.1f}")
+        lines.append(f"| {model}, seed {seed} | {lo / opt:.4f} | " + " | ".join(cells) + " |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    return "\n".join(lines)
+
+
 def relevel(src: Path, out: Path, levels: list[str], budget: float) -> None:
     """``src``'s rows, with the bound rows of ``levels`` computed again (the current code, ``budget``
     seconds each) on each instance: the before and after of a change to a bound, the plans
@@ -460,6 +489,12 @@ def main(argv: list[str]) -> int:
                     help="seconds of the branch and bound over blocks before each pricing MIP (0: none)")
     pl.add_argument("--climb", type=float, default=0.5,
                     help="the next T as a share of the interval left (0.5: bisection; smaller: up from lo)")
+    pr = sub.add_parser("pricing", help="partition-lp with and without the branch and bound pricing, where the DP runs")
+    pr.add_argument("graphs", help="model:seed,...")
+    pr.add_argument("--size", type=int, default=24)
+    pr.add_argument("--k", type=int, default=8)
+    pr.add_argument("--searches", default="0,0.5", help="seconds of the branch and bound before each MIP")
+    pr.add_argument("--solver", default="cbc")
     t = sub.add_parser("table")
     t.add_argument("path", type=Path)
     a = ap.parse_args(argv)
@@ -479,6 +514,10 @@ def main(argv: list[str]) -> int:
         return 0
     if a.what == "partlp":
         print(partlp_runs([g for g in a.graphs.split(",") if g], a.size, a.k, a.budget, a.solver, a.search, a.climb))
+        return 0
+    if a.what == "pricing":
+        print(pricing_runs(a.size, [g for g in a.graphs.split(",") if g], a.k,
+                           [float(x) for x in a.searches.split(",") if x], a.solver))
         return 0
     if a.what == "payments":
         print(payments(ints(a.sizes), [m for m in a.models.split(",") if m], ints(a.seeds), a.k, a.budget))

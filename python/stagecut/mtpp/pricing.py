@@ -204,7 +204,7 @@ class BlockSearch:
                 stop_cost = cost + float(self.pcomm[pin & ~paid & (self.left[:, i] > 0)].sum())
                 if stop_cost <= t and weight > best:
                     best, best_in = weight, list(inside)
-                    if floor is not None and best >= floor:
+                    if floor is not None and best >= floor - tol:
                         open_bounds = [bound] + [s[-1] for s in stack]
                         break
             if i == m:
@@ -263,7 +263,7 @@ class BlockSearch:
             top = max([best, *open_bounds] + ([target] if cut_by_floor else []))
             return top, masks if floor is None else [], False  # (with a floor: only blocks above it)
         if floor is not None:
-            if best >= floor:  # (stopped at its first block: the bounds of the branches left)
+            if best >= floor - tol:  # (stopped at its first block: the bounds of the branches left)
                 return max([best, *open_bounds]), masks, False
             return -math.inf, [], True
         return best, masks, True
