@@ -1,0 +1,48 @@
+"""The paper-form table of ``benches/mtpp_levels.py`` from planted bounds: per device count the
+geometric mean of each level's bound over the certified plan, and the gap closed against
+``simple``; graph names it cannot rebuild are refused."""
+
+import math
+import pathlib
+import sys
+
+import pytest
+
+BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
+
+
+@pytest.fixture(scope="module")
+def ml():
+    sys.path.insert(0, str(BENCHES))
+    try:
+        import mtpp_levels
+    finally:
+        sys.path.remove(str(BENCHES))
+    return mtpp_levels
+
+
+def rec(graph, k, plan, bound, simple, crossing=None):
+    crossing = simple if crossing is None else crossing
+    return {"graph": graph, "devices": k, "method": "ladder", "plan": plan, "bound": bound, "simple": simple,
+            "node-cut": simple, "crossing": crossing, "cover": crossing}
+
+
+def test_the_table_is_the_geometric_mean_of_bound_over_plan(ml):
+    recs = [rec("a", 8, 100.0, 90.0, 80.0, 85.0), rec("b", 8, 200.0, 160.0, 100.0),
+            rec("a", 16, 50.0, 50.0, 30.0), rec("b", 16, 40.0, 40.0, 20.0)]
+    text = ml.table(recs)
+    simple8, ladder8 = math.sqrt(0.8 * 0.5), math.sqrt(0.9 * 0.8)
+    crossing8 = math.sqrt(0.85 * 0.5)
+    closed = (1 - simple8) / (1 - ladder8)
+    assert (f"| 8 | 2 | {simple8:.4f} | {simple8:.4f} | {crossing8:.4f} | {crossing8:.4f} | {ladder8:.4f} | "
+            f"{closed:.1f}x |") in text
+    assert "| 16 | 2 | " in text and text.rstrip().endswith("| 1.0000 | every instance proven |")
+    assert text.index("| 8 |") < text.index("| 16 |")
+
+
+def test_graph_names_it_cannot_rebuild_are_refused(ml):
+    g = ml.graph_of("regal:12:erdos_renyi:3")
+    assert len(g.nodes) == 12
+    for bad in ("example:transformer", "regal:12:erdos_renyi", "models/x.json"):
+        with pytest.raises(SystemExit, match="regal:N:MODEL:SEED"):
+            ml.graph_of(bad)
