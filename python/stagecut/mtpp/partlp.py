@@ -481,7 +481,8 @@ def _test(problem: MtppProblem, blocks: _Blocks, pool: dict[int, float], master:
     far (Wentges: ``a center + (1 - a) pi``, the center being the weights of largest estimated
     Farley bound ``sum pi / max pi(S)``, the maximum over the blocks known); the pricing MIP runs
     when the search finds no block the master violates, or early, on the center, when its
-    estimate passes ``k``. Only the MIP (or the enumeration) proves anything: a refutation is
+    estimate passes ``k``. Only the pricing (the MIP, the search before it, or the enumeration)
+    proves anything: a refutation is
     ``sum w > k M`` for the weights ``w`` it was given and its bound ``M``."""
     k = problem.devices
     pricer: _Pricer | _Enumerated | SearchFirst
