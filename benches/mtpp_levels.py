@@ -1,12 +1,12 @@
 """The MTPP certificate table in the SliceGraph paper's form from a certify sweep's results.
 
 Reads the rows of a ``stagecut sweep`` results table whose objective is ``certify`` (for instance
-``benches/mtpp_testbed_100.toml``'s), recomputes the fast combinatorial levels (``simple``,
-``node-cut``, ``crossing``, ``cover``) on each instance, and prints per device count the geometric
+``benches/mtpp_testbed_60s.toml``'s), recomputes the fast combinatorial levels (``simple``,
+``node-cut``, ``crossing``, ``cover``) on each instance, and prints per graph size and device count the geometric
 mean over the instances of each level's bound over the plan the sweep certified, the sweep's own
 bound (its method's column), and how many times smaller the gap is than with ``simple`` alone::
 
-    python benches/mtpp_levels.py benches/mtpp_testbed_100.results [--json levels.json]
+    python benches/mtpp_levels.py benches/mtpp_testbed_60s.results [--json levels.json]
 
 The graphs are rebuilt from their ``regal:N:MODEL:SEED`` names (other graph names are refused).
 """
@@ -48,8 +48,8 @@ def measure(rows: list[dict[str, Any]], time_limit: float = 30.0) -> list[dict[s
     out = []
     for r in sorted(rows, key=lambda r: (r["devices"], r["graph"], r["method"])):
         g = graph_of(r["graph"])
-        rec = {"graph": r["graph"], "devices": r["devices"], "method": r["method"], "plan": r["objective"],
-               "bound": r["lower_bound"]}
+        rec = {"graph": r["graph"], "nodes": len(g.nodes), "devices": r["devices"], "method": r["method"],
+               "plan": r["objective"], "bound": r["lower_bound"]}
         for level in LEVELS:
             t0 = time.process_time()
             rec[level] = sc.mtpp_bound(g, level=level, devices=r["devices"], time_limit=time_limit).bound
@@ -59,20 +59,22 @@ def measure(rows: list[dict[str, Any]], time_limit: float = 30.0) -> list[dict[s
 
 
 def table(recs: list[dict[str, Any]]) -> str:
+    """One row per graph size and device count (sizes, then k, ascending)."""
     methods = sorted({r["method"] for r in recs})
     cols = [*LEVELS, *methods]
-    lines = ["| k | instances | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
-             "|---|---|" + "---|" * (len(cols) + 1)]
-    for k in sorted({r["devices"] for r in recs}):
-        at = [r for r in recs if r["devices"] == k]
+    lines = ["| nodes | k | graphs | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
+             "|---|---|---|" + "---|" * (len(cols) + 1)]
+    for size, k in sorted({(r["nodes"], r["devices"]) for r in recs}):
+        at = [r for r in recs if r["devices"] == k and r["nodes"] == size]
         per = {lv: [r[lv] / r["plan"] for r in at] for lv in LEVELS}
         for m in methods:
             per[m] = [r["bound"] / r["plan"] for r in at if r["method"] == m]
         g = {c: math.exp(sum(math.log(x) for x in v) / len(v)) for c, v in per.items() if v}
-        best = max(g[m] for m in methods)
+        best = max(g[m] for m in methods if m in g)
         closed = "every instance proven" if best >= 1 - 1e-9 else f"{(1 - g['simple']) / (1 - best):.1f}x"
         n = len({r["graph"] for r in at})
-        lines.append(f"| {k} | {n} | " + " | ".join(f"{g[c]:.4f}" for c in cols) + f" | {closed} |")
+        lines.append(f"| {size} | {k} | {n} | " + " | ".join(f"{g[c]:.4f}" if c in g else "-" for c in cols)
+                     + f" | {closed} |")
     return "\n".join(lines)
 
 

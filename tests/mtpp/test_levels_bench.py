@@ -23,21 +23,24 @@ def ml():
 
 def rec(graph, k, plan, bound, simple, crossing=None):
     crossing = simple if crossing is None else crossing
-    return {"graph": graph, "devices": k, "method": "ladder", "plan": plan, "bound": bound, "simple": simple,
+    return {"graph": graph, "nodes": 100 if graph != "c" else 200, "devices": k, "method": "ladder", "plan": plan,
+            "bound": bound, "simple": simple,
             "node-cut": simple, "crossing": crossing, "cover": crossing}
 
 
 def test_the_table_is_the_geometric_mean_of_bound_over_plan(ml):
     recs = [rec("a", 8, 100.0, 90.0, 80.0, 85.0), rec("b", 8, 200.0, 160.0, 100.0),
-            rec("a", 16, 50.0, 50.0, 30.0), rec("b", 16, 40.0, 40.0, 20.0)]
+            rec("a", 16, 50.0, 50.0, 30.0), rec("b", 16, 40.0, 40.0, 20.0), rec("c", 8, 10.0, 5.0, 4.0)]
     text = ml.table(recs)
     simple8, ladder8 = math.sqrt(0.8 * 0.5), math.sqrt(0.9 * 0.8)
     crossing8 = math.sqrt(0.85 * 0.5)
     closed = (1 - simple8) / (1 - ladder8)
-    assert (f"| 8 | 2 | {simple8:.4f} | {simple8:.4f} | {crossing8:.4f} | {crossing8:.4f} | {ladder8:.4f} | "
+    assert (f"| 100 | 8 | 2 | {simple8:.4f} | {simple8:.4f} | {crossing8:.4f} | {crossing8:.4f} | {ladder8:.4f} | "
             f"{closed:.1f}x |") in text
-    assert "| 16 | 2 | " in text and text.rstrip().endswith("| 1.0000 | every instance proven |")
-    assert text.index("| 8 |") < text.index("| 16 |")
+    assert "| 100 | 16 | 2 | " in text and "| 1.0000 | every instance proven |" in text.split("| 100 | 16 |")[1]
+    # sizes apart, sizes then k ascending
+    assert text.index("| 100 | 8 |") < text.index("| 100 | 16 |") < text.index("| 200 | 8 | 1 | 0.4000 |")
+    assert text.rstrip().endswith(f"| 0.5000 | {(1 - 0.4) / (1 - 0.5):.1f}x |")
 
 
 def test_graph_names_it_cannot_rebuild_are_refused(ml):
