@@ -17,6 +17,19 @@ from stagecut.mtpp.model import evaluate as mtpp_evaluate
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "workloads"
+BENCHES = ROOT / "benches"
+
+
+def bench_module(name):
+    """Import ``benches/NAME.py`` (the benchmark scripts are not a package)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(BENCHES))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHES))
 
 
 def _quotient_acyclic(graph, dev_of):

@@ -2,22 +2,14 @@
 bootstrap noise band, where a plan cuts in layers, which stage is the bottleneck and whether a miss
 is inside its band, and the drift account of ratios against a calibration from another pass."""
 
-import pathlib
-import sys
-
 import pytest
 
-BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
+from helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def br():
-    sys.path.insert(0, str(BENCHES))
-    try:
-        import bench_reality
-    finally:
-        sys.path.remove(str(BENCHES))
-    return bench_reality
+    return bench_module("bench_reality")
 
 
 def _m(passes):

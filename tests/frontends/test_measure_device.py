@@ -3,13 +3,12 @@ CUDA is refused in one clear error where it is absent (here: no GPU), a calibrat
 measured where it was calibrated, and the CUDA-event clock reads its marks as the CPU clock does
 (with a stand-in for ``torch.cuda.Event``); the per-stage noise band of a measurement."""
 
-import pathlib
-import sys
 
 import numpy as np
 import pytest
 
 from frontends.extras import require_extra
+from helpers import bench_module
 
 torch = require_extra("torch", "torch")
 nn = torch.nn
@@ -19,8 +18,6 @@ from stagecut.errors import BackendUnavailableError, InvalidArgumentError  # noq
 from stagecut.frontends.measure import calibrate, measure, measure_many, refine  # noqa: E402
 from stagecut.frontends.program_order import partition_trace  # noqa: E402
 from stagecut.frontends.torch import trace_torch  # noqa: E402
-
-BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +133,7 @@ def test_each_stage_reports_its_noise_band_and_passes(traced):
 
 @pytest.mark.parametrize("bench", ["bench_reality", "bench_gloo_pipeline"])
 def test_the_benchmarks_refuse_cuda_in_one_line(bench, no_cuda, capsys):
-    sys.path.insert(0, str(BENCHES))
-    try:
-        mod = __import__(bench)
-    finally:
-        sys.path.remove(str(BENCHES))
+    mod = bench_module(bench)
     with pytest.raises(SystemExit) as e:
         mod.main(["--device", "cuda", "--models", "gpt"])
     assert e.value.code == 2

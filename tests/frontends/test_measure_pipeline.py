@@ -2,26 +2,20 @@
 ranks, GPipe and 1F1B with 8 micro-batches, our calibrated plan and the uniform split; every
 step's loss equals the unsplit model's on the same micro-batches."""
 
-import pathlib
-import sys
 
 import pytest
 
 from frontends.extras import require_extra
+from helpers import bench_module
 
 torch = require_extra("torch", "torch")
 require_extra("torch.distributed.pipelining", "torch")
 
-BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
 
 
 @pytest.mark.slow  # two spawned processes importing torch, and a calibration
 def test_gloo_benchmark_runs_both_plans_and_both_schedules_with_the_models_loss():
-    sys.path.insert(0, str(BENCHES))
-    try:
-        import bench_gloo_pipeline as bench
-    finally:
-        sys.path.remove(str(BENCHES))
+    bench = bench_module("bench_gloo_pipeline")
     info = bench.plans("mlp", repeat=1)
     stages = info["stages"]
     assert set(stages) == {"ours", "uniform"} and all(len(s) == 2 and all(s) for s in stages.values())

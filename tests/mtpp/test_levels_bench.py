@@ -3,22 +3,15 @@ geometric mean of each level's bound over the certified plan, and the gap closed
 ``simple``; graph names it cannot rebuild are refused."""
 
 import math
-import pathlib
-import sys
 
 import pytest
 
-BENCHES = pathlib.Path(__file__).resolve().parents[2] / "benches"
+from helpers import bench_module
 
 
 @pytest.fixture(scope="module")
 def ml():
-    sys.path.insert(0, str(BENCHES))
-    try:
-        import mtpp_levels
-    finally:
-        sys.path.remove(str(BENCHES))
-    return mtpp_levels
+    return bench_module("mtpp_levels")
 
 
 def rec(graph, k, plan, bound, simple, crossing=None):
