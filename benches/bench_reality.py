@@ -439,16 +439,21 @@ def _peer_section(rows: list[dict[str, Any]], training: bool = False,
     return lines + _peer_table(rows, PEERS)
 
 
+def _pass_counts(rows: list[dict[str, Any]]) -> list[int]:
+    """How many passes the rows' plans were timed in (as recorded), ascending."""
+    return sorted({len(r["calibrated_again"]["passes_ms"][0]) for r in rows
+                   if "passes_ms" in r.get("calibrated_again", {})})
+
+
 def _passes(rows: list[dict[str, Any]]) -> str:
-    """How many passes the rows' plans were timed in (as recorded)."""
-    n = {len(r["calibrated_again"]["passes_ms"][0]) for r in rows if "passes_ms" in r.get("calibrated_again", {})}
-    return "/".join(str(x) for x in sorted(n)) or "9"
+    """:func:`_pass_counts` as text (``9`` for records without their passes)."""
+    return "/".join(str(x) for x in _pass_counts(rows)) or "9"
 
 
 def _repeat(rows: list[dict[str, Any]], default: int) -> int:
     """The ``--repeat`` of the run that made the rows (each measurement times ``3 * repeat`` passes)."""
-    n = {len(r["calibrated_again"]["passes_ms"][0]) for r in rows if "passes_ms" in r.get("calibrated_again", {})}
-    return max(n) // 3 if n else default
+    n = _pass_counts(rows)
+    return n[-1] // 3 if n else default
 
 
 def _peer_table(rows: list[dict[str, Any]], peers: tuple[tuple[str, str], ...],
