@@ -20,6 +20,7 @@ from stagecut.graph import Graph
 from stagecut.mtpp.bounds import BoundResult
 from stagecut.mtpp.certify import Certificate, certify, plan_blocks
 from stagecut.mtpp.model import MtppProblem, evaluate
+from stagecut.mtpp.slicegraph import slice_graph
 
 CERTIFY = importlib.import_module("stagecut.mtpp.certify")
 
@@ -88,6 +89,23 @@ def test_the_device_count_defaults_to_the_accelerators_else_the_block_count() ->
     assert certify(fewer, plan, levels=("simple",)).devices == 2
     # an explicit count is kept, not replaced by the block count
     assert certify(_chain(), plan, devices=3, levels=("simple",)).devices == 3
+
+
+def test_a_slice_plan_brings_its_devices_and_memory_model() -> None:
+    # the file says 4 accelerators; the plan was made for 2 devices with a memory limit and
+    # overflow: certifying it as a 4-device problem without memory would score another problem
+    g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5, memory=[3.0, 1.0, 1.0, 3.0], defaults={"accelerators": 4})
+    plan = slice_graph(g, devices=2, memory=4.0, bandwidth=2.0, method="dp")
+    cert = certify(g, plan, levels=("simple", "exact"))
+    assert cert.devices == 2 and cert.memory == 4.0 and cert.bandwidth == 2.0
+    assert cert.objective == pytest.approx(plan.objective)  # the same cost model as the plan's
+    assert cert.lower_bound == pytest.approx(plan.objective)  # the DP's optimum, proven again
+    # an argument given wins over the plan's
+    assert certify(g, plan, devices=3, memory=8.0, levels=("simple",)).devices == 3
+    assert certify(g, plan, memory=8.0, levels=("simple",)).memory == 8.0
+    # without memory the average bound is the 2-device one, not the 4-device one
+    free = slice_graph(g, devices=2, method="dp")
+    assert certify(g, free, levels=("simple",)).lower_bound >= 10.0 / 2
 
 
 def test_without_stop_when_proven_every_level_runs_and_the_best_bound_is_kept() -> None:

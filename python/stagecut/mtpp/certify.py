@@ -36,7 +36,7 @@ from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, EXTRA_LEVELS, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan, improve_windows
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
-from stagecut.mtpp.plan import plan_blocks
+from stagecut.mtpp.plan import SlicePlan, plan_blocks
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.units import Display
@@ -190,6 +190,8 @@ def certify(
         count) and the memory model (``memory``, ``bandwidth``, ``reserved_memory``), ``kind``
         and ``colocate`` make the :class:`~stagecut.mtpp.MtppProblem` (``colocate=False``
         ignores colocation classes, as for a plan made with ``slice_graph(..., colocate=False)``).
+        A :class:`~stagecut.mtpp.SlicePlan` brings its own: the devices, memory model and
+        colocation it was solved for are the defaults (an argument given here wins).
         With a problem, all of these come from it.
     plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
@@ -258,6 +260,13 @@ def certify(
     settings = {"memory": renamed("certify", "memory", memory, "fast_memory", fast_memory), "bandwidth": bandwidth,
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
     budget = _improve_budget(improve)
+    if isinstance(plan, SlicePlan) and isinstance(graph, Graph):  # (what the plan was solved for, unless given)
+        devices = plan.devices if devices is None else devices
+        for name, value in (("memory", None if math.isinf(plan.memory) else plan.memory),
+                            ("bandwidth", plan.bandwidth), ("reserved_memory", plan.reserved_memory or None),
+                            ("colocate", plan.colocate)):
+            if settings[name] is None:
+                settings[name] = value
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
     found: dict[str, Stat] = {}
