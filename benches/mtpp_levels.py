@@ -8,7 +8,11 @@ bound (its method's column), and how many times smaller the gap is than with ``s
 
     python benches/mtpp_levels.py benches/mtpp_testbed_60s.results [--json levels.json]
 
-The graphs are rebuilt from their ``regal:N:MODEL:SEED`` names (other graph names are refused).
+The graphs are rebuilt from their ``regal:N:MODEL:SEED`` names, or read from their files (a
+workload JSON, relative to the directory holding the results table, as the sweep file names it),
+with the task's memory (``none``, ``file`` or a size) and colocation setting; other graph names
+are refused. REGAL rows are grouped by size, the graphs read from files in one group
+(``operator graphs``).
 """
 
 from __future__ import annotations
@@ -37,22 +41,52 @@ def rows_of(table: str) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("problem") == "certify" and r.get("error") is None]
 
 
-def graph_of(name: str) -> Any:
+#: the group of the graphs read from files
+OPS = "operator graphs"
+
+
+def graph_of(name: str, base: pathlib.Path | None = None) -> Any:
+    """The graph of a row: ``regal:N:MODEL:SEED``, or a workload file relative to ``base``."""
+    if base is not None and name.endswith(".json") and ":" not in name:
+        from stagecut.cli._common import load_graph
+
+        path = base / name
+        if not path.is_file():
+            raise SystemExit(f"mtpp_levels: graph file {path} not found")
+        return load_graph(str(path))
     parts = name.split(":")
     if len(parts) != 4 or parts[0] != "regal":
-        raise SystemExit(f"mtpp_levels: graph {name!r} is not regal:N:MODEL:SEED")
+        raise SystemExit(f"mtpp_levels: graph {name!r} is not regal:N:MODEL:SEED or a workload file")
     return sc.regal_graph(int(parts[1]), model=parts[2], seed=int(parts[3]))
 
 
-def measure(rows: list[dict[str, Any]], time_limit: float = 30.0) -> list[dict[str, Any]]:
+def settings_of(row: dict[str, Any], graph: Any) -> dict[str, Any]:
+    """The memory and colocation the task solved for (as the sweep runs a certify task)."""
+    from stagecut.units import parse_bytes
+
+    memory = row.get("memory") or "file"
+    if memory == "file":
+        value = graph.defaults.get("memory")
+        mem = None if value is None else float(value)
+    else:
+        mem = parse_bytes(memory, flag="memory")
+    options = json.loads(row.get("options") or "{}")
+    return {"memory": mem, "colocate": options.get("colocate")}
+
+
+def measure(rows: list[dict[str, Any]], time_limit: float = 30.0, base: pathlib.Path | None = None
+            ) -> list[dict[str, Any]]:
     out = []
     for r in sorted(rows, key=lambda r: (r["devices"], r["graph"], r["method"])):
-        g = graph_of(r["graph"])
-        rec = {"graph": r["graph"], "nodes": len(g.nodes), "devices": r["devices"], "method": r["method"],
-               "plan": r["objective"], "bound": r["lower_bound"]}
+        g = graph_of(r["graph"], base)
+        regal = r["graph"].startswith("regal:")
+        rec = {"graph": r["graph"], "nodes": len(g.nodes), "group": len(g.nodes) if regal else OPS,
+               "devices": r["devices"], "method": r["method"], "plan": r["objective"], "bound": r["lower_bound"]}
+        settings = settings_of(r, g)
         for level in LEVELS:
             t0 = time.process_time()
-            rec[level] = sc.mtpp_bound(g, level=level, devices=r["devices"], time_limit=time_limit).bound
+            rec[level] = sc.mtpp_bound(g, level=level, devices=r["devices"], time_limit=time_limit,
+                                       **settings).bound
             rec[level + "_cpu_s"] = time.process_time() - t0
         out.append(rec)
     return out
@@ -64,8 +98,14 @@ def table(recs: list[dict[str, Any]]) -> str:
     cols = [*LEVELS, *methods]
     lines = ["| nodes | k | graphs | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
              "|---|---|---|" + "---|" * (len(cols) + 1)]
-    for size, k in sorted({(r["nodes"], r["devices"]) for r in recs}):
-        at = [r for r in recs if r["devices"] == k and r["nodes"] == size]
+    def group(r: dict[str, Any]) -> Any:
+        return r.get("group", r["nodes"])
+
+    def order(gk: tuple[Any, int]) -> tuple[int, Any, int]:  # (REGAL sizes ascending, then the files)
+        return (1, 0, gk[1]) if isinstance(gk[0], str) else (0, gk[0], gk[1])
+
+    for size, k in sorted({(group(r), r["devices"]) for r in recs}, key=order):
+        at = [r for r in recs if r["devices"] == k and group(r) == size]
         per = {lv: [r[lv] / r["plan"] for r in at] for lv in LEVELS}
         for m in methods:
             per[m] = [r["bound"] / r["plan"] for r in at if r["method"] == m]
@@ -83,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="the sweep's results table (a directory of Parquet parts)")
     ap.add_argument("--json", help="also write each instance's bounds here")
     a = ap.parse_args(argv)
-    recs = measure(rows_of(a.results))
+    recs = measure(rows_of(a.results), base=pathlib.Path(a.results).resolve().parent)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(recs, indent=1))
     print(table(recs))

@@ -42,3 +42,29 @@ def test_graph_names_it_cannot_rebuild_are_refused(ml):
     for bad in ("example:transformer", "regal:12:erdos_renyi", "models/x.json"):
         with pytest.raises(SystemExit, match="regal:N:MODEL:SEED"):
             ml.graph_of(bad)
+
+
+def test_operator_graphs_are_read_from_their_files_with_the_task_settings(ml):
+    import pathlib
+
+    base = pathlib.Path(__file__).resolve().parents[1]  # tests/: as the sweep file names them
+    g = ml.graph_of("data/opgraphs/resnet50.json", base)
+    assert len(g.nodes) == 175
+    with pytest.raises(SystemExit, match="not found"):
+        ml.graph_of("data/opgraphs/nothing.json", base)
+    # the task's memory and colocation, as the sweep solved it
+    row = {"memory": "none", "options": '{"levels": ["simple"], "colocate": false}'}
+    assert ml.settings_of(row, g) == {"memory": math.inf, "colocate": False}
+    file_row = {"memory": "file", "options": "{}"}
+    assert ml.settings_of(file_row, g) == {"memory": float(g.defaults["memory"]), "colocate": None}
+    assert ml.settings_of({"memory": "1KB", "options": None}, g)["memory"] == 1000.0
+
+
+def test_operator_graphs_are_one_group_after_the_regal_sizes(ml):
+    recs = [rec("a", 8, 100.0, 90.0, 80.0), rec("c", 8, 10.0, 5.0, 4.0),
+            {**rec("ops1", 8, 10.0, 10.0, 5.0), "nodes": 175, "group": ml.OPS},
+            {**rec("ops2", 8, 20.0, 10.0, 10.0), "nodes": 1836, "group": ml.OPS}]
+    text = ml.table(recs)
+    line = [x for x in text.splitlines() if x.startswith(f"| {ml.OPS} | 8 |")]
+    assert line and line[0].startswith(f"| {ml.OPS} | 8 | 2 | {math.sqrt(0.5 * 0.5):.4f} |")
+    assert text.index("| 100 | 8 |") < text.index("| 200 | 8 |") < text.index(f"| {ml.OPS} | 8 |")
