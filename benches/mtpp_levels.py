@@ -6,7 +6,8 @@ Reads the rows of a ``stagecut sweep`` results table whose objective is ``certif
 mean over the instances of each level's bound over the plan the sweep certified, the sweep's own
 bound (its method's column), and how many times smaller the gap is than with ``simple`` alone::
 
-    python benches/mtpp_levels.py benches/mtpp_testbed_60s.results [--json levels.json]
+    python benches/mtpp_levels.py benches/mtpp_testbed_60s.results [more tables] [--json levels.json] \\
+        [--from-json levels-before.json] [--plot table.png]
 
 The graphs are rebuilt from their ``regal:N:MODEL:SEED`` names, or read from their files (a
 workload JSON, relative to the directory holding the results table, as the sweep file names it),
@@ -118,17 +119,71 @@ def table(recs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _gmeans(recs: list[dict[str, Any]], column: str) -> dict[Any, list[tuple[int, float]]]:
+    """Per group: ``(k, geometric mean of column / plan)``, ``k`` ascending (``bound``: the sweep's)."""
+    out: dict[Any, list[tuple[int, float]]] = {}
+    for r in recs:
+        out.setdefault(r.get("group", r["nodes"]), []).append(r)
+    series = {}
+    for grp, rs in out.items():
+        pts = []
+        for k in sorted({r["devices"] for r in rs}):
+            vals = [r[column] / r["plan"] for r in rs if r["devices"] == k]
+            pts.append((k, math.exp(sum(math.log(v) for v in vals) / len(vals))))
+        series[grp] = pts
+    return series
+
+
+def plot(recs: list[dict[str, Any]]) -> Any:
+    """Two panels against ``k`` (log scale), one line per group (REGAL size, operator graphs):
+    the certified ratio (the sweep's bound over its plan) and the ``simple`` bound's, as the
+    paper's figure of the ladder's gain."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), layout="constrained", sharey=True)
+    panels = ((axes[0], "bound", "the sweep's bound (certified ratio)"), (axes[1], "simple", "the simple bound alone"))
+    for ax, column, title in panels:
+        series = _gmeans(recs, column)
+        for grp in sorted(series, key=lambda g: (1, 0) if isinstance(g, str) else (0, g)):
+            ks, ys = zip(*series[grp])
+            label = grp if isinstance(grp, str) else f"REGAL, {grp} nodes"
+            ax.plot(ks, ys, marker="o", label=label, linestyle="--" if isinstance(grp, str) else "-")
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="devices k", title=title, ylim=(0.5, 1.02))
+        ax.set_xticks(sorted({k for pts in series.values() for k, _ in pts}))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.axhline(1.0, color="grey", linewidth=0.5)
+    axes[0].set_ylabel("bound / plan (geometric mean)")
+    axes[0].legend(fontsize="small")
+    return fig
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", help="the sweep's results table (a directory of Parquet parts)")
+    ap.add_argument("results", nargs="*", help="the sweeps' results tables (directories of Parquet parts)")
     ap.add_argument("--json", help="also write each instance's bounds here")
+    ap.add_argument("--from-json", action="append", default=[],
+                    help="bounds written by --json before (those instances are not measured again; repeatable)")
+    ap.add_argument("--plot", help="also draw the certified ratio per group against k (a PNG file)")
     a = ap.parse_args(argv)
-    recs = measure(rows_of(a.results), base=pathlib.Path(a.results).resolve().parent)
+    if not a.results and not a.from_json:
+        ap.error("give a results table or --from-json")
+    recs = [r for f in a.from_json for r in json.loads(pathlib.Path(f).read_text())]
+    known = {(r["graph"], r["devices"], r["method"]) for r in recs}  # (not measured again)
+    for t in a.results:
+        rows = [r for r in rows_of(t) if (r["graph"], r["devices"], r["method"]) not in known]
+        recs += measure(rows, base=pathlib.Path(t).resolve().parent)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(recs, indent=1))
+    if a.plot:
+        plot(recs).savefig(a.plot, dpi=110)
     print(table(recs))
-    print(f"\nlevels' CPU: at most {max(r[lv + '_cpu_s'] for r in recs for lv in LEVELS):.1f} s per instance",
-          file=sys.stderr)
+    cpu = [r[lv + "_cpu_s"] for r in recs for lv in LEVELS if lv + "_cpu_s" in r]
+    print(f"\nlevels' CPU: at most {max(cpu, default=0.0):.1f} s per instance", file=sys.stderr)
     return 0
 
 

@@ -68,3 +68,22 @@ def test_operator_graphs_are_one_group_after_the_regal_sizes(ml):
     line = [x for x in text.splitlines() if x.startswith(f"| {ml.OPS} | 8 |")]
     assert line and line[0].startswith(f"| {ml.OPS} | 8 | 2 | {math.sqrt(0.5 * 0.5):.4f} |")
     assert text.index("| 100 | 8 |") < text.index("| 200 | 8 |") < text.index(f"| {ml.OPS} | 8 |")
+
+
+def test_the_plot_draws_each_group_s_geometric_means_against_k(ml):
+    recs = [rec("a", 8, 100.0, 90.0, 80.0), rec("b", 8, 200.0, 160.0, 100.0), rec("a", 16, 50.0, 50.0, 30.0),
+            {**rec("ops1", 8, 10.0, 10.0, 5.0), "nodes": 175, "group": ml.OPS}]
+    fig = ml.plot(recs)
+    try:
+        ladder, simple = fig.axes
+        lines = {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ladder.get_lines()
+                 if not ln.get_label().startswith("_")}
+        xs, ys = lines["REGAL, 100 nodes"]
+        assert xs == [8, 16] and ys == pytest.approx([math.sqrt(0.9 * 0.8), 1.0])
+        assert lines[ml.OPS] == ([8], [1.0])
+        simple_lines = {ln.get_label(): list(ln.get_ydata()) for ln in simple.get_lines()}
+        assert simple_lines["REGAL, 100 nodes"] == pytest.approx([math.sqrt(0.8 * 0.5), 0.6])
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
