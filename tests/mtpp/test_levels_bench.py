@@ -87,3 +87,16 @@ def test_the_plot_draws_each_group_s_geometric_means_against_k(ml):
         import matplotlib.pyplot as plt
 
         plt.close(fig)
+
+
+def test_each_level_is_measured_on_the_row_s_instance(ml):
+    import stagecut as sc
+
+    row = {"graph": "regal:12:barabasi_albert:1", "devices": 3, "method": "ladder", "objective": 1e9,
+           "lower_bound": 0.0, "memory": "file", "options": "{}"}
+    (rec,) = ml.measure([row], time_limit=5.0)
+    g = sc.regal_graph(12, model="barabasi_albert", seed=1)
+    for level in ml.LEVELS:
+        assert rec[level] == pytest.approx(sc.mtpp_bound(g, level=level, devices=3, time_limit=5.0).bound)
+        assert rec[level + "_status"] in ("optimal", "feasible", "time_limit")
+    assert rec["simple"] <= rec["crossing"] <= rec["cover"] and rec["group"] == 12
