@@ -148,6 +148,27 @@ def test_partition_lp_priced_by_the_mip_alone_never_passes_brute_force(monkeypat
           brute_force_mtpp, n_max=7, k_max=6)
 
 
+def _held_to_the_enumeration(monkeypatch, cls, check):
+    """Wrap ``cls.solve`` (a pricing): ``check(pricer, pi, kwargs, answer, heaviest)`` sees every
+    answer, ``heaviest()`` the enumeration's heaviest feasible block at the pricer's ``T`` with
+    those weights; the list returned grows by one for each answer ``check`` says it held to it."""
+    solve = cls.solve
+    checked: list[object] = []
+
+    def checked_solve(self, pi, *args, **kwargs):
+        got = solve(self, pi, *args, **kwargs)
+
+        def heaviest() -> float:
+            return _Enumerated(_Blocks(self.problem), self.t).solve(list(pi))[0]
+
+        if check(self, pi, kwargs, got, heaviest):
+            checked.append(got)
+        return got
+
+    monkeypatch.setattr(cls, "solve", checked_solve)
+    return checked
+
+
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_every_refuting_pricing_is_checked_against_every_block(monkeypatch):
     # the refutation's whole soundness: a pricing MIP that finds no block (-inf, solved) must mean
@@ -156,19 +177,14 @@ def test_every_refuting_pricing_is_checked_against_every_block(monkeypatch):
     # percent above sum(w) / k lets through blocks the enumeration finds
     import stagecut.mtpp.partlp as partlp
 
-    solve = partlp._Pricer.solve
-    checked = []
-
-    def checked_solve(self, pi, *args, **kwargs):
-        got = solve(self, pi, *args, **kwargs)
+    def check(pricer, pi, kwargs, got, heaviest):
         if got[0] == -math.inf and got[2]:
-            heaviest, _, _ = _Enumerated(self.blocks, self.t).solve(list(pi))
-            average = math.fsum(pi) / self.problem.devices
-            assert heaviest < average - 1e-9 * max(1.0, abs(average)), (heaviest, average)
-            checked.append(heaviest)
-        return got
+            average = math.fsum(pi) / pricer.problem.devices
+            assert heaviest() < average - 1e-9 * max(1.0, abs(average)), (heaviest(), average)
+            return True
+        return False
 
-    monkeypatch.setattr(partlp._Pricer, "solve", checked_solve)
+    checked = _held_to_the_enumeration(monkeypatch, partlp._Pricer, check)
     monkeypatch.setattr(partlp, "_greedy", lambda *a, **kw: [])
     sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=0), chunk_seeds(750_000, 0, 30),
           brute_force_mtpp, n_max=7, k_max=6)
@@ -284,22 +300,17 @@ def test_partition_lp_priced_by_the_search_never_passes_brute_force(monkeypatch)
     # refutes a T held to the enumeration of every block at that T with the same weights
     import stagecut.mtpp.pricing as pricing
 
-    solve = pricing.BlockSearch.solve
-    checked = []
+    def check(search, pi, kwargs, got, heaviest):
+        if not got[2]:
+            return False
+        floor = kwargs.get("floor")
+        if floor is None or got[0] > -math.inf:
+            assert got[0] == pytest.approx(heaviest(), abs=1e-9)
+            return False
+        assert heaviest() < floor + 1e-9, (heaviest(), floor)
+        return True
 
-    def checked_solve(self, pi, *args, **kwargs):
-        got = solve(self, pi, *args, **kwargs)
-        if got[2]:
-            heaviest, _, _ = _Enumerated(_Blocks(self.problem), self.t).solve(list(pi))
-            floor = kwargs.get("floor")
-            if floor is None or got[0] > -math.inf:
-                assert got[0] == pytest.approx(heaviest, abs=1e-9)
-            else:
-                assert heaviest < floor + 1e-9, (heaviest, floor)
-                checked.append(heaviest)
-        return got
-
-    monkeypatch.setattr(pricing.BlockSearch, "solve", checked_solve)
+    checked = _held_to_the_enumeration(monkeypatch, pricing.BlockSearch, check)
     better = sweep(lambda p, opt, s: _check(p, opt, s, enumerate_up_to=0, search=5.0), chunk_seeds(800_000, 0, 40),
                    brute_force_mtpp, n_max=7, k_max=6)
     assert better >= 3 and len(checked) >= 5, (better, len(checked))  # (4 and 8)
