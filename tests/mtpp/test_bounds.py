@@ -120,6 +120,31 @@ def test_cli_certify(tmp_path, capsys):
     assert main(["certify", str(tmp_path / "missing.json"), str(sf)]) == 2
 
 
+def test_cli_certify_takes_the_devices_of_a_saved_slice_result(tmp_path, capsys):
+    import json as _json
+
+    from stagecut.cli.main import main
+    from stagecut.formats import workload_to_dict
+
+    # the file says 4 accelerators; the saved plan was solved for 2: certify the 2-device problem
+    g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5, defaults={"accelerators": 4})
+    wf = tmp_path / "w.json"
+    wf.write_text(_json.dumps(workload_to_dict(g)))
+    plan = tmp_path / "plan.json"
+    assert main(["slice", str(wf), "-k", "2", "--method", "dp", "-o", str(plan), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["certify", str(wf), str(plan), "--levels", "simple,exact", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["devices"] == 2 and out["lower_bound"] == pytest.approx(out["objective"])
+    # -k still wins; a bare list of blocks has no device count: the file's
+    assert main(["certify", str(wf), str(plan), "-k", "3", "--levels", "simple", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["devices"] == 3
+    blocks = tmp_path / "b.json"
+    blocks.write_text(_json.dumps({"blocks": [[0, 1], [2, 3]]}))
+    assert main(["certify", str(wf), str(blocks), "--levels", "simple", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["devices"] == 4
+
+
 # ------------------------------------------------ published non-contiguous optima (slow: CBC, 10 min)
 def _published():
     import json as _json

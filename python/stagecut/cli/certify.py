@@ -48,6 +48,18 @@ def _progress(unit: str | None) -> Any:
     return show
 
 
+def _saved_devices(path: str) -> int | None:
+    """The device count a saved ``stagecut slice -o`` result was solved for (else ``None``)."""
+    from stagecut.cli._inputs import read_json
+
+    data = read_json(path, "a split or a saved result")
+    if isinstance(data, dict) and data.get("kind") == "SlicePlan":
+        k = data.get("devices")
+        if isinstance(k, int) and not isinstance(k, bool) and k > 0:
+            return k
+    return None
+
+
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
     from stagecut.mtpp import certify
@@ -56,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)
     display = _common.display_of(args, graph)
-    cert = certify(graph, placement, devices=args.devices, levels=levels, time_limit=args.time_limit,
+    devices = args.devices if args.devices is not None else _saved_devices(args.split)
+    cert = certify(graph, placement, devices=devices, levels=levels, time_limit=args.time_limit,
                    colocate=not args.ignore_colocation, solver=args.solver, threads=args.threads,
                    workers=args.workers, seed=args.seed, verbose=args.verbose,
                    on_level=None if args.json or _common.quiet() else _progress(display.time),
@@ -70,7 +83,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common.add_graph(p)
     p.add_argument("split", metavar="SPLIT",
                    help="a saved result (-o), a fpgas/cpus split, {\"blocks\": [[ids], ...]} or {node: stage}")
-    _common.add_devices(p, "number of stages", "the file's maxFPGAs, at least the split's stages",
+    _common.add_devices(p, "number of stages", "a saved slice result's devices, else the file's maxFPGAs, at least "
+                        "the split's stages",
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
