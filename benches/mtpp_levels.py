@@ -39,7 +39,12 @@ def rows_of(table: str) -> list[dict[str, Any]]:
     if not parts:
         raise SystemExit(f"mtpp_levels: no results in {table}")
     rows = [r for f in parts for r in pq.read_table(f).to_pylist()]
-    return [r for r in rows if r.get("problem") == "certify" and r.get("error") is None]
+    rows = [r for r in rows if r.get("problem") == "certify" and r.get("error") is None]
+    none = [r for r in rows if r.get("objective") is None]  # (proven infeasible, or no plan found)
+    if none:
+        statuses = ", ".join(sorted({str(r.get("status")) for r in none}))
+        print(f"mtpp_levels: {len(none)} rows without a plan left out ({statuses})", file=sys.stderr)
+    return [r for r in rows if r.get("objective") is not None]
 
 
 #: the group of the graphs read from files

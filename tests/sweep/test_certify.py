@@ -209,3 +209,25 @@ def test_the_testbed_file_is_a_valid_certify_sweep():
     assert spec.methods[0].name == "ladder"
     # its methods, options and plan as check_spec checks them (on one small graph, not the 2,000-node ones)
     check_spec(dataclasses.replace(spec, graphs=(("regal:12", "regal:12"),)))
+
+
+def test_a_proven_infeasible_instance_is_a_row_not_an_error():
+    # a hard memory limit the devices cannot hold together: slice_graph proves there is no
+    # partition; the row says "infeasible" (and is not run again as a failed task)
+    graph = str(Path(__file__).resolve().parents[1] / "data" / "opgraphs" / "resnet50.json")  # (memory for 4)
+    task = expand(make(methods=["cover"], devices=[2], memory=["file"], graphs=[graph]))[0]
+    row = run_task(task)
+    assert row["error"] is None and row["status"] == "infeasible" and row["objective"] is None
+    # the same instance without the memory limit is certified as before
+    ok = run_task(expand(make(methods=["cover"], devices=[2], memory=["none"], graphs=[graph],
+                              plan={"decodes": 200}))[0])
+    assert ok["error"] is None and ok["status"] in ("optimal", "feasible") and ok["objective"] > 0
+
+
+@pytest.mark.parametrize("name", ["mtpp_testbed_60s.toml", "mtpp_testbed_ops_60s.toml", "mtpp_testbed_600s.toml"])
+def test_the_testbed_parts_are_valid_certify_sweeps(name):
+    spec = read_sweep(Path(__file__).resolve().parents[2] / "benches" / name)
+    assert spec.objective == "certify" and spec.methods[0].name == "ladder"
+    for label, _ in spec.graphs:  # (the operator graphs' files are found beside the sweep file)
+        assert label.startswith("regal:") or label.endswith(".json")
+    check_spec(dataclasses.replace(spec, graphs=(("regal:12", "regal:12"),)))

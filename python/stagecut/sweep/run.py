@@ -185,6 +185,8 @@ def _call(task: Task, graph: Graph, progress: Callable[[Any], None] | None = Non
     if task.objective == "certify":  # the plan (slice_graph), then its certificate: one level, or the ladder
         start = time.monotonic()
         plan = certify_plan(graph, task.devices, memory, task.seed, json.loads(task.plan), task.time_limit, progress)
+        if plan.status == "infeasible":  # (proven: no partition to certify; the row says so, not an error)
+            return plan
         # (with no time left certify skips its levels and says so: a row with the plan and no bound)
         left = None if task.time_limit is None else max(1e-6, task.time_limit - (time.monotonic() - start))
         return sc.certify(graph, plan, devices=task.devices, memory=memory, time_limit=left, seed=task.seed,
