@@ -8,6 +8,7 @@ the case happen on demand; everything else runs the real levels on small graphs.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from typing import Any
@@ -100,12 +101,28 @@ def test_a_slice_plan_brings_its_devices_and_memory_model() -> None:
     assert cert.devices == 2 and cert.memory == 4.0 and cert.bandwidth == 2.0
     assert cert.objective == pytest.approx(plan.objective)  # the same cost model as the plan's
     assert cert.lower_bound == pytest.approx(plan.objective)  # the DP's optimum, proven again
-    # an argument given wins over the plan's
+    # an argument given wins over the plan's; the memory model is the plan's only as a whole
     assert certify(g, plan, devices=3, memory=8.0, levels=("simple",)).devices == 3
-    assert certify(g, plan, memory=8.0, levels=("simple",)).memory == 8.0
+    mine = certify(g, plan, memory=8.0, levels=("simple",))
+    assert mine.memory == 8.0 and mine.bandwidth is None  # (a hard limit, as asked: not the plan's bandwidth)
+    assert math.isinf(certify(g, plan, memory=math.inf, levels=("simple",)).memory)
     # without memory the average bound is the 2-device one, not the 4-device one
     free = slice_graph(g, devices=2, method="dp")
     assert certify(g, free, levels=("simple",)).lower_bound >= 10.0 / 2
+    # the activations' reserve, the device kind and the colocation come with the plan too
+    reserved = slice_graph(g, devices=2, memory=4.0, bandwidth=2.0, reserved_memory=1.0, method="dp")
+    cert = certify(g, reserved, levels=("simple",))
+    assert cert.reserved_memory == 1.0 and cert.objective == pytest.approx(reserved.objective)
+    cpu = Graph.chain([4.0, 1.0, 1.0, 4.0], cpu_costs=[40.0, 10.0, 10.0, 40.0], comm=0.5)
+    on_cpu = slice_graph(cpu, devices=2, kind="cpu", method="dp")
+    assert certify(cpu, on_cpu, levels=("simple",)).objective == pytest.approx(on_cpu.objective)  # (not 5.5)
+    tied = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+    tied = Graph([dataclasses.replace(nd, colocation=7) if i in (0, 3) else nd for i, nd in enumerate(tied.nodes)],
+                 [(0, 1), (1, 2), (2, 3)])
+    split = slice_graph(tied, devices=2, colocate=False, method="dp")  # (0 and 3 apart)
+    assert certify(tied, split, levels=("simple",)).objective == pytest.approx(split.objective)
+    with pytest.raises(InvalidGraphError, match="colocation class"):  # (asked to keep the classes: it breaks one)
+        certify(tied, split, colocate=True, levels=("simple",))
 
 
 def test_without_stop_when_proven_every_level_runs_and_the_best_bound_is_kept() -> None:

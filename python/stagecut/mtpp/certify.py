@@ -124,6 +124,22 @@ def _check_levels(levels: Sequence[str] | str) -> tuple[str, ...]:
     return out
 
 
+def _solved_for(plan: SlicePlan, devices: int | None, settings: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The device count and settings a :class:`SlicePlan` was solved for, where not given: the
+    memory model as a whole (only when none of its three settings is given), the device kind (its
+    stages' devices), the colocation."""
+    out = dict(settings)
+    if all(out[name] is None for name in ("memory", "bandwidth", "reserved_memory")):
+        out.update(memory=None if math.isinf(plan.memory) else plan.memory, bandwidth=plan.bandwidth,
+                   reserved_memory=plan.reserved_memory or None)
+    kinds = {str(st.device).split(":")[0] for st in plan.stages}
+    if out["kind"] is None and len(kinds) == 1:
+        out["kind"] = kinds.pop()
+    if out["colocate"] is None:
+        out["colocate"] = plan.colocate
+    return (plan.devices if devices is None else devices), out
+
+
 def _problem(graph: Graph | MtppProblem, blocks_of: Callable[[Graph], list[list[NodeId]]], devices: int | None,
              settings: dict[str, Any]) -> tuple[MtppProblem, list[list[NodeId]]]:
     """The problem (devices default: the graph's accelerators, else the plan's block count) and the blocks."""
@@ -190,8 +206,11 @@ def certify(
         count) and the memory model (``memory``, ``bandwidth``, ``reserved_memory``), ``kind``
         and ``colocate`` make the :class:`~stagecut.mtpp.MtppProblem` (``colocate=False``
         ignores colocation classes, as for a plan made with ``slice_graph(..., colocate=False)``).
-        A :class:`~stagecut.mtpp.SlicePlan` brings its own: the devices, memory model and
-        colocation it was solved for are the defaults (an argument given here wins).
+        A :class:`~stagecut.mtpp.SlicePlan` brings its own: the device count, device kind,
+        colocation and memory model it was solved for are the defaults. An argument given here
+        wins; the memory model is taken from the plan as a whole, and only when none of
+        ``memory``, ``bandwidth`` and ``reserved_memory`` is given (``memory=math.inf``: no limit;
+        ``memory`` without ``bandwidth``: a hard limit).
         With a problem, all of these come from it.
     plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
@@ -260,13 +279,8 @@ def certify(
     settings = {"memory": renamed("certify", "memory", memory, "fast_memory", fast_memory), "bandwidth": bandwidth,
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
     budget = _improve_budget(improve)
-    if isinstance(plan, SlicePlan) and isinstance(graph, Graph):  # (what the plan was solved for, unless given)
-        devices = plan.devices if devices is None else devices
-        for name, value in (("memory", None if math.isinf(plan.memory) else plan.memory),
-                            ("bandwidth", plan.bandwidth), ("reserved_memory", plan.reserved_memory or None),
-                            ("colocate", plan.colocate)):
-            if settings[name] is None:
-                settings[name] = value
+    if isinstance(plan, SlicePlan) and isinstance(graph, Graph):
+        devices, settings = _solved_for(plan, devices, settings)
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
     found: dict[str, Stat] = {}
