@@ -143,6 +143,18 @@ def test_cli_certify_takes_the_devices_of_a_saved_slice_result(tmp_path, capsys)
     blocks.write_text(_json.dumps({"blocks": [[0, 1], [2, 3]]}))
     assert main(["certify", str(wf), str(blocks), "--levels", "simple", "--json"]) == 0
     assert _json.loads(capsys.readouterr().out)["devices"] == 4
+    # and its memory model: solved with no memory limit on a file whose limit two blocks break
+    small = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5, memory=[2.0, 1.0, 1.0, 2.0],
+                           defaults={"accelerators": 2, "memory": 2.5})
+    wf.write_text(_json.dumps(workload_to_dict(small)))
+    assert main(["slice", str(wf), "--method", "dp", "--memory", "none", "-o", str(plan), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["certify", str(wf), str(plan), "--levels", "simple", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["status"] != "infeasible" and out["objective"] == pytest.approx(5.5)
+    # the file's limit, asked for: the plan breaks it
+    assert main(["certify", str(wf), str(plan), "--memory", "2.5", "--levels", "simple", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["status"] == "infeasible"
 
 
 # ------------------------------------------------ published non-contiguous optima (slow: CBC, 10 min)

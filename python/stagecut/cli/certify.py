@@ -8,7 +8,9 @@ Scores the split in the MTPP cost model (as ``stagecut slice`` does) and climbs 
 proven lower bounds (each level's line goes to stderr as it finishes); the summary's bound and
 gap are the best bound and how far the split can be from the optimum. SPLIT is a result saved
 by ``stagecut slice -o`` (or ``partition -o``), a fpgas/cpus split, ``{"blocks": [[ids], ...]}``
-or ``{node: stage}``.
+or ``{node: stage}``. A result saved by ``stagecut slice -o`` brings the problem it was solved
+for: its device count, memory model, device kind and colocation are the defaults (``-k``, the
+memory flags and ``--ignore-colocation`` still win).
 """
 
 from __future__ import annotations
@@ -48,16 +50,31 @@ def _progress(unit: str | None) -> Any:
     return show
 
 
-def _saved_devices(path: str) -> int | None:
-    """The device count a saved ``stagecut slice -o`` result was solved for (else ``None``)."""
+def _saved_plan(path: str) -> dict[str, Any]:
+    """What a saved ``stagecut slice -o`` result was solved for: ``devices``, the memory model
+    (``memory``, ``bandwidth``, ``reserved_memory``), ``kind`` and ``colocate``, those it holds
+    (empty for any other split)."""
     from stagecut.cli._inputs import read_json
 
     data = read_json(path, "a split or a saved result")
-    if isinstance(data, dict) and data.get("kind") == "SlicePlan":
-        k = data.get("devices")
-        if isinstance(k, int) and not isinstance(k, bool) and k > 0:
-            return k
-    return None
+    if not isinstance(data, dict) or data.get("kind") != "SlicePlan":
+        return {}
+    out: dict[str, Any] = {}
+    k = data.get("devices")
+    if isinstance(k, int) and not isinstance(k, bool) and k > 0:
+        out["devices"] = k
+    memory, bandwidth, reserved = data.get("memory"), data.get("bandwidth"), data.get("reserved_memory")
+    if memory == "inf" or isinstance(memory, (int, float)) and not isinstance(memory, bool):
+        mem = float(memory)
+        out["memory"] = None if math.isinf(mem) else mem
+        out["bandwidth"] = float(bandwidth) if isinstance(bandwidth, (int, float)) and bandwidth > 0 else None
+        out["reserved_memory"] = float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None
+    kinds = {str(st.get("device", "")).split(":")[0] for st in data.get("stages") or [] if isinstance(st, dict)}
+    if len(kinds) == 1 and "" not in kinds:
+        out["kind"] = kinds.pop()
+    if isinstance(data.get("colocate"), bool):
+        out["colocate"] = data["colocate"]
+    return out
 
 
 @_common.guarded
@@ -68,12 +85,16 @@ def run(args: argparse.Namespace) -> int:
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)
     display = _common.display_of(args, graph)
-    devices = args.devices if args.devices is not None else _saved_devices(args.split)
+    saved = _saved_plan(args.split)  # (a saved slice result: the problem it was solved for, unless flags say)
+    devices = args.devices if args.devices is not None else saved.get("devices")
+    memory = mtpp_memory(args, graph)
+    if "memory" in saved and args.memory is None and args.bandwidth is None and args.reserved is None:
+        memory = {name: saved[name] for name in ("memory", "bandwidth", "reserved_memory")}
+    colocate = False if args.ignore_colocation else saved.get("colocate", True)
     cert = certify(graph, placement, devices=devices, levels=levels, time_limit=args.time_limit,
-                   colocate=not args.ignore_colocation, solver=args.solver, threads=args.threads,
+                   colocate=colocate, kind=saved.get("kind"), solver=args.solver, threads=args.threads,
                    workers=args.workers, seed=args.seed, verbose=args.verbose,
-                   on_level=None if args.json or _common.quiet() else _progress(display.time),
-                   **mtpp_memory(args, graph))
+                   on_level=None if args.json or _common.quiet() else _progress(display.time), **memory)
     return _common.report(cert, args, display=display)
 
 
@@ -83,7 +104,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common.add_graph(p)
     p.add_argument("split", metavar="SPLIT",
                    help="a saved result (-o), a fpgas/cpus split, {\"blocks\": [[ids], ...]} or {node: stage}")
-    _common.add_devices(p, "number of stages", "a saved slice result's devices, else the file's maxFPGAs, at least "
+    _common.add_devices(p, "number of stages", "a saved slice result's, else the file's maxFPGAs, at least "
                         "the split's stages",
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),

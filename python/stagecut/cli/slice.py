@@ -37,7 +37,7 @@ def add_mtpp_memory(p: argparse.ArgumentParser, *, reserved: tuple[str, ...]) ->
     _common.add_bandwidth(p, "bandwidth at which parameters over the fast memory are read",
                           "none: the fast memory is a hard limit", "bytes per time unit of the input (bytes/ms "
                           "for the workload files)")
-    p.add_argument(reserved[0], *reserved[1:], dest="reserved", default="0", metavar="SIZE",
+    p.add_argument(reserved[0], *reserved[1:], dest="reserved", default=None, metavar="SIZE",
                    help="fast memory reserved for activations: bytes, or with a unit (default: 0)")
     p.add_argument("--time-unit", choices=tuple(TIME_UNITS), default="ms",
                    help="time unit of the input's costs, to convert a --bandwidth given with units "
@@ -55,7 +55,8 @@ def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
     return {
         "memory": None if memory is None or math.isinf(memory) else memory,
         "bandwidth": _common.bandwidth_of(args, time_unit_s=TIME_UNITS[args.time_unit]),
-        "reserved_memory": parse_bytes(args.reserved, flag="--reserved", allow_unlimited=False),
+        "reserved_memory": 0.0 if args.reserved is None else parse_bytes(args.reserved, flag="--reserved",
+                                                                         allow_unlimited=False),
     }
 
 
