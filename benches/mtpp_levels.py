@@ -11,9 +11,13 @@ bound (its method's column), and how many times smaller the gap is than with ``s
 
 The graphs are rebuilt from their ``regal:N:MODEL:SEED`` names, or read from their files (a
 workload JSON, relative to the directory holding the results table, as the sweep file names it),
-with the task's memory (``none``, ``file`` or a size) and colocation setting; other graph names
-are refused. REGAL rows are grouped by size, the graphs read from files in one group
-(``operator graphs``).
+with the task's memory (``none``, ``file`` or a size) and colocation setting (the method's
+``colocate`` option: a results row does not hold the ``plan`` table, so a sweep whose plan
+ignores colocation names ``colocate = false`` in its method options too); other graph names
+are refused. An instance is its graph, ``k``, method, memory and time limit: a table may hold
+runs of the same graphs at other budgets (they are separate instances, never averaged
+together: the table refuses a group that mixes them). REGAL rows are grouped by size, the graphs
+read from files in one group (``operator graphs``).
 """
 
 from __future__ import annotations
@@ -86,7 +90,8 @@ def measure_one(r: dict[str, Any], time_limit: float = 30.0, base: pathlib.Path 
     g = graph_of(r["graph"], base)
     regal = r["graph"].startswith("regal:")
     rec = {"graph": r["graph"], "nodes": len(g.nodes), "group": len(g.nodes) if regal else OPS,
-           "devices": r["devices"], "method": r["method"], "plan": r["objective"], "bound": r["lower_bound"]}
+           "devices": r["devices"], "method": r["method"], "memory": r.get("memory"),
+           "time_limit": r.get("time_limit"), "plan": r["objective"], "bound": r["lower_bound"]}
     settings = settings_of(r, g)
     for level in LEVELS:
         t0 = time.process_time()
@@ -108,8 +113,20 @@ def measure(rows: list[dict[str, Any]], time_limit: float = 30.0, base: pathlib.
         return list(pool.map(measure_one, rows, [time_limit] * len(rows), [base] * len(rows)))
 
 
+def instance(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes a row one instance: graph, ``k``, method, memory and time limit."""
+    return (r["graph"], r["devices"], r["method"], r.get("memory"), r.get("time_limit"))
+
+
 def table(recs: list[dict[str, Any]]) -> str:
-    """One row per graph size and device count (sizes, then k, ascending)."""
+    """One row per graph size and device count (sizes, then k, ascending); a group holding the
+    same graph, ``k`` and method twice (runs at other budgets or memories) is refused."""
+    seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in recs:
+        other = seen.setdefault((r["graph"], r["devices"], r["method"]), instance(r))
+        if other != instance(r):
+            raise SystemExit(f"mtpp_levels: {r['graph']} k={r['devices']} {r['method']} twice "
+                             f"({other[3:]} and {instance(r)[3:]}): give one run of each instance")
     methods = sorted({r["method"] for r in recs})
     cols = [*LEVELS, *methods]
     lines = ["| nodes | k | graphs | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
@@ -190,9 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     if not a.results and not a.from_json:
         ap.error("give a results table or --from-json")
     recs = [r for f in a.from_json for r in json.loads(pathlib.Path(f).read_text())]
-    known = {(r["graph"], r["devices"], r["method"]) for r in recs}  # (not measured again)
+    known = {instance(r) for r in recs}  # (not measured again)
     for t in a.results:
-        rows = [r for r in rows_of(t) if (r["graph"], r["devices"], r["method"]) not in known]
+        rows = [r for r in rows_of(t) if instance(r) not in known]
+        print(f"mtpp_levels: {t}: {len(rows)} instances to measure", file=sys.stderr)
         recs += measure(rows, a.level_time, pathlib.Path(t).resolve().parent, a.jobs)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(recs, indent=1))

@@ -100,3 +100,12 @@ def test_each_level_is_measured_on_the_row_s_instance(ml):
         assert rec[level] == pytest.approx(sc.mtpp_bound(g, level=level, devices=3, time_limit=5.0).bound)
         assert rec[level + "_status"] in ("optimal", "feasible", "time_limit")
     assert rec["simple"] <= rec["crossing"] <= rec["cover"] and rec["group"] == 12
+
+
+def test_runs_of_one_instance_at_two_budgets_are_never_averaged_together(ml):
+    a60 = {**rec("a", 16, 100.0, 88.0, 80.0), "time_limit": 60.0, "memory": "file"}
+    a600 = {**a60, "time_limit": 600.0, "bound": 92.0}
+    assert ml.instance(a60) != ml.instance(a600)
+    with pytest.raises(SystemExit, match="twice"):
+        ml.table([a60, a600])
+    assert "| 100 | 16 | 1 |" in ml.table([a600])
