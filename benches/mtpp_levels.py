@@ -118,12 +118,21 @@ def instance(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r["graph"], r["devices"], r["method"], r.get("memory"), r.get("time_limit"))
 
 
+def group_of(r: dict[str, Any]) -> Any:
+    """A row's group: its REGAL size, or the operator graphs (by memory setting, when it is not ``none``)."""
+    grp = r.get("group", r["nodes"])
+    if grp == OPS and r.get("memory") not in (None, "none"):
+        return f"{OPS}, memory {r['memory']}"
+    return grp
+
+
 def table(recs: list[dict[str, Any]]) -> str:
-    """One row per graph size and device count (sizes, then k, ascending); a group holding the
-    same graph, ``k`` and method twice (runs at other budgets or memories) is refused."""
+    """One row per group (:func:`group_of`) and device count (REGAL sizes, then the operator
+    graphs; k ascending); a group holding the same graph, ``k`` and method twice (runs at other
+    budgets or memories) is refused."""
     seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in recs:
-        other = seen.setdefault((r["graph"], r["devices"], r["method"]), instance(r))
+        other = seen.setdefault((group_of(r), r["graph"], r["devices"], r["method"]), instance(r))
         if other != instance(r):
             raise SystemExit(f"mtpp_levels: {r['graph']} k={r['devices']} {r['method']} twice "
                              f"({other[3:]} and {instance(r)[3:]}): give one run of each instance")
@@ -131,14 +140,11 @@ def table(recs: list[dict[str, Any]]) -> str:
     cols = [*LEVELS, *methods]
     lines = ["| nodes | k | graphs | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
              "|---|---|---|" + "---|" * (len(cols) + 1)]
-    def group(r: dict[str, Any]) -> Any:
-        return r.get("group", r["nodes"])
-
     def order(gk: tuple[Any, int]) -> tuple[int, Any, int]:  # (REGAL sizes ascending, then the files)
-        return (1, 0, gk[1]) if isinstance(gk[0], str) else (0, gk[0], gk[1])
+        return (1, gk[0], gk[1]) if isinstance(gk[0], str) else (0, gk[0], gk[1])
 
-    for size, k in sorted({(group(r), r["devices"]) for r in recs}, key=order):
-        at = [r for r in recs if r["devices"] == k and group(r) == size]
+    for size, k in sorted({(group_of(r), r["devices"]) for r in recs}, key=order):
+        at = [r for r in recs if r["devices"] == k and group_of(r) == size]
         per = {lv: [r[lv] / r["plan"] for r in at] for lv in LEVELS}
         for m in methods:
             per[m] = [r["bound"] / r["plan"] for r in at if r["method"] == m]
@@ -155,7 +161,7 @@ def _gmeans(recs: list[dict[str, Any]], column: str) -> dict[Any, list[tuple[int
     """Per group: ``(k, geometric mean of column / plan)``, ``k`` ascending (``bound``: the sweep's)."""
     out: dict[Any, list[tuple[int, float]]] = {}
     for r in recs:
-        out.setdefault(r.get("group", r["nodes"]), []).append(r)
+        out.setdefault(group_of(r), []).append(r)
     series = {}
     for grp, rs in out.items():
         pts = []
@@ -179,7 +185,7 @@ def plot(recs: list[dict[str, Any]]) -> Any:
     panels = ((axes[0], "bound", "the sweep's bound (certified ratio)"), (axes[1], "simple", "the simple bound alone"))
     for ax, column, title in panels:
         series = _gmeans(recs, column)
-        for grp in sorted(series, key=lambda g: (1, 0) if isinstance(g, str) else (0, g)):
+        for grp in sorted(series, key=lambda g: (1, g) if isinstance(g, str) else (0, g)):
             ks, ys = zip(*series[grp])
             label = grp if isinstance(grp, str) else f"REGAL, {grp} nodes"
             ax.plot(ks, ys, marker="o", label=label, linestyle="--" if isinstance(grp, str) else "-")

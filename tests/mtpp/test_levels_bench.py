@@ -68,6 +68,10 @@ def test_operator_graphs_are_one_group_after_the_regal_sizes(ml):
     line = [x for x in text.splitlines() if x.startswith(f"| {ml.OPS} | 8 |")]
     assert line and line[0].startswith(f"| {ml.OPS} | 8 | 2 | {math.sqrt(0.5 * 0.5):.4f} |")
     assert text.index("| 100 | 8 |") < text.index("| 200 | 8 |") < text.index(f"| {ml.OPS} | 8 |")
+    # the same operator graph under a memory limit is an instance of its own, in a group of its own
+    limited = {**recs[2], "memory": "file", "bound": 8.0}
+    text = ml.table([*recs, limited])
+    assert f"| {ml.OPS}, memory file | 8 | 1 | " in text and f"| {ml.OPS} | 8 | 2 | " in text
 
 
 def test_the_plot_draws_each_group_s_geometric_means_against_k(ml):
