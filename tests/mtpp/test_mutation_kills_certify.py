@@ -160,11 +160,25 @@ def test_each_level_gets_what_is_left_of_the_budget(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(CERTIFY, "mtpp_bound", _fake_bound(calls))
     monkeypatch.setattr(CERTIFY, "time", _Clock(step=4.0))
     # the clock reads 0 at the start, then 4, 8, 12 at the levels: 6 left, of which the
-    # combinatorial "simple" gets at most max(5 s, a fifth); then 2 for the MIP; then no time left
+    # combinatorial "simple" gets at most max(5 s, a fifth); then 2 left, shared by the two MIP
+    # levels: 1 for "bottleneck"; then no time left
     cert = certify(_chain(), [[0], [1, 2, 3]], devices=2, levels=("simple", "bottleneck", "exact"), time_limit=10.0)
-    assert calls == [("simple", 5.0), ("bottleneck", 2.0)]
+    assert calls == [("simple", 5.0), ("bottleneck", 1.0)]
     assert [r.status for r in cert.levels] == ["optimal", "optimal", "skipped"]
     assert cert.levels[2].reason == "no time left"
+
+
+def test_no_mip_level_starves_the_ones_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a long budget: each MIP level gets an equal share of what is left with those after it, and
+    # what one does not use goes to the next (here the clock moves 1 s a reading: each level
+    # "uses" 1 s); the last one gets all that is left. Before, the first MIP level got it all.
+    calls: list[tuple[str, float | None]] = []
+    monkeypatch.setattr(CERTIFY, "mtpp_bound", _fake_bound(calls))
+    monkeypatch.setattr(CERTIFY, "time", _Clock(step=1.0))
+    certify(_chain(), [[0], [1, 2, 3]], devices=2, levels=("simple", "block", "bottleneck", "exact"),
+            time_limit=600.0, stop_when_proven=False)
+    assert calls == [("simple", pytest.approx(0.2 * 599)), ("block", pytest.approx(598 / 3)),
+                     ("bottleneck", pytest.approx(597 / 2)), ("exact", pytest.approx(596))]
 
 
 def test_a_cheaper_partition_that_is_only_round_off_is_not_reported(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -222,9 +222,11 @@ def certify(
         block at once, minutes on 100-node graphs). The MIP levels start from the best bound
         of the levels before them.
     time_limit : float, optional
-        Budget in seconds for the whole ladder; each MIP level gets what is left, each
-        combinatorial level a fifth of it (at least 5 s; stopped there it gives its best bound
-        so far, status ``"time_limit"``); a level with no time left is ``"skipped"``.
+        Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
+        left (at least 5 s; stopped there it gives its best bound so far, status
+        ``"time_limit"``), each MIP level an equal share of what is left with the MIP levels after
+        it (the last one all of it: time a level does not use goes to the next); a level with no
+        time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
         MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool
@@ -334,7 +336,7 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
            mip: dict[str, Any]) -> tuple[BoundResult, ...]:
     """Run the levels in order within the budget; skipped levels get a row too."""
     table = []
-    for lv in todo:
+    for i, lv in enumerate(todo):
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
         if stop_when_proven and ladder.proven():
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0,
@@ -346,6 +348,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
             if lv in COMBINATORIAL and left is not None:
                 left = min(left, max(5.0, 0.2 * left))  # (they stop with their best so far: leave the MIPs time)
+            elif left is not None:  # (an equal share with the MIP levels after it: none starves the next)
+                left /= sum(other not in COMBINATORIAL for other in todo[i:])
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)
