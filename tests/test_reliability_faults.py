@@ -423,3 +423,23 @@ def test_a_solver_that_overruns_its_time_limit_is_not_waited_for(monkeypatch):
     # the limit plus the grace, not the stuck solver's 30 s (the upper end generous: a loaded
     # machine wakes the waiting thread late)
     assert 1.5 <= waited < 15.0, waited
+
+
+@pytest.mark.parametrize("garbage", [math.inf, 1.7976931348623157e308])
+@pytest.mark.parametrize("status", ["NO_SOLUTION_FOUND", "FEASIBLE"])
+def test_a_solver_stopped_before_it_had_a_bound_gives_none(monkeypatch, garbage, status):
+    # CBC stopped by its limit before its root LP reports +inf (or its 1.8e308 "infinity") as the
+    # dual bound of a minimisation: read as a bound, it made a certificate claim a plan optimal
+    import mip
+
+    from stagecut import _mip
+
+    m = mip.Model(solver_name="cbc")
+    m.verbose = 0
+    x = m.add_var(var_type=mip.BINARY)
+    m.objective = mip.minimize(x)
+    monkeypatch.setattr(_mip, "_optimize", lambda *a: getattr(mip.OptimizationStatus, status))  # (no search)
+    monkeypatch.setattr(type(m), "objective_bound", property(lambda self: garbage))
+    monkeypatch.setattr(type(m), "num_solutions", property(lambda self: 0))  # (the unsolved model is not read)
+    out = _mip.solve(m, time_limit=1e-3)
+    assert out.status != "optimal" and out.bound == -math.inf

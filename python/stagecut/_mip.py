@@ -202,6 +202,11 @@ class MipOutcome:
         return max(0.0, (self.objective - self.bound) / abs(self.objective))
 
 
+#: A dual bound this large from a solve that proved nothing (stopped by its limit) is the
+#: solver's "infinity", not a bound: it is read as no bound at all.
+UNPROVEN_BOUND = 1e300
+
+
 def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[Any, float]] | None = None,
           relax: bool = False, scale: float | None = None) -> MipOutcome:
     """Optimise; map the status; read the dual bound.
@@ -257,6 +262,8 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
         raise SolverError("internal error: the MIP is unbounded; please report this with the input")
     else:
         status = "feasible" if obj is not None else "no_solution"
+    if status not in ("optimal", "infeasible") and abs(bound) >= UNPROVEN_BOUND:
+        bound = -math.inf  # (stopped before it had a bound: CBC then reports +inf or its 1.8e308 "infinity")
     if obj is not None and bound > obj:
         bound = obj  # the bound is at most the best primal value (round-off)
     watch.final(seconds, obj, bound if math.isfinite(bound) else None)

@@ -204,3 +204,32 @@ def test_an_unplaceable_problem_still_climbs_the_ladder() -> None:
 def test_the_certificate_keeps_the_problem_settings() -> None:
     cert = certify(_chain(), [[0, 1], [2, 3]], devices=3, colocate=False, levels=("simple",))
     assert cert.devices == 3 and cert.colocate is False
+
+
+def test_a_bound_above_the_plan_is_never_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a MIP stopped by its limit once gave +inf as its "bound" with status time_limit: the ladder
+    # took it, capped it at the plan's cost and called a plan 24% above its best bound optimal
+    def fake(problem: MtppProblem, *, level: str, **_: Any) -> BoundResult:
+        bound = {"simple": 5.0, "exact": math.inf, "bottleneck": 6.0}[level]
+        return BoundResult(level=level, bound=bound, status="time_limit", seconds=0.0)
+
+    monkeypatch.setattr(CERTIFY, "mtpp_bound", fake)
+    cert = certify(_chain(), [[0], [1, 2, 3]], devices=2, levels=("simple", "bottleneck", "exact"))
+    assert cert.objective == 6.5 and cert.lower_bound == 6.0 and cert.status == "feasible"
+    assert cert.bound_source == "bottleneck"
+    # a bound within round-off above the plan's cost is the plan's cost: proven
+    monkeypatch.setattr(CERTIFY, "mtpp_bound", lambda p, *, level, **_: BoundResult(
+        level=level, bound=6.5 * (1 + 1e-9), status="optimal", seconds=0.0))
+    cert = certify(_chain(), [[0], [1, 2, 3]], devices=2, levels=("exact",))
+    assert cert.status == "optimal" and cert.lower_bound == 6.5
+
+
+@pytest.mark.parametrize("level", ["bottleneck", "exact"])
+def test_a_mip_level_whose_solver_stopped_with_an_infinite_bound_gives_none(monkeypatch, level) -> None:
+    from stagecut import _mip
+    from stagecut.mtpp import bounds
+
+    monkeypatch.setattr(bounds, "solve", lambda m, **kw: _mip.MipOutcome(
+        status="time_limit", objective=None, bound=math.inf, seconds=1.0, solver="cbc", rows=1, cols=1))
+    r = bounds.mtpp_bound(_chain(), level=level, devices=2, time_limit=1.0)
+    assert r.bound is None and r.status == "time_limit" and "stopped before" in (r.reason or "")

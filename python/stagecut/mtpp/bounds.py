@@ -454,6 +454,8 @@ def _checked(problem: MtppProblem, d: MtppData, bound: float, status: BoundStatu
                 "the MIP solver reported that no partition fits, yet one does (numerical trouble): the bound "
                 "it started from is given")
         return bound, status, objective, None
+    if bound == math.inf:  # (only "infeasible" proves +inf; a solver stopped early has no bound)
+        return -math.inf, status, objective, "the MIP solver stopped before it proved a bound"
     if not math.isfinite(best) or not math.isfinite(bound):
         return bound, status, objective, None
     tol = stated_tolerance(best, d.scale, relative_gap(d, gap))

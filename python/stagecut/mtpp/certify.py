@@ -154,6 +154,11 @@ def _problem(graph: Graph | MtppProblem, blocks_of: Callable[[Graph], list[list[
     return as_problem(graph, devices=devices, **settings, where="certify"), blocks
 
 
+#: Relative margin over the plan's cost within which a level's bound is round-off (capped at the
+#: cost); above it the bound is not taken.
+ABOVE_PLAN = 1e-6
+
+
 @dataclass
 class _Ladder:
     """The levels climbed so far: the best bound and a cheaper partition from ``exact``."""
@@ -171,7 +176,11 @@ class _Ladder:
         return None if self.best == -math.inf else self.best
 
     def record(self, r: BoundResult) -> None:
-        if r.status != "skipped" and r.bound is not None and r.bound > self.best:
+        # (a bound above the cost of the plan in hand is no lower bound: a solver's garbage, never
+        # taken, so a plan is "optimal" only on a bound that can be one)
+        above = math.isfinite(self.objective) and r.bound is not None and \
+            r.bound > self.objective * (1 + ABOVE_PLAN) + ABOVE_PLAN
+        if r.status != "skipped" and r.bound is not None and r.bound > self.best and not above:
             self.best, self.source = r.bound, r.level
         if r.level == "exact" and r.blocks is not None and r.objective is not None and r.objective < self.objective:
             self.better = r.blocks
