@@ -50,51 +50,40 @@ def _progress(unit: str | None) -> Any:
     return show
 
 
-def _saved_plan(path: str) -> dict[str, Any]:
-    """What a saved ``stagecut slice -o`` result was solved for: ``devices``, the memory model
-    (``memory``, ``bandwidth``, ``reserved_memory``), ``kind`` and ``colocate``, those it holds
-    (empty for any other split)."""
+def _saved_plan(path: str) -> Any:
+    """The :class:`~stagecut.mtpp.SlicePlan` a ``stagecut slice -o`` file holds (``None`` for any other split)."""
     from stagecut.cli._inputs import read_json
+    from stagecut.cli.show import load_result
 
     data = read_json(path, "a split or a saved result")
     if not isinstance(data, dict) or data.get("kind") != "SlicePlan":
-        return {}
-    out: dict[str, Any] = {}
-    k = data.get("devices")
-    if isinstance(k, int) and not isinstance(k, bool) and k > 0:
-        out["devices"] = k
-    memory, bandwidth, reserved = data.get("memory"), data.get("bandwidth"), data.get("reserved_memory")
-    if memory == "inf" or isinstance(memory, (int, float)) and not isinstance(memory, bool):
-        mem = float(memory)
-        out["memory"] = None if math.isinf(mem) else mem
-        out["bandwidth"] = float(bandwidth) if isinstance(bandwidth, (int, float)) and bandwidth > 0 else None
-        out["reserved_memory"] = float(reserved) if isinstance(reserved, (int, float)) and reserved > 0 else None
-    kinds = {str(st.get("device", "")).split(":")[0] for st in data.get("stages") or [] if isinstance(st, dict)}
-    if len(kinds) == 1 and "" not in kinds:
-        out["kind"] = kinds.pop()
-    if isinstance(data.get("colocate"), bool):
-        out["colocate"] = data["colocate"]
-    return out
+        return None
+    return load_result(path)
 
 
 @_common.guarded
 def run(args: argparse.Namespace) -> int:
     from stagecut.mtpp import certify
+    from stagecut.mtpp.certify import solved_for
 
     levels = _levels(args.levels)
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)
     display = _common.display_of(args, graph)
-    saved = _saved_plan(args.split)  # (a saved slice result: the problem it was solved for, unless flags say)
-    devices = args.devices if args.devices is not None else saved.get("devices")
     memory = mtpp_memory(args, graph)
-    if "memory" in saved and args.memory is None and args.bandwidth is None and args.reserved is None:
-        memory = {name: saved[name] for name in ("memory", "bandwidth", "reserved_memory")}
-    colocate = False if args.ignore_colocation else saved.get("colocate", True)
+    settings = {**memory, "kind": None, "colocate": False if args.ignore_colocation else None}
+    devices = args.devices
+    saved = _saved_plan(args.split)  # (a saved slice result: the problem it was solved for, unless flags say)
+    if saved is not None:
+        if args.memory is None and args.bandwidth is None and args.reserved is None:
+            settings.update(memory=None, bandwidth=None, reserved_memory=None)
+        devices, settings = solved_for(saved, devices, settings)
+    if settings["colocate"] is None:
+        settings["colocate"] = True
     cert = certify(graph, placement, devices=devices, levels=levels, time_limit=args.time_limit,
-                   colocate=colocate, kind=saved.get("kind"), solver=args.solver, threads=args.threads,
-                   workers=args.workers, seed=args.seed, verbose=args.verbose,
-                   on_level=None if args.json or _common.quiet() else _progress(display.time), **memory)
+                   solver=args.solver, threads=args.threads, workers=args.workers, seed=args.seed,
+                   verbose=args.verbose, on_level=None if args.json or _common.quiet() else _progress(display.time),
+                   **settings)
     return _common.report(cert, args, display=display)
 
 

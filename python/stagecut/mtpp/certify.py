@@ -124,7 +124,7 @@ def _check_levels(levels: Sequence[str] | str) -> tuple[str, ...]:
     return out
 
 
-def _solved_for(plan: SlicePlan, devices: int | None, settings: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def solved_for(plan: SlicePlan, devices: int | None, settings: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     """The device count and settings a :class:`SlicePlan` was solved for, where not given: the
     memory model as a whole (only when none of its three settings is given), the device kind (its
     stages' devices), the colocation."""
@@ -291,7 +291,7 @@ def certify(
                 "reserved_memory": reserved_memory, "kind": kind, "colocate": colocate}
     budget = _improve_budget(improve)
     if isinstance(plan, SlicePlan) and isinstance(graph, Graph):
-        devices, settings = _solved_for(plan, devices, settings)
+        devices, settings = solved_for(plan, devices, settings)
     problem, blocks = _problem(graph, lambda g: plan_blocks(g, plan), devices, settings)
     ev = evaluate(problem, blocks)
     found: dict[str, Stat] = {}
