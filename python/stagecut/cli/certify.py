@@ -98,9 +98,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
-                        "node-cut, crossing, cover, subgraph (combinatorial: min cuts, forced crossings, "
-                        "the blocks convex sets need, exact optima of subgraphs), block (MIPs: the block paying "
-                        "the fewest tensors must be nearly full), bottleneck (MIP), "
+                        "node-cut, crossing, cover, spectral, subgraph (combinatorial: min cuts, forced crossings, "
+                        "the blocks convex sets need, the cuts balanced blocks pay, exact optima of subgraphs), "
+                        "block (MIPs: the block paying the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
                         f"bottlenecks), exact (the full MIP); only when named: partition-lp (the LP over "
                         f"every block by column generation, slow beyond a few dozen nodes) "

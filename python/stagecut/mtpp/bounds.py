@@ -33,12 +33,13 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     node set can is below the optimum.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
-``node-cut``, ``crossing``, ``cover``, ``subgraph``
+``node-cut``, ``crossing``, ``cover``, ``spectral``, ``subgraph``
     Combinatorial bounds, sound by construction (:mod:`stagecut.mtpp.combinatorial`): the least
     cost of a block holding each node (an s-t minimum cut: the tensors a heavy node must receive
     and send), the average bound with the tensors that must cross, the same with convex blocks
     (each tensor paid by as many blocks as the convex closures of its producer and consumers
-    need), and exact optima of induced subgraphs.
+    need), the average bound with the cuts any balanced partition pays (eigenvalues of the
+    tensor graph, :mod:`stagecut.mtpp.spectral`), and exact optima of induced subgraphs.
 
 The MIP levels also carry ``T >= floor`` (a valid cut), ``floor`` the larger of the simple and
 the node-cut bound (and of ``known_bound``, a bound the caller has proven, e.g. an earlier level
@@ -76,6 +77,7 @@ from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.mtpp.partlp import partition_lp_bound
+from stagecut.mtpp.spectral import spectral_bound
 from stagecut.results import NodeId, Stat
 from stagecut.validate import check_int, check_number
 
@@ -83,13 +85,13 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
            "mtpp_bound", "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "node-cut", "crossing", "cover", "subgraph", "block", "bottleneck", "bottleneck-guess",
-          "exact")
+LEVELS = ("simple", "node-cut", "crossing", "cover", "spectral", "subgraph", "block", "bottleneck",
+          "bottleneck-guess", "exact")
 #: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
 #: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs and needs minutes on 100-node graphs.
 EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
-COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "subgraph")
+COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "spectral", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
 BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
 
@@ -256,7 +258,7 @@ def mtpp_bound(
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
     level : str
         One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``,
-        ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``, or
+        ``"spectral"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``, or
         ``"partition-lp"`` (:data:`EXTRA_LEVELS`).
     time_limit : float, optional
         Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
@@ -379,6 +381,8 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         r = crossing_bound(problem, deadline=deadline)
     elif level == "cover":
         r = cover_bound(problem, deadline=deadline)
+    elif level == "spectral":
+        r = spectral_bound(problem, deadline=deadline)
     else:
         r = subgraph_bound(problem, deadline=deadline)
     bound = max(r.bound, simple_bound(problem))
