@@ -92,6 +92,9 @@ def test_a_task_certifies_the_seeded_plan_and_its_bound_is_at_most_the_optimum(l
     assert row["error"] is None and row["problem"] == "certify" and row["method"] == level
     assert (row["objective"], row["lower_bound"], row["status"]) == (direct.objective, direct.lower_bound,
                                                                       direct.status)
+    detail = json.loads(row["detail"])  # the ladder, level by level, as the certificate has it
+    assert detail["bound_source"] == direct.bound_source
+    assert [x[:3] for x in detail["levels"]] == [[r.level, r.bound, r.status] for r in direct.levels]
     opt = _dp_optimum(task.graph_spec, 3)
     assert row["lower_bound"] <= opt * (1 + 1e-9) <= row["objective"] * (1 + 1e-9)
     assert (row["status"] == "optimal") == (row["lower_bound"] >= row["objective"] * (1 - 1e-9))

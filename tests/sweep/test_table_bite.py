@@ -179,3 +179,22 @@ def test_every_part_has_the_tables_schema(tmp_path):
     schema = pq.read_schema(b)
     assert schema.field("error").type == pa.string() and schema.field("objective").type == pa.float64()
     assert pq.read_table(str(tmp_path)).num_rows == 2
+
+
+def test_a_part_written_before_the_detail_column_reads_with_it_null(tmp_path):
+    # a results table from an older release lacks ``detail``: it still reads, the column null;
+    # one that lacks any other column is not a results table
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from stagecut.errors import InvalidArgumentError
+    from stagecut.sweep.table import COLUMNS
+
+    old = {name: None for name, _ in COLUMNS if name != "detail"}
+    pq.write_table(pa.Table.from_pylist([{**old, **row("a", "g", 2, "dp", 4.0, at=1.0)}]), tmp_path / "part-a.parquet")
+    (back,) = read_results(tmp_path)
+    assert back["detail"] is None and back["objective"] == 4.0 and set(back) == {name for name, _ in COLUMNS}
+    broken = {name: None for name, _ in COLUMNS if name not in ("detail", "status")}
+    pq.write_table(pa.Table.from_pylist([{**broken, "key": "b"}]), tmp_path / "part-b.parquet")
+    with pytest.raises(InvalidArgumentError, match="no column 'status'"):
+        read_results(tmp_path)

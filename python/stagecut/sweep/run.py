@@ -231,9 +231,18 @@ def run_task(task: Task) -> dict[str, Any]:
         row.update(status=ERROR, error=f"{type(e).__name__}: {text[0] if text else ''}".strip())
     else:
         row.update(objective=result.objective, lower_bound=result.lower_bound, gap=result.gap,
-                   status=result.status)
+                   status=result.status, detail=_detail(result))
     row.update(runtime_s=time.perf_counter() - t0, peak_rss_mb=_peak_rss_mb(), finished_at=time.time())
     return row
+
+
+def _detail(result: Any) -> str | None:
+    """The ``detail`` column: a certificate's ladder, level by level (JSON); ``None`` otherwise."""
+    levels = getattr(result, "levels", None)
+    if result.method != "certify" or not isinstance(levels, tuple):
+        return None
+    return json.dumps({"bound_source": result.bound_source,
+                       "levels": [[r.level, r.bound, r.status, round(r.seconds, 3)] for r in levels]})
 
 
 def _failed_row(task: Task, error: BaseException) -> dict[str, Any]:

@@ -10,7 +10,10 @@ slice, latency), ``graph``, ``method``, ``options`` (JSON), ``devices``, ``memor
 ``time_limit``, ``objective`` (the answer's cost; null when none), ``lower_bound``, ``gap``,
 ``status`` (a result status, or ``"error"`` when the call raised: ``error`` says what),
 ``runtime_s``, ``peak_rss_mb`` (the worker process's peak resident memory during the task),
-``worker`` (its address), ``error``, ``finished_at`` (Unix seconds).
+``worker`` (its address), ``error``, ``finished_at`` (Unix seconds), ``detail`` (JSON, or null:
+for a certify task, ``{"bound_source": level, "levels": [[level, bound, status, seconds], ...]}``,
+each level of the ladder with its bound, null for "no bound"; a table written before this column
+existed reads as null here).
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ COLUMNS: tuple[tuple[str, type], ...] = (
     ("key", str), ("problem", str), ("graph", str), ("method", str), ("options", str), ("devices", int),
     ("memory", str), ("seed", int), ("time_limit", float), ("objective", float), ("lower_bound", float),
     ("gap", float), ("status", str), ("runtime_s", float), ("peak_rss_mb", float), ("worker", str),
-    ("error", str), ("finished_at", float),
+    ("error", str), ("finished_at", float), ("detail", str),
 )
+#: Columns a part file written before they existed may lack (read as null).
+_LATER = frozenset({"detail"})
 #: the status of a task whose call raised
 ERROR = "error"
 
@@ -163,10 +168,12 @@ def read_results(path: str | os.PathLike[str], keys: Sequence[str] | None = None
         except (pa.ArrowException, OSError) as e:
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise InvalidArgumentError(f"results: {f}: not a Parquet results table ({why})") from None
-        missing = [name for name, _ in COLUMNS if name not in table.column_names]
+        missing = [name for name, _ in COLUMNS if name not in table.column_names and name not in _LATER]
         if missing:
             raise InvalidArgumentError(f"results: {f}: no column {missing[0]!r} (not a sweep results table)")
-        for r in table.select([name for name, _ in COLUMNS]).to_pylist():
+        present = [name for name, _ in COLUMNS if name in table.column_names]
+        for r in table.select(present).to_pylist():
+            r.update({name: None for name in _LATER if name not in r})
             old = rows.get(r["key"])
             if old is None or (r["finished_at"] or 0.0) >= (old["finished_at"] or 0.0):
                 rows[r["key"]] = r
