@@ -18,6 +18,11 @@ are refused. An instance is its graph, ``k``, method, memory and time limit: a t
 runs of the same graphs at other budgets (they are separate instances, never averaged
 together: the table refuses a group that mixes them). REGAL rows are grouped by size, the graphs
 read from files in one group (``operator graphs``).
+
+``--ladder`` measures nothing: it reads each level's bound from the rows' ``detail`` column (the
+ladder as the sweep ran it, within the task's budget) and prints, per level, the best bound the
+ladder had after it (a level with no bound keeps the one before), so the columns climb to the
+sweep's own bound and show which level added what.
 """
 
 from __future__ import annotations
@@ -101,6 +106,24 @@ def measure_one(r: dict[str, Any], time_limit: float = 30.0, base: pathlib.Path 
     return rec
 
 
+def ladder_one(r: dict[str, Any]) -> dict[str, Any]:
+    """One row's ladder from its ``detail`` column: per level, the best bound so far."""
+    if not r.get("detail"):
+        raise SystemExit(f"mtpp_levels: {r['graph']} k={r['devices']}: no detail column (a table from an older "
+                         f"release): run without --ladder")
+    regal = r["graph"].startswith("regal:")
+    nodes = int(r["graph"].split(":")[1]) if regal else None
+    rec = {"graph": r["graph"], "nodes": nodes, "group": nodes if regal else OPS, "devices": r["devices"],
+           "method": r["method"], "memory": r.get("memory"), "time_limit": r.get("time_limit"),
+           "plan": r["objective"], "bound": r["lower_bound"]}
+    best = 0.0
+    for level, bound, status, seconds in json.loads(r["detail"])["levels"]:
+        if bound is not None:
+            best = max(best, min(bound, r["objective"]))
+        rec[level], rec[level + "_status"], rec[level + "_s"] = best, status, seconds
+    return rec
+
+
 def measure(rows: list[dict[str, Any]], time_limit: float = 30.0, base: pathlib.Path | None = None,
             jobs: int = 1) -> list[dict[str, Any]]:
     """:func:`measure_one` for every row (``jobs`` processes)."""
@@ -126,7 +149,7 @@ def group_of(r: dict[str, Any]) -> Any:
     return grp
 
 
-def table(recs: list[dict[str, Any]]) -> str:
+def table(recs: list[dict[str, Any]], levels: tuple[str, ...] = LEVELS) -> str:
     """One row per group (:func:`group_of`) and device count (REGAL sizes, then the operator
     graphs; k ascending); a group holding the same graph, ``k`` and method twice (runs at other
     budgets or memories) is refused."""
@@ -137,7 +160,7 @@ def table(recs: list[dict[str, Any]]) -> str:
             raise SystemExit(f"mtpp_levels: {r['graph']} k={r['devices']} {r['method']} twice "
                              f"({other[3:]} and {instance(r)[3:]}): give one run of each instance")
     methods = sorted({r["method"] for r in recs})
-    cols = [*LEVELS, *methods]
+    cols = [*levels, *methods]
     lines = ["| nodes | k | graphs | " + " | ".join(f"`{c}`" for c in cols) + " | gap closed against `simple` |",
              "|---|---|---|" + "---|" * (len(cols) + 1)]
     def order(gk: tuple[Any, int]) -> tuple[int, Any, int]:  # (REGAL sizes ascending, then the files)
@@ -145,7 +168,7 @@ def table(recs: list[dict[str, Any]]) -> str:
 
     for size, k in sorted({(group_of(r), r["devices"]) for r in recs}, key=order):
         at = [r for r in recs if r["devices"] == k and group_of(r) == size]
-        per = {lv: [r[lv] / r["plan"] for r in at] for lv in LEVELS}
+        per = {lv: [r[lv] / r["plan"] for r in at if lv in r] for lv in levels}
         for m in methods:
             per[m] = [r["bound"] / r["plan"] for r in at if r["method"] == m]
         g = {c: math.exp(sum(math.log(x) for x in v) / len(v)) for c, v in per.items() if v}
@@ -209,12 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", help="also draw the certified ratio per group against k (a PNG file)")
     ap.add_argument("--level-time", type=float, default=30.0, help="seconds per level and instance (default 30)")
     ap.add_argument("--jobs", type=int, default=1, help="instances measured at once (processes; default 1)")
+    ap.add_argument("--ladder", action="store_true",
+                    help="read each level's bound from the rows' detail column instead of measuring")
     a = ap.parse_args(argv)
     if not a.results and not a.from_json:
         ap.error("give a results table or --from-json")
     recs = [r for f in a.from_json for r in json.loads(pathlib.Path(f).read_text())]
     known = {instance(r) for r in recs}  # (not measured again)
-    for t in a.results:
+    levels = LEVELS
+    if a.ladder:
+        recs += [ladder_one(r) for t in a.results for r in rows_of(t) if instance(r) not in known]
+        levels = tuple(dict.fromkeys(k[:-2] for r in recs for k in r if k.endswith("_s") and k[:-2] + "_status" in r))
+    for t in [] if a.ladder else a.results:
         rows = [r for r in rows_of(t) if instance(r) not in known]
         print(f"mtpp_levels: {t}: {len(rows)} instances to measure", file=sys.stderr)
         recs += measure(rows, a.level_time, pathlib.Path(t).resolve().parent, a.jobs)
@@ -222,10 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         pathlib.Path(a.json).write_text(json.dumps(recs, indent=1))
     if a.plot:
         plot(recs).savefig(a.plot, dpi=110)
-    print(table(recs))
+    print(table(recs, levels))
     cpu = [r[lv + "_cpu_s"] for r in recs for lv in LEVELS if lv + "_cpu_s" in r]
     print(f"\nlevels' CPU: at most {max(cpu, default=0.0):.1f} s per instance", file=sys.stderr)
-    stopped = {lv: sum(r.get(lv + "_status") == "time_limit" for r in recs) for lv in LEVELS}
+    stopped = {lv: sum(r.get(lv + "_status") == "time_limit" for r in recs) for lv in levels}
     print("stopped at the time limit (best bound so far): "
           + ", ".join(f"{lv} {n} of {len(recs)}" for lv, n in stopped.items()), file=sys.stderr)
     return 0

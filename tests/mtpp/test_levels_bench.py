@@ -113,3 +113,21 @@ def test_runs_of_one_instance_at_two_budgets_are_never_averaged_together(ml):
     with pytest.raises(SystemExit, match="twice"):
         ml.table([a60, a600])
     assert "| 100 | 16 | 1 |" in ml.table([a600])
+
+
+def test_the_ladder_columns_climb_from_the_rows_detail(ml):
+    import json
+
+    detail = {"bound_source": "spectral", "levels": [["simple", 70.0, "optimal", 0.0], ["cover", 75.0, "optimal", 1.0],
+                                                     ["spectral", 82.0, "optimal", 2.0], ["exact", None, "time_limit", 9.0],
+                                                     ["block", 80.0, "optimal", 3.0]]}
+    row = {"graph": "regal:100:erdos_renyi:0", "devices": 8, "method": "ladder", "memory": "none", "time_limit": 60.0,
+           "objective": 100.0, "lower_bound": 82.0, "detail": json.dumps(detail)}
+    r = ml.ladder_one(row)
+    # a level with no bound, or a lower one, keeps the best before it
+    assert [r[lv] for lv in ("simple", "cover", "spectral", "exact", "block")] == [70.0, 75.0, 82.0, 82.0, 82.0]
+    assert r["group"] == 100 and r["exact_status"] == "time_limit" and r["spectral_s"] == 2.0
+    text = ml.table([r], ("simple", "cover", "spectral", "exact", "block"))
+    assert "| 100 | 8 | 1 | 0.7000 | 0.7500 | 0.8200 | 0.8200 | 0.8200 | 0.8200 | 1.7x |" in text
+    with pytest.raises(SystemExit, match="no detail column"):
+        ml.ladder_one({**row, "detail": None})
