@@ -118,9 +118,9 @@ def test_runs_of_one_instance_at_two_budgets_are_never_averaged_together(ml):
 def test_the_ladder_columns_climb_from_the_rows_detail(ml):
     import json
 
-    detail = {"bound_source": "spectral", "levels": [["simple", 70.0, "optimal", 0.0], ["cover", 75.0, "optimal", 1.0],
-                                                     ["spectral", 82.0, "optimal", 2.0], ["exact", None, "time_limit", 9.0],
-                                                     ["block", 80.0, "optimal", 3.0]]}
+    levels = [["simple", 70.0, "optimal", 0.0], ["cover", 75.0, "optimal", 1.0], ["spectral", 82.0, "optimal", 2.0],
+              ["exact", None, "time_limit", 9.0], ["block", 80.0, "optimal", 3.0]]
+    detail = {"bound_source": "spectral", "levels": levels}
     row = {"graph": "regal:100:erdos_renyi:0", "devices": 8, "method": "ladder", "memory": "none", "time_limit": 60.0,
            "objective": 100.0, "lower_bound": 82.0, "detail": json.dumps(detail)}
     r = ml.ladder_one(row)

@@ -120,11 +120,29 @@ def test_more_steps_never_lower_the_bound():
     assert bounds == sorted(bounds) and bounds[2] > bounds[0]
 
 
-def test_stopped_by_its_deadline_it_is_still_a_bound():
+class _Clock:
+    """``time`` for the spectral module: each ``monotonic()`` call is one second later."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_stopped_by_its_deadline_it_is_still_a_bound(monkeypatch):
     p = MtppProblem(regal_graph(60, model="erdos_renyi", seed=2), devices=4)
-    r = spectral_bound(p, deadline=time.monotonic() - 1.0)
-    assert not r.complete and r.solves == 1 and r.bound >= lower_bound(p)
-    assert r.bound <= spectral_bound(p).bound
+    full = spectral_bound(p).bound
+    monkeypatch.setattr(spectral, "time", _Clock())
+    r = spectral_bound(p, deadline=2.5)  # time for one step, not for a second
+    assert not r.complete and r.solves == 1 and lower_bound(p) <= r.bound <= full
+
+
+def test_a_deadline_too_close_for_one_step_gives_the_floor():
+    p = MtppProblem(regal_graph(60, model="erdos_renyi", seed=2), devices=4)
+    r = spectral_bound(p, floor=lower_bound(p), deadline=time.monotonic() - 1.0)
+    assert (r.bound, r.complete, r.solves) == (lower_bound(p), False, 0)
 
 
 def test_too_many_groups_is_refused_with_the_floor(monkeypatch):

@@ -32,7 +32,8 @@ holds whole:
   eigensolver's round-off (``8 n eps |M|_F``).
 
 Cost: one ``eigh`` of the group count squared per step (about 1 ms at 100 groups, 1 s at
-2,000); groups beyond ``MAX_GROUPS`` are refused (no bound).
+2,000); beyond :data:`MAX_GROUPS` groups, or with too little time for one step, the level
+gives no more than its floor.
 
 Examples
 --------
@@ -58,7 +59,10 @@ from stagecut.mtpp.model import lower_bound as simple_bound
 __all__ = ["MAX_GROUPS", "pair_weight", "spectral_bound"]
 
 #: Most forced groups the level decomposes (a dense eigendecomposition of this size takes seconds).
-MAX_GROUPS = 4000
+MAX_GROUPS = 3000
+
+#: Seconds one step takes per (1,000 groups) cubed, generously (measured: 0.15 on one core).
+_STEP_SECONDS = 0.3
 
 #: The relative round-off allowance of a dense symmetric eigensolver, per row.
 _EIGH_SLACK = 8 * np.finfo(float).eps
@@ -161,15 +165,15 @@ def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline
     """The ``spectral`` bound (module docs), at least ``floor`` (default: the simple bound),
     after at most ``steps`` steps of the shift ascent, stopped at ``deadline``
     (``time.monotonic()``; the bound so far, ``complete=False``). ``solves`` counts the
-    eigendecompositions. With more than :data:`MAX_GROUPS` forced groups it gives ``floor``
-    with ``complete=False`` and no solve."""
+    eigendecompositions. With more than :data:`MAX_GROUPS` forced groups, or a deadline too close
+    for one step, it gives ``floor`` with ``complete=False`` and no solve."""
     lo = simple_bound(problem) if floor is None else max(float(floor), simple_bound(problem))
     if not math.isfinite(lo):
         return CombinatorialBound(bound=lo)
     grp = forced_groups(problem)
     reps = sorted(set(grp))
     n = len(reps)
-    if n > MAX_GROUPS:
+    if n > MAX_GROUPS or (deadline is not None and time.monotonic() + _STEP_SECONDS * (n / 1000) ** 3 > deadline):
         return CombinatorialBound(bound=lo, complete=False)
     index = {r: i for i, r in enumerate(reps)}
     w = np.zeros(n)
