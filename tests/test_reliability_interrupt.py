@@ -73,7 +73,10 @@ def _interrupt_in_search(solver, how):
                             stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
     try:
         line = proc.stderr.readline()
-        assert line.split() == ["searching"], (line, proc.communicate())
+        if line.split() != ["searching"]:  # (the child ended first: say how, a negative code is a signal)
+            out, err = proc.communicate()
+            pytest.fail(f"the child ended before its search, exit status {proc.returncode}: "
+                        f"stdout {out!r}, stderr {line + err!r}")
         time.sleep(2.0)  # well inside the search (it takes minutes)
         assert proc.poll() is None, proc.communicate()
         sent = time.monotonic()
