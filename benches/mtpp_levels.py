@@ -119,7 +119,7 @@ def ladder_one(r: dict[str, Any]) -> dict[str, Any]:
     best = 0.0
     for level, bound, status, seconds in json.loads(r["detail"])["levels"]:
         if bound is not None:
-            best = max(best, min(bound, r["objective"]))
+            best = max(best, min(float(bound), r["objective"]))
         rec[level], rec[level + "_status"], rec[level + "_s"] = best, status, seconds
     return rec
 

@@ -21,6 +21,7 @@ from tests.mtpp.test_combinatorial import optimum_dp, random_problem
 import stagecut as sc
 from helpers import brute_force_mtpp, set_partitions
 from stagecut.examples import regal_graph
+from stagecut.graph import Node
 from stagecut.mtpp import spectral
 from stagecut.mtpp.bounds import mtpp_bound
 from stagecut.mtpp.certify import certify
@@ -196,3 +197,55 @@ _SWEEPS = {"brute-force": (brute_force_mtpp, 900_000, 600, 7, 6), "dp": (optimum
 @pytest.mark.parametrize(("against", "chunk"), [(a, c) for a in sorted(_SWEEPS) for c in range(4)])
 def test_spectral_never_passes_the_optimum_sweep(against, chunk):
     optimum_sweep(_seeded, _SWEEPS, against, chunk)
+
+
+def test_a_graph_over_the_group_limit_is_a_skipped_level_with_its_reason(monkeypatch):
+    monkeypatch.setattr(spectral, "MAX_GROUPS", 10)
+    r = mtpp_bound(regal_graph(30, seed=0), level="spectral", devices=4)
+    assert (r.status, r.bound) == ("skipped", None) and "more than 10 forced groups" in r.reason
+
+
+def test_a_matrix_the_eigensolver_cannot_take_gives_the_floor_not_an_error(monkeypatch):
+    # work 1e-200 and a tensor of 1e200: the scaled matrix overflows; it is not decomposed
+    g = sc.Graph([Node(0, {"accelerator": 1e-200}, comm=1e200), Node(1, {"accelerator": 1e-200}),
+                  Node(2, {"accelerator": 1e-200})], [(0, 1), (0, 2)])
+    p = MtppProblem(g, devices=2)
+    r = spectral_bound(p)
+    assert r.bound == lower_bound(p) and r.solves == 0
+    # an eigensolver that does not converge: the bound so far stands
+
+    def fails(_):
+        raise np.linalg.LinAlgError("Eigenvalues did not converge")
+
+    monkeypatch.setattr(spectral.np.linalg, "eigh", fails)
+    q = MtppProblem(regal_graph(30, model="barabasi_albert", seed=0), devices=4)
+    assert spectral_bound(q).bound == lower_bound(q)
+
+
+def test_a_nan_never_proves_a_threshold():
+    class NanTest:
+        def need(self, t, mu, trace):
+            return math.nan
+
+    assert spectral._bisect(NanTest(), np.zeros(2), 0.0, 5.0) == 5.0
+
+
+def test_the_eigenvalues_are_lowered_by_the_round_off_margin(monkeypatch):
+    p = MtppProblem(regal_graph(60, model="barabasi_albert", seed=0), devices=4)
+    exact = spectral_bound(p, steps=1).bound
+    monkeypatch.setattr(spectral, "_EIGH_SLACK", 1e-3)  # a margin far above round-off: a lower bound
+    assert spectral_bound(p, steps=1).bound < exact * (1 - 1e-4)
+
+
+def _reserved_over_memory(seed: int, p: MtppProblem) -> MtppProblem:
+    """The instance with more fast memory reserved than there is (every block overflows)."""
+    return MtppProblem(p.graph, devices=p.devices, memory=2.0, bandwidth=[0.5, 1.0, 3.0][seed % 3],
+                       reserved_memory=float(3 + seed % 4), colocate=p.colocate)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_spectral_never_passes_brute_force_with_more_memory_reserved_than_there_is():
+    # the overflow of j blocks then grows with j: testing k blocks alone must still be a bound
+    better = sweep(_seeded, chunk_seeds(710_000, 0, 150), brute_force_mtpp, n_max=6, k_max=5,
+                   transform=_reserved_over_memory)
+    assert better >= 12  # (17 of these 150)

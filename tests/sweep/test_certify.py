@@ -234,3 +234,22 @@ def test_the_testbed_parts_are_valid_certify_sweeps(name):
     for label, path in spec.graphs:  # (the operator graphs' files are found beside the sweep file)
         assert label.startswith("regal:") or (label.endswith(".json") and Path(path).is_file()), (label, path)
     check_spec(dataclasses.replace(spec, graphs=(("regal:12", "regal:12"),)))
+
+
+def test_the_detail_column_is_strict_json_with_no_bound_null_and_infeasible_inf():
+    import types
+
+    from stagecut.mtpp.bounds import BoundResult
+    from stagecut.sweep.run import _detail
+
+    levels = (BoundResult(level="simple", bound=math.inf, status="optimal", seconds=0.0),
+              BoundResult(level="exact", bound=None, status="time_limit", seconds=1.25))
+    text = _detail(types.SimpleNamespace(method="certify", levels=levels, bound_source="simple"))
+
+    def refuse(name):
+        raise AssertionError(f"not strict JSON: {name}")
+
+    back = json.loads(text, parse_constant=refuse)
+    assert back == {"bound_source": "simple", "levels": [["simple", "inf", "optimal", 0.0],
+                                                         ["exact", None, "time_limit", 1.25]]}
+    assert _detail(types.SimpleNamespace(method="slice", levels=())) is None

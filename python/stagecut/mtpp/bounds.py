@@ -68,13 +68,14 @@ import numpy as np
 from stagecut._mip import check_options, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
+from stagecut.mtpp import spectral
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.blockmip import block_bound
 from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
 from stagecut.mtpp.cover import cover_bound
 from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
-from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate
+from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.mtpp.partlp import partition_lp_bound
 from stagecut.mtpp.spectral import spectral_bound
@@ -389,6 +390,10 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
     stats: dict[str, Stat] = {"solves": r.solves}
     if r.witness:
         stats["witness"] = ", ".join(str(x) for x in r.witness[:20]) + (" ..." if len(r.witness) > 20 else "")
+    if level == "spectral" and not r.complete and r.solves == 0:
+        many = len(set(forced_groups(problem))) > spectral.MAX_GROUPS
+        why = f"more than {spectral.MAX_GROUPS} forced groups" if many else "no time for one eigendecomposition"
+        return BoundResult(level=level, bound=None, status="skipped", seconds=time.perf_counter() - t0, reason=why)
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0, stats=stats)
 

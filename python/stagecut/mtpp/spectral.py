@@ -106,9 +106,11 @@ def _laplacian(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> n
 
 class _Test:
     """Does ``T`` fail for given eigenvalues? (module docs: ``j T < W + comm_j + ov(j)`` for every
-    ``j <= k``.) Only ``j = k`` is tested: the block sizes that fill ``j`` blocks fill ``k`` the
-    same way (the rest empty), so ``comm_j = comm_k``, and ``ov(j) >= ov(k)``, so ``j = k`` has
-    the least right side over ``j``."""
+    ``j <= k``.) Only ``j = k`` is tested, which implies the others for every ``T`` tested (at
+    least the simple bound): a partition into ``j < k`` blocks has ``j T >= W + comm_j + ov(j)``;
+    the sizes that fill ``j`` blocks fill ``k`` the same way (the rest empty), so
+    ``comm_j >= comm_k``; and ``ov(k) - ov(j) <= (k - j) (R - M)^+ / B <= (k - j) T``, since
+    ``T`` is at least one group's overflow ``>= (R - M)^+ / B``. So ``k T >= W + comm_k + ov(k)``."""
 
     def __init__(self, problem: MtppProblem, work: float, extra: float, blocks: int) -> None:
         params = math.fsum(n.memory for n in problem.graph.nodes)
@@ -139,12 +141,16 @@ class _Test:
 
 
 def _bisect(test: _Test, mu: np.ndarray, trace: float, floor: float) -> float:
-    """The largest ``T >= floor`` the test proved below the optimum (``floor`` when none)."""
-    if test.need(floor, mu, trace) <= floor:
+    """The largest ``T >= floor`` the test proved below the optimum (``floor`` when none). A
+    ``T`` fails only when ``need(T) > T`` holds: a NaN never proves anything."""
+    def fails(t: float) -> bool:
+        return bool(test.need(t, mu, trace) > t)
+
+    if not fails(floor):
         return floor
     lo, hi = floor, max(2.0 * floor, 1.0)
     for _ in range(200):
-        if test.need(hi, mu, trace) <= hi:
+        if not fails(hi):
             break
         lo, hi = hi, 2.0 * hi
     else:
@@ -153,11 +159,27 @@ def _bisect(test: _Test, mu: np.ndarray, trace: float, floor: float) -> float:
         mid = 0.5 * (lo + hi)
         if not lo < mid < hi:
             break
-        if test.need(mid, mu, trace) <= mid:
-            hi = mid
-        else:
+        if fails(mid):
             lo = mid
+        else:
+            hi = mid
     return lo
+
+
+def _first_step(n: int) -> float:
+    """Seconds the first step will take, generously: 2 x the time of a dense ``eigh`` of a quarter
+    of the size, times 64 (the cube of 4), as this machine's BLAS runs it now (its threads and
+    load); :data:`_STEP_SECONDS` per 1,000 groups cubed for small ones."""
+    if n < 400:
+        return _STEP_SECONDS * (n / 1000) ** 3
+    rng = np.random.default_rng(0)
+    np.linalg.eigvalsh(np.eye(8))  # (the first call pays the library's start-up)
+    m = n // 4
+    probe = rng.random((m, m))
+    probe += probe.T
+    t0 = time.perf_counter()
+    np.linalg.eigh(probe)
+    return 2 * 64 * (time.perf_counter() - t0)
 
 
 def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline: float | None = None,
@@ -173,7 +195,7 @@ def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline
     grp = forced_groups(problem)
     reps = sorted(set(grp))
     n = len(reps)
-    if n > MAX_GROUPS or (deadline is not None and time.monotonic() + _STEP_SECONDS * (n / 1000) ** 3 > deadline):
+    if n > MAX_GROUPS:
         return CombinatorialBound(bound=lo, complete=False)
     index = {r: i for i, r in enumerate(reps)}
     w = np.zeros(n)
@@ -185,6 +207,8 @@ def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline
     lap = _laplacian(problem, grp, index)
     if not lap.any():
         return CombinatorialBound(bound=lo)
+    if deadline is not None and time.monotonic() + _first_step(n) > deadline:
+        return CombinatorialBound(bound=lo, complete=False)  # (no time for one step: it cannot be stopped)
     eps = 1e-6 * work / n
     dw = np.maximum(w, eps)
     extra = math.fsum((dw - w).tolist())  # each block holds at most this much more than its work
@@ -202,8 +226,17 @@ def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline
             complete = False
             break
         began = time.monotonic()
-        mat = scale[:, None] * (lap + np.diag(shift)) * scale[None, :]
-        mu, z = np.linalg.eigh(mat)
+        mat = lap.copy()
+        mat[np.diag_indices(n)] += shift
+        with np.errstate(over="ignore", invalid="ignore"):  # (a badly scaled graph: checked just below)
+            mat *= scale[:, None]
+            mat *= scale[None, :]
+        if not np.isfinite(mat).all():
+            break
+        try:
+            mu, z = np.linalg.eigh(mat)
+        except np.linalg.LinAlgError:
+            break  # (no convergence on a badly scaled matrix: the bound so far stands)
         solves += 1
         margin = _EIGH_SLACK * n * float(np.linalg.norm(mat))
         low = mu[:k] - margin

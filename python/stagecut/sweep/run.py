@@ -29,6 +29,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import resource
 import signal
@@ -241,8 +242,13 @@ def _detail(result: Any) -> str | None:
     levels = getattr(result, "levels", None)
     if result.method != "certify" or not isinstance(levels, tuple):
         return None
+
+    def bound(x: float | None) -> float | str | None:  # (strict JSON: no Infinity; "inf" for a proven infeasibility)
+        return x if x is None or math.isfinite(x) else str(x)
+
     return json.dumps({"bound_source": result.bound_source,
-                       "levels": [[r.level, r.bound, r.status, round(r.seconds, 3)] for r in levels]})
+                       "levels": [[r.level, bound(r.bound), r.status, round(r.seconds, 3)] for r in levels]},
+                      allow_nan=False)
 
 
 def _failed_row(task: Task, error: BaseException) -> dict[str, Any]:

@@ -12,8 +12,8 @@ slice, latency), ``graph``, ``method``, ``options`` (JSON), ``devices``, ``memor
 ``runtime_s``, ``peak_rss_mb`` (the worker process's peak resident memory during the task),
 ``worker`` (its address), ``error``, ``finished_at`` (Unix seconds), ``detail`` (JSON, or null:
 for a certify task, ``{"bound_source": level, "levels": [[level, bound, status, seconds], ...]}``,
-each level of the ladder with its bound, null for "no bound"; a table written before this column
-existed reads as null here).
+each level of the ladder with its bound, null for "no bound" and the string ``"inf"`` for a proven
+infeasibility; a table written before this column existed reads as null here).
 """
 
 from __future__ import annotations
