@@ -89,14 +89,19 @@ def settings_of(row: dict[str, Any], graph: Any) -> dict[str, Any]:
     return {"memory": mem, "colocate": options.get("colocate")}
 
 
+def _record(r: dict[str, Any], nodes: int | None, regal: bool) -> dict[str, Any]:
+    """What every instance's record holds from its row: the instance, its group, plan and bound."""
+    return {"graph": r["graph"], "nodes": nodes, "group": nodes if regal else OPS, "devices": r["devices"],
+            "method": r["method"], "memory": r.get("memory"), "time_limit": r.get("time_limit"),
+            "plan": r["objective"], "bound": r["lower_bound"]}
+
+
 def measure_one(r: dict[str, Any], time_limit: float = 30.0, base: pathlib.Path | None = None) -> dict[str, Any]:
     """One row's levels, each on its own within ``time_limit`` seconds (stopped there it gives its
     best bound so far, a valid one; ``<level>_status`` says so)."""
     g = graph_of(r["graph"], base)
     regal = r["graph"].startswith("regal:")
-    rec = {"graph": r["graph"], "nodes": len(g.nodes), "group": len(g.nodes) if regal else OPS,
-           "devices": r["devices"], "method": r["method"], "memory": r.get("memory"),
-           "time_limit": r.get("time_limit"), "plan": r["objective"], "bound": r["lower_bound"]}
+    rec = _record(r, len(g.nodes), regal)
     settings = settings_of(r, g)
     for level in LEVELS:
         t0 = time.process_time()
@@ -113,9 +118,7 @@ def ladder_one(r: dict[str, Any]) -> dict[str, Any]:
                          f"release): run without --ladder")
     regal = r["graph"].startswith("regal:")
     nodes = int(r["graph"].split(":")[1]) if regal else None
-    rec = {"graph": r["graph"], "nodes": nodes, "group": nodes if regal else OPS, "devices": r["devices"],
-           "method": r["method"], "memory": r.get("memory"), "time_limit": r.get("time_limit"),
-           "plan": r["objective"], "bound": r["lower_bound"]}
+    rec = _record(r, nodes, regal)
     best = 0.0
     for level, bound, status, seconds in json.loads(r["detail"])["levels"]:
         if bound is not None:
