@@ -3,7 +3,8 @@
     stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order] [--seed S]
                          [--decodes N] [--population P] [--generations G] [--islands I]
                          [--memory SIZE] [--bandwidth RATE] [--reserved SIZE] [--time-unit ms|s]
-                         [--max-ideals N] [--improve S | --no-improve] [--ignore-colocation] [--json]
+                         [--max-ideals N] [--improve S | --no-improve] [--restarts N|auto]
+                         [--ignore-colocation] [--json]
                          [-o RESULT.json] [--plot FILE.png]
 
 A stage (block) costs its work, the tensors entering and leaving it, and the parameters that
@@ -65,7 +66,20 @@ POPULATION, GENERATIONS, ISLANDS, MAX_IDEALS = 100, 100, 1, 1_000_000
 #: the search methods (they read --decodes, --population, --generations and --islands)
 SEARCH = ("brkga", "random", "mla", "mla-weighted")
 SEARCH_ONLY = (("decodes", "--decodes"), ("population", "--population"), ("generations", "--generations"),
-               ("islands", "--islands"))
+               ("islands", "--islands"), ("restarts", "--restarts"))
+
+
+def _restarts(text: str) -> int | str:
+    """``--restarts``: a count or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return _common.nonnegative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a count (0, 1, 2...) or 'auto'") from None
+
+
+_restarts.__name__ = "count or 'auto'"
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -78,13 +92,16 @@ def run(args: argparse.Namespace) -> int:
 
     _common.requires(args, args.method == "dp", "--method dp", (("max_ideals", "--max-ideals"),))
     _common.requires(args, args.method in SEARCH, f"--method {', '.join(SEARCH)}", SEARCH_ONLY)
+    if args.restarts == "auto" and args.time_limit is None:
+        raise _common.bad_argument("--restarts", "auto runs searches until the time limit: give --time-limit S")
     graph = _common.load_graph(args.graph)
     plan = slice_graph(graph, devices=args.devices, method=args.method, seed=args.seed,
                        population=_given(args.population, POPULATION),
                        generations=_given(args.generations, GENERATIONS), decodes=args.decodes,
                        islands=_given(args.islands, ISLANDS), max_ideals=_given(args.max_ideals, MAX_IDEALS),
                        colocate=not args.ignore_colocation, time_limit=args.time_limit,
-                       improve=False if args.no_improve else args.improve, **mtpp_memory(args, graph))
+                       improve=False if args.no_improve else args.improve, restarts=_given(args.restarts, 0),
+                       **mtpp_memory(args, graph))
     if args.split_out:
         write_split(args.split_out, plan)
     _plot.write(args, plan)
@@ -123,6 +140,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="BRKGA generations when --decodes is not given (default: 100)")
     p.add_argument("--islands", type=_common.positive_int, default=None, metavar="I",
                    help="independent BRKGA populations sharing the budget; the best wins (default: 1)")
+    p.add_argument("--restarts", type=_restarts, default=None, metavar="N|auto",
+                   help="then N more searches from seeds S+1, S+2... (each improved), keeping the cheapest plan; "
+                        "auto: as many as fit in --time-limit (default: 0)")
     add_mtpp_memory(p, reserved=("--reserved",))
     p.add_argument("--max-ideals", type=_common.positive_int, default=None, metavar="N",
                    help="dp only: most ideals the exact DP may enumerate (default: 1,000,000)")

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stagecut._deadline import DeadlineReached, check_time_limit, deadline
+from stagecut._deadline import DeadlineReached, check_time_limit, deadline, remaining
 from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error, user_stacklevel
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
@@ -371,7 +371,7 @@ def slice_graph(
     reserved_memory: float | None = None, segment_costs: str = "auto", max_ideals: int = 1_000_000,
     fold_leaves: bool = True, kind: str | None = None, colocate: bool | None = None, stages: int | None = None,
     fast_memory: float | None = None, time_limit: float | None = None, improve: bool | float | None = None,
-    progress: Progress = None,
+    progress: Progress = None, restarts: int | str = 0,
 ) -> SlicePlan:
     """Split ``graph`` into at most ``devices`` pipeline stages minimising the largest MTPP
     block cost (see :mod:`stagecut.mtpp.model` for the cost model and units, and the module
@@ -438,6 +438,14 @@ def slice_graph(
         :class:`~stagecut.progress.ProgressEvent` about four times a second while the core works
         (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
         has run 2 s, if stderr is a terminal; ``None`` (default): none.
+    restarts : int or "auto"
+        The seeded searches: after the first search and its re-splits, run up to this many more
+        from seeds ``seed + 1``, ``seed + 2``... (each with its own re-splits) and keep the
+        cheapest plan (the first on ties; ``seed`` says whose it is, ``stats["restarts"]`` how
+        many ran). Their answers vary by a few percent from seed to seed on graphs of a few
+        hundred nodes, so the best of several is usually cheaper than one longer search.
+        ``"auto"``: as many as fit in ``time_limit`` (required then). With a ``time_limit``, no
+        restart starts when the time left is shorter than the quickest run so far. Default 0.
 
     Returns
     -------
@@ -486,14 +494,72 @@ def slice_graph(
     units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
         _warn_cycle_groups(problem, units.groups)
-    reserve = 0.0 if budget is None or limit is None or math.isinf(limit) else min(budget, 0.2 * limit)
+    more = _check_restarts(restarts, opts.method, limit)
+    kw = _order_kwargs(problem, units, opts, order, priorities)
     with deadline(limit):
-        with deadline(None if limit is None else limit - reserve):
-            if opts.method == "dp":
-                found = _exact(problem, units, opts, fold_leaves)
-            else:
-                found = _search(problem, units, opts, _order_kwargs(problem, units, opts, order, priorities))
-        plan = _plan(problem, units, opts, found, t0)
-        if budget is not None:
-            plan = after_search(problem, plan, budget, limit, t0, improve_windows(improve))
+        plan = _run(problem, units, opts, kw, fold_leaves, limit, budget, improve, t0)
+        if more:
+            plan = _restart(problem, units, opts, plan, more, limit, budget, improve, t0)
     return plan
+
+
+def _run(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any], fold_leaves: bool,
+         limit: float | None, budget: float | None, improve: Any, t0: float) -> SlicePlan:
+    """One search (or the DP) and its re-splits, within ``limit`` seconds from ``t0``."""
+    reserve = 0.0 if budget is None or limit is None or math.isinf(limit) else min(budget, 0.2 * limit)
+    with deadline(None if limit is None else limit - reserve):
+        if opts.method == "dp":
+            found = _exact(problem, units, opts, fold_leaves)
+        else:
+            found = _search(problem, units, opts, kw)
+    plan = _plan(problem, units, opts, found, t0)
+    if budget is not None:
+        plan = after_search(problem, plan, budget, limit, t0, improve_windows(improve))
+    return plan
+
+
+def _check_restarts(restarts: Any, method: str, limit: float | None) -> float:
+    """The most further searches ``restarts`` asks for (``inf``: as many as ``limit`` allows)."""
+    if restarts == "auto" and not isinstance(restarts, bool):
+        if limit is None or math.isinf(limit):
+            raise InvalidArgumentError("restarts='auto' runs searches until the time limit: give a time_limit "
+                                       "(or a number of restarts)")
+        more = math.inf
+    elif isinstance(restarts, str):
+        raise InvalidArgumentError(f"restarts: {restarts!r} is not a number of searches or 'auto'")
+    else:
+        more = float(check_int(restarts, "restarts", maximum=2**32))
+    if more and method not in _SEEDED:
+        raise InvalidArgumentError(f"restarts: method={method!r} is not a seeded search "
+                                   f"(restarts apply to {', '.join(_SEEDED)})")
+    return more
+
+
+def _better(a: SlicePlan, b: SlicePlan) -> bool:
+    """Whether plan ``a`` costs less than ``b`` (a plan beats none)."""
+    if a.objective is None:
+        return False
+    return b.objective is None or a.objective < b.objective * (1 - 1e-12)
+
+
+def _restart(problem: MtppProblem, units: Units, opts: _Options, first: SlicePlan, most: float,
+             limit: float | None, budget: float | None, improve: Any, t0: float) -> SlicePlan:
+    """``first`` against further searches from seeds ``seed + 1``, ``seed + 2``... (each with its
+    re-splits) while ``most`` allows and the time left is at least the quickest run's time;
+    the cheapest plan wins (the first on ties), with ``stats["restarts"]`` and a note."""
+    best, ran = first, 0
+    quickest = time.perf_counter() - t0
+    while ran < most and first.status != "optimal" and best.status != "optimal":
+        left = remaining()
+        if left is not None and left < quickest:
+            break
+        start = time.perf_counter()
+        seed = (opts.seed + ran + 1) % 2**64
+        plan = _run(problem, units, dataclasses.replace(opts, seed=seed), {}, True, left, budget, improve, start)
+        ran += 1
+        quickest = min(quickest, time.perf_counter() - start)
+        if _better(plan, best):
+            best = plan
+    notes = [*best.notes, f"{ran} restart(s) from seeds {opts.seed + 1} on; the plan kept is seed {best.seed}'s"]
+    return dataclasses.replace(best, stats={**best.stats, "restarts": ran}, notes=tuple(notes),
+                               runtime_s=time.perf_counter() - t0)
