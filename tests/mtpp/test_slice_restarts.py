@@ -4,12 +4,14 @@ cheapest plan kept.
 - ``restarts=n`` is the best of the ``n + 1`` single runs from seeds ``seed .. seed + n`` (the
   first on ties), deterministic, re-scored by the evaluator, never worse than the first run;
 - ``"auto"`` runs them while the time left is at least the quickest run (a fake clock), needs a
-  time limit, and stops once a plan meets the lower bound;
+  time limit, and says ``"time_limit"`` when time stopped them; none runs once a plan is proven
+  optimal or infeasible;
 - bad values and methods with no seed are refused (the CLI: one line, exit 2).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -25,19 +27,39 @@ def _problem() -> MtppProblem:
     return MtppProblem(sc.regal_graph(80, model="watts_strogatz", seed=1), devices=8)
 
 
-def test_the_best_of_the_single_runs_and_whose_it_is():
+def test_the_best_of_the_single_runs_and_whose_it_is(monkeypatch):
     p = _problem()
-    singles = [slice_graph(p, seed=s, decodes=400).objective for s in range(5, 10)]
-    assert len(set(singles)) > 1  # (the seeds disagree here, or the test proves nothing)
-    plan = slice_graph(p, seed=5, decodes=400, restarts=4)
-    assert plan.objective == min(singles)
-    assert plan.seed == 5 + singles.index(min(singles))  # the first seed to reach it
-    assert plan.stats["restarts"] == 4
+    singles = [slice_graph(p, seed=s, decodes=300) for s in range(5, 10)]
+    costs = [s.objective for s in singles]
+    assert len(set(costs)) > 1  # (the seeds disagree here, or the test proves nothing)
+    assert all(s.stats["restarts"] == 0 for s in singles)
+    seeds = []
+    real = slicegraph_module._run
+
+    def spy(problem, units, opts, *args):
+        seeds.append(opts.seed)
+        return real(problem, units, opts, *args)
+
+    monkeypatch.setattr(slicegraph_module, "_run", spy)
+    plan = slice_graph(p, seed=5, decodes=300, restarts=4)
+    assert seeds == [5, 6, 7, 8, 9]
+    win = costs.index(min(costs))  # the first seed to reach the least cost
+    assert plan.objective == min(costs) and plan.seed == 5 + win
+    assert [s.nodes for s in plan.stages] == [s.nodes for s in singles[win].stages]  # that seed's plan, as alone
+    assert plan.stats["restarts"] == 4 and plan.status == "feasible"
+    assert plan.stats["restart_decodes"] == sum(s.stats["decodes"] for s in singles)
     assert evaluate(p, plan.stages).objective == plan.objective
-    again = slice_graph(p, seed=5, decodes=400, restarts=4)
-    assert [s.nodes for s in again.stages] == [s.nodes for s in plan.stages]
-    assert any("4 restart(s)" in n and f"seed {plan.seed}'s" in n for n in plan.notes)
-    assert slice_graph(p, seed=5, decodes=400, restarts=0).objective == singles[0]
+    assert any("4 of 4 restart(s) from seed 6" in n and f"seed {plan.seed}'s" in n for n in plan.notes)
+    seeds.clear()
+    assert slice_graph(p, seed=5, decodes=300, restarts=0).objective == costs[0] and seeds == [5]
+
+
+def test_ties_keep_the_first_seed_and_seeds_wrap():
+    g = sc.Graph.chain([5.0, 1.0, 1.0, 1.0, 5.0, 1.0], comm=0.5)  # every seed finds the one optimum
+    plan = slice_graph(g, devices=2, seed=2**64 - 2, restarts=3)
+    assert plan.status == "feasible" and plan.stats["restarts"] == 3  # (the tensor keeps it off the bound)
+    assert plan.seed == 2**64 - 2 and plan.objective == slice_graph(g, devices=2, method="dp").objective
+    assert any("from seed 18446744073709551615 on" in n for n in plan.notes)
 
 
 def test_never_worse_than_the_first_run():
@@ -66,22 +88,38 @@ def test_auto_runs_while_the_time_left_covers_the_quickest_run(monkeypatch):
     p = _problem()
     clock = _Clock(left=1e6, step=2e5)  # 800000, 600000, ... then 0: four restarts fit, not five
     monkeypatch.setattr(slicegraph_module, "remaining", clock)
-    plan = slice_graph(p, seed=0, decodes=200, time_limit=1e7, restarts="auto")
+    plan = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts="auto")
     assert plan.stats["restarts"] == 4 and clock.reads == 5
-    # a cap below what the time allows is the cap
+    assert plan.status == "time_limit" and any("shorter than the quickest run" in n for n in plan.notes)
+    # a cap below what the time allows is the cap (and the status is the plan's own)
     monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e6, step=2e5))
-    assert slice_graph(p, seed=0, decodes=200, time_limit=1e7, restarts=2).stats["restarts"] == 2
-    # no time left for one run: none starts (the time left is below the first run's time)
-    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=0.0, step=0.0))
-    none = slice_graph(p, seed=0, decodes=200, time_limit=1e7, restarts="auto")
-    assert none.stats["restarts"] == 0
-    assert none.objective == slice_graph(p, seed=0, decodes=200).objective
+    capped = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts=2)
+    assert capped.stats["restarts"] == 2 and capped.status == "feasible"
+    # time left, but less than a run takes: none starts
+    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e-9, step=0.0))
+    none = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts="auto")
+    assert none.stats["restarts"] == 0 and none.status == "time_limit"
+    assert none.objective == slice_graph(p, seed=0, decodes=200, improve=False).objective
 
 
-def test_no_restart_once_the_bound_is_met():
+def test_no_restart_once_a_plan_is_proven(monkeypatch):
     g = sc.Graph.chain([1.0] * 8, comm=0.0)  # blocks of two: every plan meets the average bound
     plan = slice_graph(g, devices=4, restarts=5)
     assert plan.status == "optimal" and plan.stats["restarts"] == 0
+    heavy = sc.Graph.chain([1.0, 1.0, 1.0], memory=[4.0, 4.0, 4.0])
+    none = slice_graph(heavy, devices=2, memory=3.0, restarts=5)  # no node fits: proven infeasible
+    assert none.status == "infeasible" and none.stats["restarts"] == 0
+    # a restart whose plan is proven optimal ends them
+    real = slicegraph_module._run
+
+    def proven_at_seed_2(problem, units, opts, *args):
+        plan = real(problem, units, opts, *args)
+        return dataclasses.replace(plan, status="optimal") if opts.seed == 2 else plan
+
+    monkeypatch.setattr(slicegraph_module, "_run", proven_at_seed_2)
+    p = _problem()
+    stopped = slice_graph(p, seed=0, decodes=200, restarts=10)
+    assert stopped.stats["restarts"] == 2 and any("proven optimal" in n for n in stopped.notes)
 
 
 @pytest.mark.parametrize(("kw", "match"), [
@@ -90,6 +128,7 @@ def test_no_restart_once_the_bound_is_met():
     (dict(restarts=1.5), "restarts"),
     (dict(restarts="all", time_limit=5), "'auto'"),
     (dict(restarts=True), "restarts"),
+    (dict(restarts=2**33), "restarts"),
     (dict(restarts=2, method="dp"), "seeded"),
     (dict(restarts=1, method="order"), "seeded"),
 ])
@@ -102,12 +141,14 @@ def test_cli_restarts(capsys):
     from stagecut.cli.main import main
 
     capsys.readouterr()
-    assert main(["slice", "regal:80:watts_strogatz:1", "-k", "8", "--decodes", "400", "--seed", "5",
-                 "--restarts", "4", "--json"]) == 0
+    assert main(["slice", "regal:60:watts_strogatz:1", "-k", "8", "--decodes", "200", "--seed", "5",
+                 "--restarts", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["stats"]["restarts"] == 4
-    assert out["objective"] == slice_graph(_problem(), seed=5, decodes=400, restarts=4).objective
+    g = sc.regal_graph(60, model="watts_strogatz", seed=1)
+    assert out["stats"]["restarts"] == 2 and out["seed"] in (5, 6, 7)
+    assert out["objective"] == min(slice_graph(g, devices=8, seed=s, decodes=200).objective for s in (5, 6, 7))
     for argv, said in [(["--restarts", "auto"], "--time-limit"), (["--restarts", "x"], "count"),
+                       (["--restarts", str(2**40)], "2**32"),
                        (["--restarts", "2", "--method", "dp"], "--restarts")]:
         assert main(["slice", "regal:20", "-k", "4", *argv]) == 2
         err = capsys.readouterr().err

@@ -74,9 +74,12 @@ def _restarts(text: str) -> int | str:
     if text == "auto":
         return text
     try:
-        return _common.nonnegative_int(text)
+        count = _common.nonnegative_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a count (0, 1, 2...) or 'auto'") from None
+    if count > 2**32:
+        raise argparse.ArgumentTypeError(f"at most 2**32 restarts, got {text[:40]}")
+    return count
 
 
 _restarts.__name__ = "count or 'auto'"

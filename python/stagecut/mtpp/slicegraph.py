@@ -439,13 +439,16 @@ def slice_graph(
         (an exception it raises stops the call); ``True`` shows a tqdm bar on stderr once the call
         has run 2 s, if stderr is a terminal; ``None`` (default): none.
     restarts : int or "auto"
-        The seeded searches: after the first search and its re-splits, run up to this many more
-        from seeds ``seed + 1``, ``seed + 2``... (each with its own re-splits) and keep the
-        cheapest plan (the first on ties; ``seed`` says whose it is, ``stats["restarts"]`` how
-        many ran). Their answers vary by a few percent from seed to seed on graphs of a few
-        hundred nodes, so the best of several is usually cheaper than one longer search.
-        ``"auto"``: as many as fit in ``time_limit`` (required then). With a ``time_limit``, no
-        restart starts when the time left is shorter than the quickest run so far. Default 0.
+        The seeded searches: after the first search (and its re-splits, unless
+        ``improve=False``), run up to this many more from seeds ``seed + 1``, ``seed + 2``...
+        (modulo ``2**64``), each with its own re-splits, and keep the cheapest plan (the first on
+        ties; ``seed`` says whose it is). Their answers vary by a few percent from seed to seed
+        on graphs of a few hundred nodes, so the best of several is usually cheaper than one
+        longer search. ``"auto"``: as many as fit in ``time_limit`` (required then). No restart
+        starts once a plan is proven optimal or infeasible, or when the time left is shorter
+        than the quickest run so far (then the status is ``"time_limit"``). ``stats``:
+        ``restarts`` (how many ran), ``restart_decodes`` (the decodes of all runs); a note says
+        why they stopped. Default 0.
 
     Returns
     -------
@@ -458,7 +461,8 @@ def slice_graph(
     ------
     InvalidArgumentError
         An unknown ``method`` or ``segment_costs``; a bad seed, population, fraction, budget or
-        device count; an ``order`` that is not a topological order; bad ``priorities``;
+        device count; ``restarts`` not a count or ``"auto"``, ``"auto"`` with no time limit, or
+        restarts for ``"dp"`` or ``"order"``; an ``order`` that is not a topological order; bad ``priorities``;
         settings given with an MtppProblem.
     InvalidGraphError
         ``graph`` is not a graph, or a node cannot run on ``kind``.
@@ -499,7 +503,9 @@ def slice_graph(
     with deadline(limit):
         plan = _run(problem, units, opts, kw, fold_leaves, limit, budget, improve, t0)
         if more:
-            plan = _restart(problem, units, opts, plan, more, limit, budget, improve, t0)
+            plan = _restart(problem, units, opts, kw, fold_leaves, plan, more, limit, budget, improve, t0)
+        elif opts.method in _SEEDED:
+            plan = dataclasses.replace(plan, stats={**plan.stats, "restarts": 0})
     return plan
 
 
@@ -520,7 +526,7 @@ def _run(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any],
 
 def _check_restarts(restarts: Any, method: str, limit: float | None) -> float:
     """The most further searches ``restarts`` asks for (``inf``: as many as ``limit`` allows)."""
-    if restarts == "auto" and not isinstance(restarts, bool):
+    if restarts == "auto":
         if limit is None or math.isinf(limit):
             raise InvalidArgumentError("restarts='auto' runs searches until the time limit: give a time_limit "
                                        "(or a number of restarts)")
@@ -542,24 +548,46 @@ def _better(a: SlicePlan, b: SlicePlan) -> bool:
     return b.objective is None or a.objective < b.objective * (1 - 1e-12)
 
 
-def _restart(problem: MtppProblem, units: Units, opts: _Options, first: SlicePlan, most: float,
-             limit: float | None, budget: float | None, improve: Any, t0: float) -> SlicePlan:
-    """``first`` against further searches from seeds ``seed + 1``, ``seed + 2``... (each with its
-    re-splits) while ``most`` allows and the time left is at least the quickest run's time;
-    the cheapest plan wins (the first on ties), with ``stats["restarts"]`` and a note."""
-    best, ran = first, 0
+def _restart(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any], fold_leaves: bool,
+             first: SlicePlan, most: float, limit: float | None, budget: float | None, improve: Any,
+             t0: float) -> SlicePlan:
+    """``first`` against further searches from seeds ``seed + 1``, ``seed + 2``... (mod ``2**64``;
+    each with its re-splits) while ``most`` allows, no plan is proven optimal or infeasible, and
+    the time left is at least the quickest run's time; the cheapest plan wins (the first on
+    ties), with ``stats["restarts"]``, ``stats["restart_decodes"]`` and a note saying why it stopped."""
+    best, ran, decodes = first, 0, _decodes(first)
     quickest = time.perf_counter() - t0
-    while ran < most and first.status != "optimal" and best.status != "optimal":
+    why = "every restart asked for ran"
+    if first.status in ("optimal", "infeasible"):
+        why = f"the plan of seed {first.seed} is proven {first.status}"
+        most = 0
+    while ran < most:
         left = remaining()
         if left is not None and left < quickest:
+            why = "the time left was shorter than the quickest run"
             break
         start = time.perf_counter()
         seed = (opts.seed + ran + 1) % 2**64
-        plan = _run(problem, units, dataclasses.replace(opts, seed=seed), {}, True, left, budget, improve, start)
+        plan = _run(problem, units, dataclasses.replace(opts, seed=seed), kw, fold_leaves, left, budget, improve,
+                    start)
         ran += 1
+        decodes += _decodes(plan)
         quickest = min(quickest, time.perf_counter() - start)
         if _better(plan, best):
             best = plan
-    notes = [*best.notes, f"{ran} restart(s) from seeds {opts.seed + 1} on; the plan kept is seed {best.seed}'s"]
-    return dataclasses.replace(best, stats={**best.stats, "restarts": ran}, notes=tuple(notes),
-                               runtime_s=time.perf_counter() - t0)
+        if plan.status in ("optimal", "infeasible"):
+            why = f"the plan of seed {plan.seed} is proven {plan.status}"
+            break
+    status = best.status
+    if why.startswith("the time left") and status == "feasible":
+        status = "time_limit"  # (stopped by the time limit: more time could find a cheaper plan)
+    asked = "" if math.isinf(most) else f" of {int(most)}"
+    note = (f"{ran}{asked} restart(s) from seed {(opts.seed + 1) % 2**64} on ({why}); "
+            f"the plan kept is seed {best.seed}'s")
+    return dataclasses.replace(best, status=status, stats={**best.stats, "restarts": ran, "restart_decodes": decodes},
+                               notes=(*best.notes, note), runtime_s=time.perf_counter() - t0)
+
+
+def _decodes(plan: SlicePlan) -> int:
+    value = plan.stats.get("decodes", 0)
+    return value if isinstance(value, int) else 0
