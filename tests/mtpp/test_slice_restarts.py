@@ -153,3 +153,58 @@ def test_cli_restarts(capsys):
         assert main(["slice", "regal:20", "-k", "4", *argv]) == 2
         err = capsys.readouterr().err
         assert said in err and len(err.strip().splitlines()) == 1
+
+
+def _spy_runs(monkeypatch) -> list[tuple[str, int]]:
+    runs: list[tuple[str, int]] = []
+    real = slicegraph_module._run
+
+    def spy(problem, units, opts, *args):
+        runs.append((opts.method, opts.seed))
+        return real(problem, units, opts, *args)
+
+    monkeypatch.setattr(slicegraph_module, "_run", spy)
+    return runs
+
+
+def test_auto_is_the_cheapest_of_its_searches_and_names_it(monkeypatch):
+    p = _problem()
+    parts = {m: slice_graph(p, method=m, seed=3 + i, decodes=300) for i, m in enumerate(slicegraph_module.PORTFOLIO)}
+    costs = [parts[m].objective for m in slicegraph_module.PORTFOLIO]
+    runs = _spy_runs(monkeypatch)
+    plan = slice_graph(p, method="auto", seed=3, decodes=300)
+    assert runs == [("mla-weighted", 3), ("brkga", 4), ("mla", 5)]
+    win = slicegraph_module.PORTFOLIO[costs.index(min(costs))]  # the first to reach the least cost
+    assert plan.objective == min(costs) and plan.method == "auto"
+    assert plan.stats["auto_method"] == win and plan.seed == parts[win].seed
+    assert [s.nodes for s in plan.stages] == [s.nodes for s in parts[win].stages]
+    assert evaluate(p, plan.stages).objective == plan.objective
+    assert any("3 of 3 runs of mla-weighted, brkga, mla in turn from seed 3 on" in n and f"{win}'s" in n
+               for n in plan.notes)
+    # restarts continue the cycle with the next seeds
+    runs.clear()
+    more = slice_graph(p, method="auto", seed=3, decodes=300, restarts=2)
+    assert runs == [("mla-weighted", 3), ("brkga", 4), ("mla", 5), ("mla-weighted", 6), ("brkga", 7)]
+    assert more.objective <= plan.objective and more.stats["restarts"] == 4
+
+
+def test_auto_stops_with_the_time_too(monkeypatch):
+    p = _problem()
+    runs = _spy_runs(monkeypatch)
+    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e-9, step=0.0))
+    plan = slice_graph(p, method="auto", seed=0, decodes=200, improve=False, time_limit=1e7)
+    assert runs == [("mla-weighted", 0)] and plan.status == "time_limit" and plan.stats["auto_method"] == "mla-weighted"
+
+
+def test_cli_method_auto(capsys):
+    from stagecut.cli.main import main
+
+    capsys.readouterr()
+    assert main(["slice", "regal:60:watts_strogatz:1", "-k", "8", "--decodes", "200", "--method", "auto",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = sc.regal_graph(60, model="watts_strogatz", seed=1)
+    assert out["method"] == "auto" and out["stats"]["auto_method"] in slicegraph_module.PORTFOLIO
+    assert out["objective"] == slice_graph(g, devices=8, method="auto", decodes=200).objective
+    with pytest.raises(InvalidArgumentError, match="order"):
+        slice_graph(g, devices=8, method="auto", order=list(g.ids))

@@ -1,6 +1,6 @@
 """``stagecut slice GRAPH``: SliceGraph pipeline partitioning in the MTPP cost model.
 
-    stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order] [--seed S]
+    stagecut slice GRAPH [-k K] [--method brkga|random|mla|mla-weighted|dp|order|auto] [--seed S]
                          [--decodes N] [--population P] [--generations G] [--islands I]
                          [--memory SIZE] [--bandwidth RATE] [--reserved SIZE] [--time-unit ms|s]
                          [--max-ideals N] [--improve S | --no-improve] [--restarts N|auto]
@@ -64,7 +64,7 @@ def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 #: defaults of the search flags (the flags default to None: given or not is checked)
 POPULATION, GENERATIONS, ISLANDS, MAX_IDEALS = 100, 100, 1, 1_000_000
 #: the search methods (they read --decodes, --population, --generations and --islands)
-SEARCH = ("brkga", "random", "mla", "mla-weighted")
+SEARCH = ("brkga", "random", "mla", "mla-weighted", "auto")
 SEARCH_ONLY = (("decodes", "--decodes"), ("population", "--population"), ("generations", "--generations"),
                ("islands", "--islands"), ("restarts", "--restarts"))
 
@@ -120,7 +120,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="brkga: genetic search over node priorities, each order cut optimally by SliceGraph; "
                         "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
                         "with short edges first; dp: the proven optimum (ideal DP, small graphs); "
-                        "order: SliceGraph on one topological order (default: brkga)")
+                        "order: SliceGraph on one topological order; auto: mla-weighted, brkga and mla in turn "
+                        "(and --restarts more), the cheapest plan kept (default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
     improve = p.add_mutually_exclusive_group()
