@@ -18,6 +18,7 @@ import pytest
 
 import stagecut as sc
 from stagecut.errors import InvalidArgumentError
+from stagecut.mtpp import restarts as restarts_module
 from stagecut.mtpp import slicegraph as slicegraph_module
 from stagecut.mtpp.model import MtppProblem, evaluate
 from stagecut.mtpp.slicegraph import slice_graph
@@ -87,16 +88,16 @@ class _Clock:
 def test_auto_runs_while_the_time_left_covers_the_quickest_run(monkeypatch):
     p = _problem()
     clock = _Clock(left=1e6, step=2e5)  # 800000, 600000, ... then 0: four restarts fit, not five
-    monkeypatch.setattr(slicegraph_module, "remaining", clock)
+    monkeypatch.setattr(restarts_module, "remaining", clock)
     plan = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts="auto")
     assert plan.stats["restarts"] == 4 and clock.reads == 5
     assert plan.status == "time_limit" and any("shorter than the quickest run" in n for n in plan.notes)
     # a cap below what the time allows is the cap (and the status is the plan's own)
-    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e6, step=2e5))
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e6, step=2e5))
     capped = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts=2)
     assert capped.stats["restarts"] == 2 and capped.status == "feasible"
     # time left, but less than a run takes: none starts
-    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e-9, step=0.0))
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e-9, step=0.0))
     none = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts="auto")
     assert none.stats["restarts"] == 0 and none.status == "time_limit"
     assert none.objective == slice_graph(p, seed=0, decodes=200, improve=False).objective
@@ -191,7 +192,7 @@ def test_auto_is_the_cheapest_of_its_searches_and_names_it(monkeypatch):
 def test_auto_stops_with_the_time_too(monkeypatch):
     p = _problem()
     runs = _spy_runs(monkeypatch)
-    monkeypatch.setattr(slicegraph_module, "remaining", _Clock(left=1e-9, step=0.0))
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e-9, step=0.0))
     plan = slice_graph(p, method="auto", seed=0, decodes=200, improve=False, time_limit=1e7)
     assert runs == [("mla-weighted", 0)] and plan.status == "time_limit" and plan.stats["auto_method"] == "mla-weighted"
 

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stagecut._deadline import DeadlineReached, check_time_limit, deadline, remaining
+from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import InvalidArgumentError, StagecutWarning, internal_error, user_stacklevel
 from stagecut.graph import Graph
 from stagecut.mtpp._args import positional, renamed
@@ -65,18 +65,17 @@ from stagecut.mtpp.exact import Relaxation, solve_exact
 from stagecut.mtpp.improve import after_search, improve_budget, improve_windows
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.plan import SlicePlan
+from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, restart, run_options
+from stagecut.mtpp.restarts import SEEDED as _SEEDED
 from stagecut.mtpp.units import CoreArrays, Units
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
 
-__all__ = ["SlicePlan", "slice_graph", "METHODS", "Relaxation", "mtpp_arrays", "segment_io"]
+__all__ = ["SlicePlan", "slice_graph", "METHODS", "PORTFOLIO", "Relaxation", "mtpp_arrays", "segment_io"]
 
 #: The values of ``slice_graph(method=...)``.
 METHODS = ("brkga", "random", "mla", "mla-weighted", "dp", "order", "auto")
-_SEEDED = ("brkga", "random", "mla", "mla-weighted", "auto")
-#: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 3]``, seed ``seed + i``).
-PORTFOLIO = ("mla-weighted", "brkga", "mla")
 _SEGMENT_COSTS = ("auto", "scan", "fenwick")
 Priorities = Mapping[NodeId, float] | Sequence[float] | npt.NDArray[np.float64]
 
@@ -510,26 +509,22 @@ def slice_graph(
     units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
         _warn_cycle_groups(problem, units.groups)
-    more = _check_restarts(restarts, opts.method, limit)
+    more = check_restarts(restarts, opts.method, limit)
     kw = _order_kwargs(problem, units, opts, order, priorities)
     if opts.method == "auto":
         more += len(PORTFOLIO) - 1  # (every search of the portfolio once, then the restarts)
     with deadline(limit):
-        plan = _run(problem, units, _run_options(opts, 0), kw, fold_leaves, limit, budget, improve, t0)
+        plan = _run(problem, units, run_options(opts, 0), kw, fold_leaves, limit, budget, improve, t0)
         if more:
-            plan = _restart(problem, units, opts, kw, fold_leaves, plan, more, limit, budget, improve, t0)
+            def again(o: _Options, left: float | None, start: float) -> SlicePlan:
+                return _run(problem, units, o, kw, fold_leaves, left, budget, improve, start)
+
+            plan = restart(again, opts, plan, more, t0)
         elif opts.method in _SEEDED:
             plan = dataclasses.replace(plan, stats={**plan.stats, "restarts": 0})
     if opts.method == "auto":
         plan = dataclasses.replace(plan, method="auto", stats={**plan.stats, "auto_method": plan.method})
     return plan
-
-
-def _run_options(opts: _Options, i: int) -> _Options:
-    """The settings of run ``i`` (0: the first): seed ``seed + i`` (mod ``2**64``); for
-    ``"auto"``, the search ``PORTFOLIO[i % 3]``."""
-    method = PORTFOLIO[i % len(PORTFOLIO)] if opts.method == "auto" else opts.method
-    return dataclasses.replace(opts, method=method, seed=(opts.seed + i) % 2**64)
 
 
 def _run(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any], fold_leaves: bool,
@@ -545,75 +540,3 @@ def _run(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any],
     if budget is not None:
         plan = after_search(problem, plan, budget, limit, t0, improve_windows(improve))
     return plan
-
-
-def _check_restarts(restarts: Any, method: str, limit: float | None) -> float:
-    """The most further searches ``restarts`` asks for (``inf``: as many as ``limit`` allows)."""
-    if restarts == "auto":
-        if limit is None or math.isinf(limit):
-            raise InvalidArgumentError("restarts='auto' runs searches until the time limit: give a time_limit "
-                                       "(or a number of restarts)")
-        more = math.inf
-    elif isinstance(restarts, str):
-        raise InvalidArgumentError(f"restarts: {restarts!r} is not a number of searches or 'auto'")
-    else:
-        more = float(check_int(restarts, "restarts", maximum=2**32))
-    if more and method not in _SEEDED:
-        raise InvalidArgumentError(f"restarts: method={method!r} is not a seeded search "
-                                   f"(restarts apply to {', '.join(_SEEDED)})")
-    return more
-
-
-def _better(a: SlicePlan, b: SlicePlan) -> bool:
-    """Whether plan ``a`` costs less than ``b`` (a plan beats none)."""
-    if a.objective is None:
-        return False
-    return b.objective is None or a.objective < b.objective * (1 - 1e-12)
-
-
-def _restart(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any], fold_leaves: bool,
-             first: SlicePlan, most: float, limit: float | None, budget: float | None, improve: Any,
-             t0: float) -> SlicePlan:
-    """``first`` against further searches from seeds ``seed + 1``, ``seed + 2``... (mod ``2**64``;
-    each with its re-splits) while ``most`` allows, no plan is proven optimal or infeasible, and
-    the time left is at least the quickest run's time; the cheapest plan wins (the first on
-    ties), with ``stats["restarts"]``, ``stats["restart_decodes"]`` and a note saying why it stopped."""
-    best, ran, decodes = first, 0, _decodes(first)
-    quickest = time.perf_counter() - t0
-    why = "every run asked for ran"
-    if first.status in ("optimal", "infeasible"):
-        why = f"the plan of seed {first.seed} is proven {first.status}"
-        most = 0
-    while ran < most:
-        left = remaining()
-        if left is not None and left < quickest:
-            why = "the time left was shorter than the quickest run"
-            break
-        start = time.perf_counter()
-        plan = _run(problem, units, _run_options(opts, ran + 1), kw, fold_leaves, left, budget, improve, start)
-        ran += 1
-        decodes += _decodes(plan)
-        quickest = min(quickest, time.perf_counter() - start)
-        if _better(plan, best):
-            best = plan
-        if plan.status in ("optimal", "infeasible"):
-            why = f"the plan of seed {plan.seed} is proven {plan.status}"
-            break
-    status = best.status
-    if why.startswith("the time left") and status == "feasible":
-        status = "time_limit"  # (stopped by the time limit: more time could find a cheaper plan)
-    if opts.method == "auto":
-        asked = "" if math.isinf(most) else f" of {int(most) + 1}"
-        note = (f"{ran + 1}{asked} runs of {', '.join(PORTFOLIO)} in turn from seed {opts.seed} on ({why}); "
-                f"the plan kept is {best.method}'s, seed {best.seed}")
-    else:
-        asked = "" if math.isinf(most) else f" of {int(most)}"
-        note = (f"{ran}{asked} restart(s) from seed {(opts.seed + 1) % 2**64} on ({why}); "
-                f"the plan kept is seed {best.seed}'s")
-    return dataclasses.replace(best, status=status, stats={**best.stats, "restarts": ran, "restart_decodes": decodes},
-                               notes=(*best.notes, note), runtime_s=time.perf_counter() - t0)
-
-
-def _decodes(plan: SlicePlan) -> int:
-    value = plan.stats.get("decodes", 0)
-    return value if isinstance(value, int) else 0

@@ -1,0 +1,128 @@
+"""Restarts of the MTPP searches, and the ``"auto"`` portfolio of searches.
+
+``slice_graph(..., restarts=n)`` runs ``n`` more searches after the first, from seeds
+``seed + 1``, ``seed + 2``... (modulo ``2**64``), each with its re-splits, and keeps the cheapest
+plan (the first on ties); ``restarts="auto"`` runs as many as fit in the time limit. The plan a
+seed ends at varies by a few percent from seed to seed on graphs of a few hundred nodes (the
+re-splits end at different local optima), so the best of several seeds is usually cheaper than
+one longer search. ``method="auto"`` runs the searches of :data:`PORTFOLIO` in turn (run ``i``:
+``PORTFOLIO[i % 3]`` from seed ``seed + i``), at least one of each; no one search wins on every
+graph size.
+
+No run starts once a plan is proven optimal or infeasible, or when the time left is shorter than
+the quickest run so far (the status is then ``"time_limit"``: more time could find a cheaper
+plan). The plan kept carries ``stats["restarts"]`` (runs after the first), ``stats["restart_decodes"]``
+(the decodes of all runs) and a note saying why the runs stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from stagecut._deadline import remaining
+from stagecut.errors import InvalidArgumentError
+from stagecut.mtpp.plan import SlicePlan
+from stagecut.validate import check_int
+
+__all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "restart", "run_options"]
+
+#: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 3]``, seed ``seed + i``).
+PORTFOLIO = ("mla-weighted", "brkga", "mla")
+#: The seeded searches (restarts apply to them).
+SEEDED = ("brkga", "random", "mla", "mla-weighted", "auto")
+
+
+class _Settings(Protocol):
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def seed(self) -> int: ...
+
+
+S = TypeVar("S", bound=_Settings)
+
+
+def check_restarts(restarts: Any, method: str, limit: float | None) -> float:
+    """The most further searches ``restarts`` asks for (``inf``: as many as ``limit`` allows).
+
+    >>> check_restarts(3, "brkga", None), check_restarts("auto", "brkga", 10.0)
+    (3.0, inf)
+    """
+    if restarts == "auto":
+        if limit is None or math.isinf(limit):
+            raise InvalidArgumentError("restarts='auto' runs searches until the time limit: give a time_limit "
+                                       "(or a number of restarts)")
+        more = math.inf
+    elif isinstance(restarts, str):
+        raise InvalidArgumentError(f"restarts: {restarts!r} is not a number of searches or 'auto'")
+    else:
+        more = float(check_int(restarts, "restarts", maximum=2**32))
+    if more and method not in SEEDED:
+        raise InvalidArgumentError(f"restarts: method={method!r} is not a seeded search "
+                                   f"(restarts apply to {', '.join(SEEDED)})")
+    return more
+
+
+def run_options(opts: S, i: int) -> S:
+    """The settings of run ``i`` (0: the first): seed ``seed + i`` (mod ``2**64``); for
+    ``"auto"``, the search ``PORTFOLIO[i % 3]``."""
+    method = PORTFOLIO[i % len(PORTFOLIO)] if opts.method == "auto" else opts.method
+    return dataclasses.replace(opts, method=method, seed=(opts.seed + i) % 2**64)  # type: ignore[type-var]
+
+
+def _better(a: SlicePlan, b: SlicePlan) -> bool:
+    """Whether plan ``a`` costs less than ``b`` (a plan beats none)."""
+    if a.objective is None:
+        return False
+    return b.objective is None or a.objective < b.objective * (1 - 1e-12)
+
+
+def _decodes(plan: SlicePlan) -> int:
+    value = plan.stats.get("decodes", 0)
+    return value if isinstance(value, int) else 0
+
+
+def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: SlicePlan, most: float,
+            t0: float) -> SlicePlan:
+    """``first`` (run 0, started at ``t0``) against runs ``1, 2...`` (``run(settings, seconds
+    left, start time)``) while ``most`` allows (module docs); the cheapest plan, with its stats
+    and a note."""
+    best, ran, decodes = first, 0, _decodes(first)
+    quickest = time.perf_counter() - t0
+    why = "every run asked for ran"
+    if first.status in ("optimal", "infeasible"):
+        why = f"the plan of seed {first.seed} is proven {first.status}"
+        most = 0
+    while ran < most:
+        left = remaining()
+        if left is not None and left < quickest:
+            why = "the time left was shorter than the quickest run"
+            break
+        start = time.perf_counter()
+        plan = run(run_options(opts, ran + 1), left, start)
+        ran += 1
+        decodes += _decodes(plan)
+        quickest = min(quickest, time.perf_counter() - start)
+        if _better(plan, best):
+            best = plan
+        if plan.status in ("optimal", "infeasible"):
+            why = f"the plan of seed {plan.seed} is proven {plan.status}"
+            break
+    status = best.status
+    if why.startswith("the time left") and status == "feasible":
+        status = "time_limit"  # (stopped by the time limit: more time could find a cheaper plan)
+    if opts.method == "auto":
+        asked = "" if math.isinf(most) else f" of {int(most) + 1}"
+        note = (f"{ran + 1}{asked} runs of {', '.join(PORTFOLIO)} in turn from seed {opts.seed} on ({why}); "
+                f"the plan kept is {best.method}'s, seed {best.seed}")
+    else:
+        asked = "" if math.isinf(most) else f" of {int(most)}"
+        note = (f"{ran}{asked} restart(s) from seed {(opts.seed + 1) % 2**64} on ({why}); "
+                f"the plan kept is seed {best.seed}'s")
+    return dataclasses.replace(best, status=status, stats={**best.stats, "restarts": ran, "restart_decodes": decodes},
+                               notes=(*best.notes, note), runtime_s=time.perf_counter() - t0)
