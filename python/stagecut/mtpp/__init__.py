@@ -7,9 +7,12 @@
 * :mod:`~stagecut.mtpp.bounds`: the lower-bound ladder (the MIPs, and the combinatorial bounds of
   :mod:`~stagecut.mtpp.combinatorial`: minimum cuts around each node, tensors forced to cross,
   exact optima of subgraphs; :mod:`~stagecut.mtpp.cover`: the tensors convex blocks must pay;
-  :mod:`~stagecut.mtpp.blockmip`: the block paying the fewest tensors);
+  :mod:`~stagecut.mtpp.blockmip`: the block paying the fewest tensors; :mod:`~stagecut.mtpp.spectral`:
+  the cuts a balanced partition pays, from eigenvalues);
 * :mod:`~stagecut.mtpp.plan`: :class:`SlicePlan` (what the searches return) and :func:`plan_blocks`;
 * :mod:`~stagecut.mtpp.improve`: :func:`improve_plan`: exact re-splits of two blocks at a time;
+* :mod:`~stagecut.mtpp.restarts`: ``slice_graph``'s restarts from more seeds and its ``"auto"``
+  portfolio of searches;
 * :mod:`~stagecut.mtpp.certify`: :func:`certify`: a plan's cost against the best bound.
 
 Examples
