@@ -91,7 +91,7 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
             t0: float) -> SlicePlan:
     """``first`` (run 0, started at ``t0``) against runs ``1, 2...`` (``run(settings, seconds
     left, start time)``) while ``most`` allows (module docs); the cheapest plan, with its stats
-    and a note."""
+    and a note (for ``"auto"``: method ``"auto"``, ``stats["auto_method"]`` the search that found it)."""
     best, ran, decodes = first, 0, _decodes(first)
     quickest = time.perf_counter() - t0
     why = "every run asked for ran"
@@ -124,5 +124,8 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
         asked = "" if math.isinf(most) else f" of {int(most)}"
         note = (f"{ran}{asked} restart(s) from seed {(opts.seed + 1) % 2**64} on ({why}); "
                 f"the plan kept is seed {best.seed}'s")
-    return dataclasses.replace(best, status=status, stats={**best.stats, "restarts": ran, "restart_decodes": decodes},
-                               notes=(*best.notes, note), runtime_s=time.perf_counter() - t0)
+    stats = {**best.stats, "restarts": ran, "restart_decodes": decodes}
+    if opts.method == "auto":  # (the portfolio's answer: which of its searches found it)
+        stats["auto_method"] = best.method
+    return dataclasses.replace(best, method=opts.method, status=status, stats=stats, notes=(*best.notes, note),
+                               runtime_s=time.perf_counter() - t0)

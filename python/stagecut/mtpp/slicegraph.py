@@ -522,8 +522,6 @@ def slice_graph(
             plan = restart(again, opts, plan, more, t0)
         elif opts.method in _SEEDED:
             plan = dataclasses.replace(plan, stats={**plan.stats, "restarts": 0})
-    if opts.method == "auto":
-        plan = dataclasses.replace(plan, method="auto", stats={**plan.stats, "auto_method": plan.method})
     return plan
 
 
