@@ -29,10 +29,11 @@ GENEROUS = 10.0
 
 # the child: a latency MILP on a 40-node REGAL graph and 4 accelerators (minutes to solve with
 # either solver; HiGHS is in branch and bound after a few seconds), which says "searching" on stderr once
-# the solver is inside its search: CBC's own SIGINT handler is installed (seen by the wait loop), or
-# HiGHS reports a dual bound from its branch-and-bound callback
+# the solver is inside its search: CBC's own SIGINT handler is installed (seen by the wait loop; CBC
+# builds differ: cbcbox's generic build installs one, its AVX2 build none) or CBC has been solving
+# for 5 s, or HiGHS reports a dual bound from its branch-and-bound callback
 CHILD = textwrap.dedent("""
-    import sys, stagecut as sc, stagecut._mip as m
+    import sys, time, stagecut as sc, stagecut._mip as m
     solver, how = sys.argv[1], sys.argv[2]
     said = []
     def say():
@@ -40,9 +41,12 @@ CHILD = textwrap.dedent("""
             said.append(1)
             print("searching", file=sys.stderr, flush=True)
     reclaim = m._Interrupt.reclaim
+    began = []
     def watched(self):
         reclaim(self)
-        if self.foreign is not None:
+        if not began:
+            began.append(time.monotonic())
+        if self.foreign is not None or (self.cbc and time.monotonic() - began[0] > 5.0):
             say()
     m._Interrupt.reclaim = watched
     def progress(ev):

@@ -287,13 +287,14 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
     progress of phase ``"mip"``, :mod:`stagecut.progress`).
 
     Ctrl-C during a solve always ends the call with ``KeyboardInterrupt``, never with an answer:
-    CBC installs its own SIGINT handler while it solves (it stops its search and reports the
-    incumbent as if the search had ended), so the main thread puts the caller's handler back
-    while it waits, and a CBC solve that nevertheless stopped on that event (the signal came
-    before the handler was put back, or the solve ran on another thread) raises
-    ``KeyboardInterrupt`` too. An interrupted, overrunning or abandoned solve is asked to stop
-    (CBC through its own handler, HiGHS through its interrupt callback); its model is not used
-    again, and its thread is a daemon that never keeps the process alive."""
+    some CBC builds (cbcbox's generic one, not its AVX2 one) install their own SIGINT handler while
+    they solve (it stops the search and reports the incumbent as if the search had ended), so the
+    main thread puts the caller's handler back while it waits, and a CBC solve that nevertheless
+    stopped on that event (the signal came before the handler was put back, or the solve ran on
+    another thread) raises ``KeyboardInterrupt`` too. An interrupted, overrunning or abandoned solve is asked to stop
+    (CBC through its own handler where it has one, HiGHS through its interrupt callback; a CBC
+    build without a handler cannot be stopped from outside and runs on to its own time limit); its
+    model is not used again, and its thread is a daemon that never keeps the process alive."""
     import threading
 
     out: dict[str, Any] = {}
