@@ -174,19 +174,21 @@ def test_auto_is_the_cheapest_of_its_searches_and_names_it(monkeypatch):
     costs = [parts[m].objective for m in slicegraph_module.PORTFOLIO]
     runs = _spy_runs(monkeypatch)
     plan = slice_graph(p, method="auto", seed=3, decodes=300)
-    assert runs == [("mla-weighted", 3), ("brkga", 4), ("mla", 5)]
+    assert runs == [("spectral-order", 3), ("mla-weighted", 4), ("brkga", 5), ("mla", 6)]
     win = slicegraph_module.PORTFOLIO[costs.index(min(costs))]  # the first to reach the least cost
     assert plan.objective == min(costs) and plan.method == "auto"
     assert plan.stats["auto_method"] == win and plan.seed == parts[win].seed
     assert [s.nodes for s in plan.stages] == [s.nodes for s in parts[win].stages]
     assert evaluate(p, plan.stages).objective == plan.objective
-    assert any("3 of 3 runs of mla-weighted, brkga, mla in turn from seed 3 on" in n and f"{win}'s" in n
+    assert any("4 of 4 runs of spectral-order, mla-weighted, brkga, mla in turn from seed 3 on" in n
+               and f"{win}'s" in n
                for n in plan.notes)
     # restarts continue the cycle with the next seeds
     runs.clear()
     more = slice_graph(p, method="auto", seed=3, decodes=300, restarts=2)
-    assert runs == [("mla-weighted", 3), ("brkga", 4), ("mla", 5), ("mla-weighted", 6), ("brkga", 7)]
-    assert more.objective <= plan.objective and more.stats["restarts"] == 4
+    assert runs == [("spectral-order", 3), ("mla-weighted", 4), ("brkga", 5), ("mla", 6), ("spectral-order", 7),
+                    ("mla-weighted", 8)]
+    assert more.objective <= plan.objective and more.stats["restarts"] == 5
 
 
 def test_auto_stops_with_the_time_too(monkeypatch):
@@ -194,7 +196,8 @@ def test_auto_stops_with_the_time_too(monkeypatch):
     runs = _spy_runs(monkeypatch)
     monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e-9, step=0.0))
     plan = slice_graph(p, method="auto", seed=0, decodes=200, improve=False, time_limit=1e7)
-    assert runs == [("mla-weighted", 0)] and plan.status == "time_limit" and plan.stats["auto_method"] == "mla-weighted"
+    assert runs == [("spectral-order", 0)] and plan.status == "time_limit"
+    assert plan.stats["auto_method"] == "spectral-order"
 
 
 def test_cli_method_auto(capsys):

@@ -63,8 +63,9 @@ def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 
 #: defaults of the search flags (the flags default to None: given or not is checked)
 POPULATION, GENERATIONS, ISLANDS, MAX_IDEALS = 100, 100, 1, 1_000_000
-#: the search methods (they read --decodes, --population, --generations and --islands)
-SEARCH = ("brkga", "random", "mla", "mla-weighted", "auto")
+#: the search methods (they read --decodes, --restarts, --population, --generations and --islands;
+#: spectral-order only the first two)
+SEARCH = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "auto")
 SEARCH_ONLY = (("decodes", "--decodes"), ("population", "--population"), ("generations", "--generations"),
                ("islands", "--islands"), ("restarts", "--restarts"))
 
@@ -119,15 +120,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--method", choices=METHODS, default="brkga",
                    help="brkga: genetic search over node priorities, each order cut optimally by SliceGraph; "
                         "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
-                        "with short edges first; dp: the proven optimum (ideal DP, small graphs); "
-                        "order: SliceGraph on one topological order; auto: mla-weighted, brkga and mla in turn "
-                        "(and --restarts more), the cheapest plan kept (default: brkga)")
+                        "with short edges first; spectral-order: sweeps along the graph's spectral embedding "
+                        "(--decodes of them; best on graphs with a geometry); dp: the proven optimum (ideal DP, "
+                        "small graphs); order: SliceGraph on one topological order; auto: spectral-order, "
+                        "mla-weighted, brkga and mla in turn (and --restarts more), the cheapest plan kept "
+                        "(default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
     improve = p.add_mutually_exclusive_group()
     improve.add_argument("--improve", type=_common.positive_number, default=None, metavar="S",
                    help="then improve the plan by exact re-splits of two blocks at a time for at most S seconds, "
-                        "inside --time-limit (default: 2 s for brkga, random, mla and mla-weighted; none for "
+                        "inside --time-limit (default: 2 s for brkga, random, mla, mla-weighted and "
+                        "spectral-order; none for "
                         "order and dp); the answer is never worse than the search's")
     improve.add_argument("--no-improve", action="store_true",
                    help="the search's plan as it is: no re-splits of two blocks")

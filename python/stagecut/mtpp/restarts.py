@@ -6,8 +6,8 @@ plan (the first on ties); ``restarts="auto"`` runs as many as fit in the time li
 seed ends at varies by a few percent from seed to seed on graphs of a few hundred nodes (the
 re-splits end at different local optima), so the best of several seeds is usually cheaper than
 one longer search. ``method="auto"`` runs the searches of :data:`PORTFOLIO` in turn (run ``i``:
-``PORTFOLIO[i % 3]`` from seed ``seed + i``), at least one of each; no one search wins on every
-graph size.
+``PORTFOLIO[i % 4]`` from seed ``seed + i``; ``"spectral-order"`` is left out on graphs too large
+for it), at least one of each; no one search wins on every graph.
 
 No run starts once a plan is proven optimal or infeasible, or when the time left is shorter than
 the quickest run so far (the status is then ``"time_limit"``: more time could find a cheaper
@@ -30,10 +30,11 @@ from stagecut.validate import check_int
 
 __all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "restart", "run_options"]
 
-#: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 3]``, seed ``seed + i``).
-PORTFOLIO = ("mla-weighted", "brkga", "mla")
+#: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 4]``, seed ``seed + i``;
+#: without ``"spectral-order"`` on graphs too large for it).
+PORTFOLIO = ("spectral-order", "mla-weighted", "brkga", "mla")
 #: The seeded searches (restarts apply to them).
-SEEDED = ("brkga", "random", "mla", "mla-weighted", "auto")
+SEEDED = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "auto")
 
 
 class _Settings(Protocol):
@@ -68,10 +69,10 @@ def check_restarts(restarts: Any, method: str, limit: float | None) -> float:
     return more
 
 
-def run_options(opts: S, i: int) -> S:
+def run_options(opts: S, i: int, portfolio: tuple[str, ...] = PORTFOLIO) -> S:
     """The settings of run ``i`` (0: the first): seed ``seed + i`` (mod ``2**64``); for
-    ``"auto"``, the search ``PORTFOLIO[i % 3]``."""
-    method = PORTFOLIO[i % len(PORTFOLIO)] if opts.method == "auto" else opts.method
+    ``"auto"``, the search ``portfolio[i % len(portfolio)]``."""
+    method = portfolio[i % len(portfolio)] if opts.method == "auto" else opts.method
     return dataclasses.replace(opts, method=method, seed=(opts.seed + i) % 2**64)  # type: ignore[type-var]
 
 
@@ -88,7 +89,7 @@ def _decodes(plan: SlicePlan) -> int:
 
 
 def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: SlicePlan, most: float,
-            t0: float) -> SlicePlan:
+            t0: float, portfolio: tuple[str, ...] = PORTFOLIO) -> SlicePlan:
     """``first`` (run 0, started at ``t0``) against runs ``1, 2...`` (``run(settings, seconds
     left, start time)``) while ``most`` allows (module docs); the cheapest plan, with its stats
     and a note (for ``"auto"``: method ``"auto"``, ``stats["auto_method"]`` the search that found it)."""
@@ -104,7 +105,7 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
             why = "the time left was shorter than the quickest run"
             break
         start = time.perf_counter()
-        plan = run(run_options(opts, ran + 1), left, start)
+        plan = run(run_options(opts, ran + 1, portfolio), left, start)
         ran += 1
         decodes += _decodes(plan)
         quickest = min(quickest, time.perf_counter() - start)
@@ -118,7 +119,7 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
         status = "time_limit"  # (stopped by the time limit: more time could find a cheaper plan)
     if opts.method == "auto":
         asked = "" if math.isinf(most) else f" of {int(most) + 1}"
-        note = (f"{ran + 1}{asked} runs of {', '.join(PORTFOLIO)} in turn from seed {opts.seed} on ({why}); "
+        note = (f"{ran + 1}{asked} runs of {', '.join(portfolio)} in turn from seed {opts.seed} on ({why}); "
                 f"the plan kept is {best.method}'s, seed {best.seed}")
     else:
         asked = "" if math.isinf(most) else f" of {int(most)}"
