@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -46,37 +47,111 @@ def _grid(rows: int, cols: int, seed: int = 0) -> Graph:
 def test_the_first_coordinate_is_the_position_along_a_long_grid():
     rows, cols = 4, 30
     units = Units(MtppProblem(_grid(rows, cols), devices=4), fold_leaves=False)
-    coords = spectral_order.embedding(units)
-    assert coords.shape == (rows * cols, spectral_order.DIMS)
+    coords, part = spectral_order.embedding(units)
+    assert coords.shape == (rows * cols, spectral_order.DIMS) and not part.any()
     x = np.asarray([v % cols for v in range(rows * cols)], dtype=float)
     at = {int(v): u for u, members in enumerate(units.members) for v in members}  # node -> unit
     first = np.asarray([coords[at[v], 0] for v in range(rows * cols)])
     assert abs(np.corrcoef(first, x)[0, 1]) > 0.98
 
 
+def _grids(pieces: int, rows: int, cols: int) -> Graph:
+    """``pieces`` separate grids (each as :func:`_grid`), nodes numbered piece after piece."""
+    nodes, edges = [], []
+    for p in range(pieces):
+        g = _grid(rows, cols, seed=p)
+        base = p * rows * cols
+        nodes += [Node(base + nd.id, dict(nd.compute), comm=nd.comm) for nd in g.nodes]
+        edges += [(base + u, base + v) for u, v in g.edges]
+    return Graph(nodes, edges)
+
+
+def test_each_part_is_embedded_on_its_own_and_swept_whole():
+    pieces, rows, cols = 3, 4, 20
+    units = Units(MtppProblem(_grids(pieces, rows, cols), devices=6), fold_leaves=False)
+    coords, part = spectral_order.embedding(units)
+    at = {int(v): u for u, members in enumerate(units.members) for v in members}
+    size = rows * cols
+    for p in range(pieces):
+        mine = [at[p * size + v] for v in range(size)]
+        assert set(part[mine].tolist()) == {p}  # (the parts numbered by their first unit)
+        x = np.asarray([v % cols for v in range(size)], dtype=float)
+        assert abs(np.corrcoef(coords[mine, 0], x)[0, 1]) > 0.98  # (its own first coordinate)
+        prio = spectral_order.priorities(coords, part, np.eye(spectral_order.DIMS)[0])
+        assert sorted(prio[mine].tolist()) == list(range(p * size, (p + 1) * size))  # (swept whole, in turn)
+    # a piece's sweep is the one it gets alone: the same embedding (up to the sign fixed), the same ranks
+    alone = Units(MtppProblem(_grid(rows, cols, seed=1), devices=2), fold_leaves=False)
+    solo, _ = spectral_order.embedding(alone)
+    mine = [at[size + v] for v in range(size)]
+    assert np.allclose(coords[mine], solo[[{int(v): u for u, m in enumerate(alone.members) for v in m}[v]
+                                           for v in range(size)]], atol=1e-8)
+
+
+def test_an_eigenvector_and_its_negative_give_the_same_sweeps(monkeypatch):
+    g = sc.regal_graph(150, model="watts_strogatz", seed=3)
+    plain = slice_graph(g, devices=8, method="spectral-order", improve=False)
+    real = spectral_order._eigh
+
+    def flipped(mat):
+        mu, z = real(mat)
+        return mu, -z
+
+    monkeypatch.setattr(spectral_order, "_eigh", flipped)
+    again = slice_graph(g, devices=8, method="spectral-order", improve=False)
+    assert [s.nodes for s in again.stages] == [s.nodes for s in plain.stages]
+
+
 def test_seed_0_sweeps_the_axes_both_ways_first_then_random_directions():
-    coords = np.arange(12.0).reshape(4, 3) ** 1.5
-    first = spectral_order.sweeps(coords, 0, 8)
+    first = list(itertools.islice(spectral_order.directions(3, 0), 8))
     for j in range(3):
-        assert np.array_equal(first[2 * j], coords[:, j]) and np.array_equal(first[2 * j + 1], -coords[:, j])
-    other = spectral_order.sweeps(coords, 5, 4)
-    assert len(other) == 4 and not any(np.array_equal(s, coords[:, 0]) for s in other)
-    assert all(np.array_equal(a, b) for a, b in zip(other, spectral_order.sweeps(coords, 5, 4)))  # (seeded)
-    assert not np.array_equal(other[0], spectral_order.sweeps(coords, 6, 1)[0])
-    for s in other:  # each a direction in the embedding: its coefficients have norm 1
-        d = np.linalg.lstsq(coords, s, rcond=None)[0]
-        assert np.linalg.norm(d) == pytest.approx(1.0)
+        assert np.array_equal(first[2 * j], np.eye(3)[j]) and np.array_equal(first[2 * j + 1], -np.eye(3)[j])
+    other = list(itertools.islice(spectral_order.directions(3, 5), 4))
+    assert all(np.linalg.norm(d) == pytest.approx(1.0) for d in first[6:] + other)
+    assert not any(np.count_nonzero(d) == 1 for d in other)  # (no axis)
+    assert all(np.array_equal(a, b) for a, b in zip(other, spectral_order.directions(3, 5)))  # (seeded)
+    assert not np.array_equal(other[0], next(spectral_order.directions(3, 6)))
 
 
-def test_the_plan_is_the_cheapest_sweep():
+def test_the_plan_is_the_cheapest_sweep_and_repeated_rankings_are_cut_once():
     p = MtppProblem(sc.regal_graph(120, model="random_geometric", seed=2), devices=6)
     units = Units(p, fold_leaves=True)
     out = spectral_order.search(units, 6, 3, 12, "scan")
-    each = [float(units.slice(6, "order", priorities=np.ascontiguousarray(s), segment_costs="scan")["objective"])
-            for s in spectral_order.sweeps(spectral_order.embedding(units), 3, 12)]
+    coords, part = spectral_order.embedding(units)
+    orders = [spectral_order.priorities(coords, part, d) for d in itertools.islice(spectral_order.directions(
+        coords.shape[1], 3), 12)]
+    distinct = list({o.tobytes(): o for o in orders}.values())
+    each = [float(units.slice(6, "order", priorities=o, segment_costs="scan")["objective"]) for o in distinct]
     assert len(set(each)) > 2  # (the sweeps differ, or this proves nothing)
-    assert out["decodes"] == 12 and float(out["objective"]) == min(each)
-    assert out["history"] == [min(each[: i + 1]) for i in range(12)]
+    assert out["decodes"] == len(distinct) and float(out["objective"]) == min(each)
+    assert out["history"] == [min(each[: i + 1]) for i in range(len(each))]
+    two = Units(MtppProblem(sc.Graph([Node(0, {"accelerator": 1.0}, comm=1.0), Node(1, {"accelerator": 2.0})],
+                                     [(0, 1)]), devices=2), fold_leaves=False)
+    assert spectral_order.search(two, 2, 0, 48, "scan")["decodes"] == 2  # (two units: two rankings)
+
+
+def test_a_time_limit_during_the_sweeps_keeps_the_best_so_far(monkeypatch):
+    p = MtppProblem(sc.regal_graph(120, model="random_geometric", seed=2), devices=6)
+    units = Units(p, fold_leaves=True)
+    seen = []
+    real = Units.slice
+
+    def slice_then_expire(self, *args, **kw):
+        out = real(self, *args, **kw)
+        seen.append(float(out["objective"]))
+        if len(seen) == 3:
+            monkeypatch.setattr(spectral_order, "expired", lambda: True)
+        return out
+
+    monkeypatch.setattr(Units, "slice", slice_then_expire)
+    out = spectral_order.search(units, 6, 3, 12, "scan")
+    assert out["time_limit_reached"] and out["decodes"] == 3 and float(out["objective"]) == min(seen)
+
+
+def test_a_huge_budget_stops_at_the_time_limit():
+    g = sc.regal_graph(40, model="watts_strogatz", seed=1)
+    plan = slice_graph(g, devices=4, method="spectral-order", decodes=10**12, time_limit=0.5, improve=False)
+    assert plan.objective is not None and plan.status == "time_limit"
+    assert plan.stats["decodes"] < 10**6 and plan.runtime_s < 30
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
@@ -121,9 +196,57 @@ def test_the_time_limit_covers_the_eigendecomposition(monkeypatch):
     monkeypatch.setattr(spectral_order, "_seconds", lambda n: 1e9)  # never time for it
     plan = slice_graph(g, devices=4, method="spectral-order", time_limit=30)
     assert plan.objective is None and plan.status == "time_limit" and plan.stats["decodes"] == 0
+    assert any("too short for its eigendecomposition" in n for n in plan.notes)
     auto = slice_graph(g, devices=4, method="auto", decodes=200, time_limit=30)
     assert auto.objective is not None and auto.stats["auto_method"] != "spectral-order"
     assert slice_graph(g, devices=4, method="spectral-order").objective is not None  # (no limit: no check)
+
+
+def test_waiting_for_the_eigendecomposition_stops_at_the_time_limit(monkeypatch):
+    import threading
+    import time
+
+    release = threading.Event()
+    real = np.linalg.eigh
+
+    def slow(mat):
+        release.wait(60)
+        return real(mat)
+
+    monkeypatch.setattr(spectral_order.np.linalg, "eigh", slow)
+    g = sc.regal_graph(60, model="watts_strogatz", seed=1)
+    t0 = time.monotonic()
+    try:
+        plan = slice_graph(g, devices=4, method="spectral-order", time_limit=1.0, improve=False)
+    finally:
+        release.set()
+    assert plan.objective is None and plan.status == "time_limit" and time.monotonic() - t0 < 30
+
+
+def test_ctrl_c_during_the_eigendecomposition_raises_keyboard_interrupt(monkeypatch):
+    import _thread
+    import threading
+    import time
+
+    release = threading.Event()
+    real = np.linalg.eigh
+
+    def slow(mat):
+        release.wait(60)
+        return real(mat)
+
+    monkeypatch.setattr(spectral_order.np.linalg, "eigh", slow)
+    g = sc.regal_graph(60, model="barabasi_albert", seed=1)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            slice_graph(g, devices=4, method="spectral-order")
+    finally:
+        release.set()
+        timer.cancel()
+    assert time.monotonic() - t0 < 30
 
 
 def test_too_many_units_are_refused_and_auto_leaves_the_method_out(monkeypatch, capsys):
@@ -143,6 +266,7 @@ def test_too_many_units_are_refused_and_auto_leaves_the_method_out(monkeypatch, 
     monkeypatch.setattr(slicegraph_module, "_run", spy)
     plan = slice_graph(g, devices=4, method="auto", decodes=100)
     assert runs == ["mla-weighted", "brkga", "mla"] and plan.objective is not None
+    assert any("spectral-order left out: 30 units, more than 10" in n for n in plan.notes)
     capsys.readouterr()
     assert main(["slice", "regal:30", "-k", "4", "--method", "spectral-order"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -159,3 +283,7 @@ def test_cli_method_spectral_order(capsys):
     g = sc.regal_graph(60, model="watts_strogatz", seed=1)
     api = slice_graph(g, devices=8, method="spectral-order", decodes=10)
     assert out["method"] == "spectral-order" and math.isclose(out["objective"], api.objective)
+    for flag in ("--population", "--generations", "--islands"):
+        assert main(["slice", "regal:20", "-k", "4", "--method", "spectral-order", flag, "5"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0]

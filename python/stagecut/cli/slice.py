@@ -96,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
     _common.requires(args, args.method == "dp", "--method dp", (("max_ideals", "--max-ideals"),))
     _common.requires(args, args.method in SEARCH, f"--method {', '.join(SEARCH)}", SEARCH_ONLY)
+    brkga = [m for m in SEARCH if m != "spectral-order"]
+    _common.requires(args, args.method != "spectral-order", f"--method {', '.join(brkga)}", SEARCH_ONLY[1:4])
     if args.restarts == "auto" and args.time_limit is None:
         raise _common.bad_argument("--restarts", "auto runs searches until the time limit: give --time-limit S")
     graph = _common.load_graph(args.graph)
@@ -138,7 +140,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--seed", type=_common.nonnegative_int, default=0,
                    help="random seed; the same seed gives the same answer on any number of threads (default: 0)")
     p.add_argument("--decodes", type=_common.positive_int, default=None, metavar="N",
-                   help="budget of decoded orders: brkga and mla stop there, random samples this many "
+                   help="budget of decoded orders: brkga and mla stop there, random samples this many, "
+                        "spectral-order sweeps this many (default 48) "
                         "(default: --population x --generations = 10,000; brkga and mla also stop after "
                         "--generations generations, which is 100 + 100 x 80 = 8,100 decodes with the defaults: "
                         "the first population, then the 80%% non-elite of each generation)")

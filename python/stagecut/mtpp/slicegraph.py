@@ -284,6 +284,7 @@ class _Found:
     exact_by: str | None = None
     relaxation: Relaxation | None = None
     timed_out: bool = False
+    notes: tuple[str, ...] = ()
 
 
 def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any]) -> _Found:
@@ -291,12 +292,13 @@ def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, An
     short by the time limit, the search's best so far (one order: none)."""
     budget = opts.decodes if opts.decodes is not None else opts.population * max(opts.generations, 1)
     budget = min(budget, 2**63)  # more is no limit
-    if opts.method == "spectral-order":
-        out = spectral_order.search(units, problem.devices, opts.seed, opts.decodes or spectral_order.SWEEPS,
-                                    _segment_costs(problem, units, opts))
+    if opts.method == "spectral-order":  # (single orders: the scan prices a segment as the DP reaches it)
+        seg = "scan" if opts.segment_costs == "auto" else opts.segment_costs
+        out = spectral_order.search(units, problem.devices, opts.seed, opts.decodes or spectral_order.SWEEPS, seg)
         return _Found(objective=float(out["objective"]), blocks=[units.expand(b) for b in out["blocks"]],
                       order=units.expand(out["order"]), history=out["history"],
-                      stats={"decodes": int(out["decodes"])}, timed_out=bool(out["time_limit_reached"]))
+                      stats={"decodes": int(out["decodes"]), "slice_rounds": int(out["rounds"])},
+                      timed_out=bool(out["time_limit_reached"]), notes=(out["note"],) if out["note"] else ())
     try:
         out = units.slice(
             problem.devices, opts.method, seed=opts.seed, population=opts.population,
@@ -377,7 +379,7 @@ def _plan(problem: MtppProblem, units: Units, opts: _Options, found: _Found, t0:
     return SlicePlan(
         objective=objective, status=status, lower_bound=lb, method=opts.method,
         seed=opts.seed if opts.method in _SEEDED else None, runtime_s=time.perf_counter() - t0,
-        stats={**found.stats, "units": len(units.members)}, stages=stages, notes=tuple(notes),
+        stats={**found.stats, "units": len(units.members)}, stages=stages, notes=(*found.notes, *notes),
         devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
         reserved_memory=problem.reserved_memory, colocate=problem.colocate,
         order=tuple(g.nodes[i].id for i in positions), history=tuple(found.history),
@@ -476,7 +478,7 @@ def slice_graph(
         than the quickest run so far (then the status is ``"time_limit"``). ``stats``:
         ``restarts`` (how many ran), ``restart_decodes`` (the decodes of all runs); a note says
         why they stopped. With ``method="auto"`` the runs continue its cycle of searches (the
-        first three are one of each, within the time limit). Default 0.
+        first four are one of each, three past 3,000 units, within the time limit). Default 0.
 
     Returns
     -------
@@ -540,6 +542,9 @@ def slice_graph(
                 return _run(problem, units, o, kw, fold_leaves, left, budget, improve, start)
 
             plan = restart(again, opts, plan, more, t0, portfolio)
+            if len(portfolio) < len(PORTFOLIO):
+                plan = dataclasses.replace(plan, notes=(*plan.notes, (
+                    f"spectral-order left out: {len(units.members)} units, more than {spectral_order.MAX_UNITS}")))
         elif opts.method in _SEEDED:
             plan = dataclasses.replace(plan, stats={**plan.stats, "restarts": 0})
     return plan
