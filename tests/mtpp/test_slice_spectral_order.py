@@ -273,6 +273,18 @@ def test_too_many_units_are_refused_and_auto_leaves_the_method_out(monkeypatch, 
     assert len(err) == 1 and "at most 10 units" in err[0]
 
 
+def test_a_part_too_large_for_the_memory_budget_is_refused_before_allocation(monkeypatch):
+    from stagecut import validate
+    from stagecut.errors import MemoryLimitError
+
+    monkeypatch.setattr(validate, "MEMORY_BUDGET", 3 * 8 * 40**2 - 1)  # (a part of 40 units is one byte over)
+    units = Units(MtppProblem(_grid(4, 10), devices=2), fold_leaves=False)
+    with pytest.raises(MemoryLimitError, match="spectral-order"):
+        spectral_order.embedding(units)
+    monkeypatch.setattr(validate, "MEMORY_BUDGET", 3 * 8 * 40**2)
+    assert spectral_order.embedding(units)[0].shape == (40, spectral_order.DIMS)
+
+
 def test_cli_method_spectral_order(capsys):
     from stagecut.cli.main import main
 

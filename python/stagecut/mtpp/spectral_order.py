@@ -42,6 +42,7 @@ import numpy as np
 from stagecut._deadline import DeadlineReached, expired, remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.mtpp.units import Units
+from stagecut.validate import check_size
 
 __all__ = ["DIMS", "MAX_UNITS", "SWEEPS", "check_units", "directions", "embedding", "priorities", "search"]
 
@@ -137,6 +138,8 @@ def embedding(units: Units, dims: int = DIMS) -> tuple[np.ndarray, np.ndarray]:
     n = len(units.members)
     part, pu, pv, w = _parts(units)
     sizes = np.bincount(part, minlength=int(part.max(initial=-1)) + 1)
+    check_size("method='spectral-order' (the eigendecomposition of the largest connected part)",
+               bytes_needed=3 * 8 * float(sizes.max(initial=0)) ** 2)
     left = remaining()
     if left is not None and left < sum(_seconds(int(m)) for m in sizes if m > 2):
         raise DeadlineReached
