@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -151,7 +152,7 @@ def test_a_huge_budget_stops_at_the_time_limit():
     g = sc.regal_graph(40, model="watts_strogatz", seed=1)
     plan = slice_graph(g, devices=4, method="spectral-order", decodes=10**12, time_limit=0.5, improve=False)
     assert plan.objective is not None and plan.status == "time_limit"
-    assert plan.stats["decodes"] < 10**6 and plan.runtime_s < 30
+    assert plan.stats["decodes"] < 10**6
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
@@ -202,51 +203,49 @@ def test_the_time_limit_covers_the_eigendecomposition(monkeypatch):
     assert slice_graph(g, devices=4, method="spectral-order").objective is not None  # (no limit: no check)
 
 
-def test_waiting_for_the_eigendecomposition_stops_at_the_time_limit(monkeypatch):
-    import threading
-    import time
-
-    release = threading.Event()
+def _blocked_eigh(monkeypatch) -> tuple[threading.Event, threading.Event]:
+    """``np.linalg.eigh`` held until the first event is set (or 60 s); the second is set when it
+    has returned."""
+    release, finished = threading.Event(), threading.Event()
     real = np.linalg.eigh
 
-    def slow(mat):
+    def held(mat):
         release.wait(60)
-        return real(mat)
+        try:
+            return real(mat)
+        finally:
+            finished.set()
 
-    monkeypatch.setattr(spectral_order.np.linalg, "eigh", slow)
+    monkeypatch.setattr(spectral_order.np.linalg, "eigh", held)
+    return release, finished
+
+
+def test_waiting_for_the_eigendecomposition_stops_at_the_time_limit(monkeypatch):
+    release, finished = _blocked_eigh(monkeypatch)
     g = sc.regal_graph(60, model="watts_strogatz", seed=1)
-    t0 = time.monotonic()
     try:
         plan = slice_graph(g, devices=4, method="spectral-order", time_limit=1.0, improve=False)
+        waited = finished.is_set()  # (the call returned without waiting for the decomposition)
     finally:
         release.set()
-    assert plan.objective is None and plan.status == "time_limit" and time.monotonic() - t0 < 30
+    assert plan.objective is None and plan.status == "time_limit" and not waited
 
 
 def test_ctrl_c_during_the_eigendecomposition_raises_keyboard_interrupt(monkeypatch):
     import _thread
-    import threading
-    import time
 
-    release = threading.Event()
-    real = np.linalg.eigh
-
-    def slow(mat):
-        release.wait(60)
-        return real(mat)
-
-    monkeypatch.setattr(spectral_order.np.linalg, "eigh", slow)
+    release, finished = _blocked_eigh(monkeypatch)
     g = sc.regal_graph(60, model="barabasi_albert", seed=1)
     timer = threading.Timer(0.5, _thread.interrupt_main)
-    t0 = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             slice_graph(g, devices=4, method="spectral-order")
+        waited = finished.is_set()
     finally:
         release.set()
         timer.cancel()
-    assert time.monotonic() - t0 < 30
+    assert not waited
 
 
 def test_too_many_units_are_refused_and_auto_leaves_the_method_out(monkeypatch, capsys):

@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+from networkx.utils import UnionFind
 
 from stagecut._deadline import DeadlineReached, expired, remaining
 from stagecut.errors import InvalidArgumentError
@@ -77,21 +78,12 @@ def _parts(units: Units) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     w = np.repeat(c / top if top > 0 else np.zeros_like(c), counts)
     keep = (pu != pv) & (w > 0) & np.isfinite(w)
     pu, pv, w = pu[keep], pv[keep], w[keep]
-    root = list(range(n))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
+    sets = UnionFind(range(n))
     for u, v in zip(pu.tolist(), pv.tolist()):
-        a, b = find(u), find(v)
-        if a != b:
-            root[max(a, b)] = min(a, b)
-    first = np.asarray([find(x) for x in range(n)], dtype=np.int64)
-    _, part = np.unique(first, return_inverse=True)  # (roots are each part's first unit: ordered by it)
-    return part.astype(np.int64), pu, pv, w
+        sets.union(u, v)
+    number: dict[int, int] = {}  # (each part numbered by its first unit)
+    part = np.asarray([number.setdefault(sets[x], len(number)) for x in range(n)], dtype=np.int64)
+    return part, pu, pv, w
 
 
 def _seconds(n: int) -> float:
