@@ -41,6 +41,7 @@ from stagecut._deadline import remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import kahn_order
 from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups, lower_bound
+from stagecut.mtpp.moves import MoveSearch
 from stagecut.mtpp.plan import SlicePlan, plan_blocks
 from stagecut.results import NodeId, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
@@ -357,7 +358,8 @@ def _search(plan: _Plan, deadline: float, max_ideals: int, max_free: int = 0,
 
 
 def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 10.0,
-                 max_ideals: int = 50_000, max_free: int = 20, max_windows: int | None = None) -> SlicePlan:
+                 max_ideals: int = 50_000, max_free: int = 20, max_windows: int | None = None,
+                 moves: bool = True, kicks: int | None = 0, seed: int = 0) -> SlicePlan:
     """Improve an MTPP plan by exact pairwise re-splits of its blocks (module docs).
 
     Parameters
@@ -412,6 +414,14 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     max_free = check_int(max_free, "max_free", minimum=0)
     if max_windows is not None:
         max_windows = check_int(max_windows, "max_windows", minimum=1)
+    if not isinstance(moves, bool):
+        raise InvalidArgumentError(f"moves: {moves!r} is not True or False")
+    if kicks is None:
+        if time_limit is None or math.isinf(time_limit):
+            raise InvalidArgumentError("kicks: None (kick until the time limit) needs a finite time_limit")
+    else:
+        kicks = check_int(kicks, "kicks", minimum=0)
+    seed = check_int(seed, "seed")
     g = problem.graph
     start = plan_blocks(g, plan)
     ev0 = evaluate(problem, start)
@@ -420,21 +430,29 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     if outer is not None:
         deadline = min(deadline, time.monotonic() + outer)
     state = _Plan(problem, [[g.index[v] for v in b] for b in start])
-    moves, tried, timed_out = (_search(state, deadline, max_ideals, max_free, max_windows)
-                               if math.isfinite(ev0.objective) else (0, 0, False))
+    splits, tried, timed_out = (_search(state, deadline, max_ideals, max_free, max_windows)
+                                if math.isfinite(ev0.objective) else (0, 0, False))
     capped = not timed_out and max_windows is not None and tried >= max_windows
     blocks = _ordered(state)
+    shifted: dict[str, int | bool] = {"moves": 0, "kicks": 0}
+    if moves and math.isfinite(ev0.objective) and not timed_out and time.monotonic() < deadline:
+        search = MoveSearch(problem, [[g.index[v] for v in b] for b in blocks])
+        shifted = search.search(seed=seed, kicks=kicks, deadline=deadline)
+        timed_out = bool(shifted["time_limit_reached"])
+        blocks = [[g.ids[i] for i in b] for b in search.blocks()]
     ev = evaluate(problem, blocks)
     if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)
         ev, blocks = ev0, start
     lb = lower_bound(problem)
     obj = ev.objective if math.isfinite(ev.objective) else None
     status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
-    notes = [f"{moves} re-splits of two blocks; the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
-             + ("stopped at the time limit" if timed_out else f"stopped after {tried} windows (max_windows)"
-                if capped else "no re-split of two blocks improves it")]
+    notes = [f"{splits} re-splits of two blocks, then {shifted['moves']} moves of single groups "
+             f"({shifted['kicks']} kicks); the plan's cost {ev0.objective:.9g} -> {ev.objective:.9g}; "
+             + ("stopped at the time limit" if timed_out else f"the re-splits stopped after {tried} windows "
+                "(max_windows)" if capped else "no re-split of two blocks improves it")]
     return SlicePlan(objective=obj, status=status, lower_bound=lb, method="improve", runtime_s=time.perf_counter() - t0,
-                     stats={"start_objective": ev0.objective, "moves": moves, "windows": tried,
+                     stats={"start_objective": ev0.objective, "moves": splits, "windows": tried,
+                            "group_moves": shifted["moves"], "kicks": shifted["kicks"],
                             "time_limit_reached": timed_out, "window_limit_reached": capped}, stages=ev.stages,
                      notes=tuple(notes), devices=problem.devices, memory=problem.memory, bandwidth=problem.bandwidth,
                      reserved_memory=problem.reserved_memory, colocate=problem.colocate,
@@ -516,3 +534,38 @@ def _block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeI
     g = problem.graph
     rank = {i: r for r, i in enumerate(g.topological_order())}
     return tuple(g.nodes[i].id for s in stages for i in sorted((g.index[v] for v in s.nodes), key=rank.__getitem__))
+
+
+#: The share of ``slice_graph``'s time limit kept, with ``restarts="auto"``, to polish the cheapest
+#: plan by kicks (:func:`polish`); at most the ``improve`` budget.
+POLISH_SHARE = 0.2
+
+
+def polish_reserve(budget: float | None, limit: float | None) -> float:
+    """Seconds of the time limit ``restarts="auto"`` keeps for :func:`polish` (0: no polish)."""
+    if budget is None or limit is None or math.isinf(limit):
+        return 0.0
+    return min(budget, POLISH_SHARE * limit)
+
+
+def polish(problem: MtppProblem, plan: SlicePlan, seed: int, t0: float) -> SlicePlan:
+    """The cheapest plan of the restarts, improved by kicks and moves until the time limit
+    (:mod:`~stagecut.mtpp.moves`): never worse; ``stats["found_by"]`` is ``"polish"`` when it
+    lowered the cost, ``stats["polish_kicks"]`` the kicks tried."""
+    left = remaining()
+    start = plan.objective
+    if start is None or plan.status in ("optimal", "infeasible") or left is None or left <= 0:
+        return plan
+    imp = improve_plan(problem, plan, time_limit=left, kicks=None, seed=seed)
+    stats: dict[str, Stat] = {**plan.stats, "polish_kicks": imp.stats.get("kicks", 0)}
+    ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (the answer is the evaluator's)
+    if not ev.objective < start:
+        return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
+    stats["found_by"] = "polish"
+    lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
+    status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else plan.status
+    note = (f"kicks and moves of single groups ({stats['polish_kicks']} kicks, until the time limit) lowered "
+            f"the plan's cost from {start:.9g} to {ev.objective:.9g}")
+    return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
+                               notes=(*plan.notes, note), order=_block_order(problem, ev.stages),
+                               runtime_s=time.perf_counter() - t0)

@@ -89,10 +89,11 @@ def _decodes(plan: SlicePlan) -> int:
 
 
 def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: SlicePlan, most: float,
-            t0: float, portfolio: tuple[str, ...] = PORTFOLIO) -> SlicePlan:
+            t0: float, portfolio: tuple[str, ...] = PORTFOLIO, reserve: float = 0.0) -> SlicePlan:
     """``first`` (run 0, started at ``t0``) against runs ``1, 2...`` (``run(settings, seconds
-    left, start time)``) while ``most`` allows (module docs); the cheapest plan, with its stats
-    and a note (for ``"auto"``: method ``"auto"``, ``stats["auto_method"]`` the search that found it)."""
+    left, start time)``) while ``most`` allows (module docs), keeping ``reserve`` seconds of the
+    time limit for the caller; the cheapest plan, with its stats and a note (for ``"auto"``: method
+    ``"auto"``, ``stats["auto_method"]`` the search that found it)."""
     best, ran, decodes = first, 0, _decodes(first)
     quickest = time.perf_counter() - t0
     why = "every run asked for ran"
@@ -101,7 +102,7 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
         most = 0
     while ran < most:
         left = remaining()
-        if left is not None and left < quickest:
+        if left is not None and left - reserve < quickest:
             why = "the time left was shorter than the quickest run"
             break
         start = time.perf_counter()

@@ -67,7 +67,7 @@ from stagecut.graph import Graph
 from stagecut.mtpp import spectral_order
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
-from stagecut.mtpp.improve import after_search, improve_budget, improve_windows
+from stagecut.mtpp.improve import after_search, improve_budget, improve_windows, polish, polish_reserve
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, restart, run_options
@@ -541,7 +541,10 @@ def slice_graph(
             def again(o: _Options, left: float | None, start: float) -> SlicePlan:
                 return _run(problem, units, o, kw, fold_leaves, left, budget, improve, start)
 
-            plan = restart(again, opts, plan, more, t0, portfolio)
+            reserve = polish_reserve(budget, limit) if math.isinf(more) else 0.0
+            plan = restart(again, opts, plan, more, t0, portfolio, reserve)
+            if reserve:
+                plan = polish(problem, plan, opts.seed, t0)
             if len(portfolio) < len(PORTFOLIO):
                 plan = dataclasses.replace(plan, notes=(*plan.notes, (
                     f"spectral-order left out: {len(units.members)} units, more than {spectral_order.MAX_UNITS}")))
