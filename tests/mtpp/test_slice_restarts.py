@@ -103,6 +103,49 @@ def test_auto_runs_while_the_time_left_covers_the_quickest_run(monkeypatch):
     assert none.objective == slice_graph(p, seed=0, decodes=200, improve=False).objective
 
 
+def test_auto_keeps_time_to_polish_the_cheapest_plan(monkeypatch):
+    p = _problem()
+    polished = []
+
+    def spy(problem, plan, seed, t0):
+        polished.append((plan.objective, seed))
+        return plan
+
+    monkeypatch.setattr(slicegraph_module, "polish", spy)
+    # reads 800000, 600000, ...: with 300000 s kept (the improve budget, under a fifth of the limit)
+    # the restarts stop at 200000 left (three restarts), where without it four fit
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e6, step=2e5))
+    plan = slice_graph(p, seed=0, decodes=200, improve=3e5, time_limit=1e7, restarts="auto")
+    assert plan.stats["restarts"] == 3 and polished == [(plan.objective, 0)]
+    # improve=False: nothing kept, no polish
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=1e6, step=2e5))
+    plan = slice_graph(p, seed=0, decodes=200, improve=False, time_limit=1e7, restarts="auto")
+    assert plan.stats["restarts"] == 4 and len(polished) == 1
+    # a number of restarts: no polish either
+    plan = slice_graph(p, seed=0, decodes=200, improve=1.0, time_limit=1e7, restarts=1)
+    assert len(polished) == 1
+
+
+def test_the_polish_is_never_worse_and_says_so(monkeypatch):
+    p = MtppProblem(sc.regal_graph(150, model="erdos_renyi", seed=1), devices=8)
+    seen = []
+    real = slicegraph_module.polish
+
+    def spy(problem, plan, seed, t0):
+        out = real(problem, plan, seed, t0)
+        seen.append((plan, out))
+        return out
+
+    monkeypatch.setattr(slicegraph_module, "polish", spy)
+    plan = slice_graph(p, method="mla", seed=0, decodes=100, time_limit=3.0, improve=0.6, restarts="auto")
+    (before, after), = seen
+    assert after.objective <= before.objective and plan.objective == after.objective
+    assert evaluate(p, plan.stages).objective == plan.objective
+    assert isinstance(plan.stats["polish_kicks"], int)
+    lowered = any("kicks and moves of single groups" in n for n in plan.notes)
+    assert lowered == (plan.stats["found_by"] == "polish") == (after.objective < before.objective)
+
+
 def test_no_restart_once_a_plan_is_proven(monkeypatch):
     g = sc.Graph.chain([1.0] * 8, comm=0.0)  # blocks of two: every plan meets the average bound
     plan = slice_graph(g, devices=4, restarts=5)

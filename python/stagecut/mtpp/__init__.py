@@ -10,7 +10,8 @@
   :mod:`~stagecut.mtpp.blockmip`: the block paying the fewest tensors; :mod:`~stagecut.mtpp.spectral`:
   the cuts a balanced partition pays, from eigenvalues);
 * :mod:`~stagecut.mtpp.plan`: :class:`SlicePlan` (what the searches return) and :func:`plan_blocks`;
-* :mod:`~stagecut.mtpp.improve`: :func:`improve_plan`: exact re-splits of two blocks at a time;
+* :mod:`~stagecut.mtpp.improve`: :func:`improve_plan`: exact re-splits of two blocks at a time,
+  then the moves of single groups of :mod:`~stagecut.mtpp.moves`;
 * :mod:`~stagecut.mtpp.spectral_order`: orders from the graph's spectral embedding
   (``method="spectral-order"``);
 * :mod:`~stagecut.mtpp.restarts`: ``slice_graph``'s restarts from more seeds and its ``"auto"``

@@ -11,6 +11,11 @@ pair merges); each move makes the plan's sorted block costs smaller, so the sear
 the latest at its time limit). A plan with fewer blocks than devices also tries splitting its
 costliest block in two.
 
+Then single groups move from block to block (:mod:`~stagecut.mtpp.moves`): a group may move past
+a block lying between its old block and its new one, which no re-split of two blocks can do, and
+``kicks`` (an iterated local search) leave the local optimum. On 200- to 2,000-node REGAL graphs
+the moves lower the plans of ``slice_graph``'s searches by 0.2 to 1.7% more.
+
 The enumeration is vectorised over the window's ideals (bit masks, at most 62 forced groups in a
 window). A window with more groups or more than ``max_ideals`` ideals is re-split near the
 boundary of its two blocks only: the ``max_free`` groups nearest it are free, the rest of each
@@ -378,20 +383,30 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     max_windows : int, optional
         At most this many windows (pairs of blocks) tried in all (``None``: no cap). A cap on the
         work, unlike ``time_limit``, gives the same answer however loaded the machine.
+    moves : bool
+        After the re-splits, move single groups until no move improves the plan (default), and
+        then make ``kicks`` kicks (:mod:`~stagecut.mtpp.moves`); ``False``: re-splits only.
+    kicks : int, optional
+        Kicks after the moves: each moves a few random groups, then the moves run again; kept
+        when the plan's cost is no larger (``0``, the default: none; ``None``: until
+        ``time_limit``, which must then be finite).
+    seed : int
+        Seeds the order of the moves and the kicks (the same seed, ``kicks`` and plan give the
+        same answer on any machine when no time limit stops the search).
 
     Returns
     -------
     SlicePlan
         ``method="improve"``, scored by the evaluator, never costlier than ``plan``; ``stats``:
-        ``start_objective``, ``moves``, ``windows``, ``time_limit_reached``,
-        ``window_limit_reached``; ``notes`` say whether the search ended at a local optimum, at
+        ``start_objective``, ``moves`` (re-splits), ``windows``, ``group_moves``, ``kicks``,
+        ``time_limit_reached``, ``window_limit_reached``; ``notes`` say whether the search ended at a local optimum, at
         its time limit or at its window cap.
 
     Raises
     ------
     InvalidArgumentError
         ``problem`` is not an :class:`~stagecut.mtpp.model.MtppProblem`; a bad time limit, ideal
-        cap or ``max_free``.
+        cap, ``max_free``, ``moves``, ``kicks`` (``None`` without a finite time limit) or ``seed``.
     InvalidGraphError
         ``plan`` is not a valid partition of ``problem`` (a node missing or repeated, a split
         colocation class, a cyclic quotient, more blocks than devices).

@@ -449,8 +449,8 @@ def slice_graph(
         lower bound proves it), the simple lower bound (or the leaf relaxation's optimum, if a
         round of it finished); ``objective`` ``None`` when nothing was found in time.
     improve : bool or float, optional
-        Then improve the plan by exact re-splits of two blocks at a time
-        (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds. ``True``
+        Then improve the plan by exact re-splits of two blocks at a time, then moves of single
+        groups (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds. ``True``
         and the default (``None``, on for the search methods ``"brkga"``, ``"random"``,
         ``"mla"``, ``"mla-weighted"``, ``"spectral-order"``; off for ``"order"``, whose plan is that order's slicing,
         and ``"dp"``, whose optimum needs none): until no re-split improves the plan or
@@ -477,7 +477,10 @@ def slice_graph(
         starts once a plan is proven optimal or infeasible, or when the time left is shorter
         than the quickest run so far (then the status is ``"time_limit"``). ``stats``:
         ``restarts`` (how many ran), ``restart_decodes`` (the decodes of all runs); a note says
-        why they stopped. With ``method="auto"`` the runs continue its cycle of searches (the
+        why they stopped. ``"auto"`` keeps the last fifth of ``time_limit`` (at most the
+        ``improve`` budget) to polish the cheapest plan by kicks and moves of single groups
+        (:mod:`~stagecut.mtpp.moves`; ``stats["polish_kicks"]``, and ``stats["found_by"]`` is
+        ``"polish"`` when that lowered the cost). With ``method="auto"`` the runs continue its cycle of searches (the
         first four are one of each, three past 3,000 units, within the time limit). Default 0.
 
     Returns
