@@ -246,13 +246,13 @@ def certify(
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory``.
     improve : bool or float, optional
-        First improve the plan by exact re-splits of two blocks at a time
-        (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds (``True``:
+        First improve the plan by exact re-splits of two blocks at a time, then moves of single
+        groups (:func:`~stagecut.mtpp.improve.improve_plan`) for at most this many seconds (``True``:
         until no re-split improves it or :data:`~stagecut.mtpp.improve.IMPROVE_WINDOWS` pairs of
         blocks were tried, at most 2 s under a ``time_limit``; default ``None``/``False``: certify
         the plan as given), inside ``time_limit``; the
         certificate is then about the improved plan (never costlier): ``stats["found_by"]`` is
-        ``"improve"`` when the re-splits lowered its cost, else ``"plan"``, and
+        ``"improve"`` when that lowered its cost, else ``"plan"``, and
         ``stats["start_objective"]`` the given plan's cost.
     progress : bool or callable, optional
         Progress reports (:mod:`stagecut.progress`): a callable receives a
@@ -333,10 +333,12 @@ def _improve(problem: MtppProblem, ev: MtppEvaluation, budget: float, time_limit
                        max_windows=windows)
     better = evaluate(problem, [list(s.nodes) for s in imp.stages])
     stats["improve_moves"] = imp.stats.get("moves", 0)
+    stats["improve_group_moves"] = imp.stats.get("group_moves", 0)
     if not better.objective < ev.objective:
         return ev, stats, []
     stats["found_by"] = "improve"
-    return better, stats, [f"the plan was improved by re-splits of two blocks before it was certified: its cost "
+    return better, stats, [f"the plan was improved by re-splits of two blocks and moves of single groups before it "
+                           f"was certified: its cost "
                            f"{ev.objective:.9g} -> {better.objective:.9g}"]
 
 

@@ -528,6 +528,7 @@ def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: fl
     imp = improve_plan(problem, plan, time_limit=None if math.isinf(seconds) else seconds, max_windows=windows)
     cut_short = bool(imp.stats.get("time_limit_reached"))
     stats["improve_moves"] = imp.stats.get("moves", 0)
+    stats["improve_group_moves"] = imp.stats.get("group_moves", 0)
     if cut_short:
         notes.append(f"the re-splits of two blocks stopped at their time limit ({seconds:.3g} s)")
     ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (re-scored here too: the answer is the evaluator's)
@@ -537,7 +538,8 @@ def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: fl
     lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
     status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else \
         "time_limit" if plan.status == "time_limit" or (cut_short and seconds < budget) else "feasible"
-    notes.append(f"re-splits of two blocks lowered the {plan.method} plan's cost from {start:.9g} to "
+    notes.append(f"re-splits of two blocks and moves of single groups lowered the {plan.method} plan's cost from "
+                 f"{start:.9g} to "
                  f"{ev.objective:.9g}")
     return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
                                notes=tuple(notes), order=_block_order(problem, ev.stages),
