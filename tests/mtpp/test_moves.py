@@ -163,3 +163,23 @@ def test_bad_kicks():
         improve_plan(p, [[0, 1, 2]], kicks=-1)
     with pytest.raises(InvalidArgumentError, match="kicks"):
         improve_plan(p, [[0, 1, 2]], time_limit=None, kicks=None)  # no end
+
+
+def test_kicks_that_move_nothing_still_stop_at_the_deadline():
+    p = MtppProblem(sc.Graph.chain([1.0, 2.0, 3.0]), devices=1)
+    s = _search(p, [[0, 1, 2]])  # one block: no group can move, no kick changes anything
+    out = s.search(seed=0, kicks=None, deadline=time.monotonic() + 0.2)
+    assert out["time_limit_reached"] and out["kicks"] >= 1 and out["moves"] == 0
+
+
+def test_an_emptied_block_costs_nothing():
+    """Under memory overflow even a block holding no parameters pays ``(R - M) / B``; an empty block
+    is no block, so it costs 0, and emptying a block is a move like any other."""
+    g = sc.Graph([sc.Node("a", {"accelerator": 1.0}), sc.Node("b", {"accelerator": 1.0})], [])
+    p = MtppProblem(g, devices=2, memory=1.0, bandwidth=1.0, reserved_memory=3.0)  # 2 of overflow per block
+    s = _search(p, [["a"], ["b"]])
+    assert s.cost == [3.0, 3.0]
+    assert s.trial(0, 1) == (0.0, 4.0)
+    s.move(0, 1)
+    assert s.cost == [0.0, 4.0] and s.size == [0, 2]
+    assert _close(*_costs(p, s))
