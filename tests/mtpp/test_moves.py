@@ -165,11 +165,66 @@ def test_bad_kicks():
         improve_plan(p, [[0, 1, 2]], time_limit=None, kicks=None)  # no end
 
 
-def test_kicks_that_move_nothing_still_stop_at_the_deadline():
-    p = MtppProblem(sc.Graph.chain([1.0, 2.0, 3.0]), devices=1)
-    s = _search(p, [[0, 1, 2]])  # one block: no group can move, no kick changes anything
+def test_kicks_stop_at_the_deadline_on_a_plateau():
+    """Every kick lands on a plan of the same cost and no move follows it: only the kick loop's own
+    look at the clock ends the search."""
+    p = MtppProblem(sc.Graph([sc.Node("a", {"accelerator": 1.0})], []), devices=2)
+    s = _search(p, [["a"], []])  # the node moves between the two blocks and back, at the same cost
     out = s.search(seed=0, kicks=None, deadline=time.monotonic() + 0.2)
-    assert out["time_limit_reached"] and out["kicks"] >= 1 and out["moves"] == 0
+    assert out["time_limit_reached"] and out["kicks"] >= 2 and max(s.cost) == 1.0
+    assert out["kicks_kept"] == out["kicks"]
+
+
+def test_no_kicks_when_nothing_can_move_or_the_plan_meets_the_bound():
+    p = MtppProblem(sc.Graph.chain([1.0, 2.0, 3.0]), devices=1)
+    s = _search(p, [[0, 1, 2]])  # one block: no group can move
+    out = s.search(seed=0, kicks=None, deadline=time.monotonic() + 60.0)
+    assert not out["time_limit_reached"] and out["kicks"] <= 1 and out["moves"] == 0
+    q = MtppProblem(sc.Graph.chain([1.0, 1.0]), devices=2)
+    t = _search(q, [[0], [1]])
+    out = t.search(seed=0, kicks=None, deadline=time.monotonic() + 60.0, floor=1.0)
+    assert out["kicks"] == 0 and not out["time_limit_reached"]
+    with pytest.raises(InvalidArgumentError, match="deadline"):
+        t.search(seed=0, kicks=None)  # no deadline: it would never end
+
+
+def test_at_a_hard_memory_limit_the_moves_sum_as_the_evaluator_does():
+    """0.1 + 0.2 + 0.3 summed in one order is 0.6000000000000001, above a 0.6 limit; the moves and
+    the evaluator must agree on whether the three nodes fit one block."""
+    g = sc.Graph([sc.Node("a", {"accelerator": 1.0}, memory=0.1, comm=10.0),
+                  sc.Node("b", {"accelerator": 1.0}, memory=0.2), sc.Node("c", {"accelerator": 1.0}, memory=0.3)],
+                 [("a", "b"), ("a", "c")])
+    p = MtppProblem(g, devices=2, memory=0.6)
+    s = _search(p, [["a"], ["b", "c"]])
+    merged = s.trial(0, 1)[1]
+    assert merged == evaluate(p, [["a", "b", "c"]]).objective
+    plan = improve_plan(p, [["a"], ["b", "c"]])
+    assert plan.objective == evaluate(p, plan.stages).objective == 3.0
+    # nine nodes of 0.1 summed one by one are 0.8999999999999999; a tenth makes 0.9999999999999999, and
+    # exactly 1.0 summed exactly: over a limit of 0.9999999999999999
+    tenth = [sc.Node(i, {"accelerator": 1.0}, memory=0.1) for i in range(10)]
+    q = MtppProblem(sc.Graph(tenth, []), devices=2, memory=0.9999999999999999)
+    t = _search(q, [[0], list(range(1, 10))])
+    assert t.trial(0, 1)[1] == evaluate(q, [list(range(10))]).objective == math.inf
+
+
+def test_re_splits_at_a_hard_memory_limit_end():
+    """The re-splits' windows sum parameters in another order than the blocks do; at the limit they
+    disagreed and the same two re-splits were made in turn until the time limit."""
+    mem = [0.7, 0.1, 0.2, 0.3, 0.3, 0.7, 0.2, 0.2]
+    nodes = [sc.Node(i, {"accelerator": float(w)}, memory=mem[i], comm=float(c))
+             for i, (w, c) in enumerate(zip([3, 1, 0, 2, 2, 1, 3, 0], [5, 10, 0, 1, 5, 10, 1, 0]))]
+    edges = [(0, 4), (0, 5), (1, 3), (1, 4), (1, 7), (2, 4), (2, 5), (3, 4), (3, 5), (3, 7), (4, 5), (4, 6),
+             (5, 6), (5, 7)]
+    g = sc.Graph(nodes, edges)
+    for limit in (1.7999999999999998, 1.8, 1.0, 1.2):
+        p = MtppProblem(g, devices=3, memory=limit)
+        start = [[0, 1, 2, 3], [4, 5, 6, 7]]
+        if not math.isfinite(evaluate(p, start).objective):
+            continue
+        plan = improve_plan(p, start, moves=False, time_limit=30.0)
+        assert not plan.stats["time_limit_reached"] and plan.stats["moves"] < 20
+        assert plan.objective == evaluate(p, plan.stages).objective <= evaluate(p, start).objective
 
 
 def test_an_emptied_block_costs_nothing():

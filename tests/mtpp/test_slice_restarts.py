@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 
@@ -72,6 +73,12 @@ def test_never_worse_than_the_first_run():
         assert more.objective <= first.objective
 
 
+@dataclasses.dataclass(frozen=True)
+class _Opts:
+    method: str = "brkga"
+    seed: int = 0
+
+
 class _Clock:
     """``remaining()`` as the restart loop sees it: ``left`` seconds, less ``step`` at each read."""
 
@@ -124,6 +131,25 @@ def test_auto_keeps_time_to_polish_the_cheapest_plan(monkeypatch):
     # a number of restarts: no polish either
     plan = slice_graph(p, seed=0, decodes=200, improve=1.0, time_limit=1e7, restarts=1)
     assert len(polished) == 1
+
+
+def test_each_run_ends_before_the_time_kept(monkeypatch):
+    """A run is given the time left less the time kept, and its deadline says the same (a run that
+    takes all it is given cannot eat into the polish)."""
+    from stagecut._deadline import remaining as real_remaining
+
+    monkeypatch.setattr(restarts_module, "remaining", _Clock(left=100.0, step=10.0))
+    seen = []
+    first = slice_graph(_problem(), seed=0, decodes=50, improve=False)
+
+    def run(opts, left, start):
+        seen.append((left, real_remaining()))
+        return first
+
+    restarts_module.restart(run, restarts_module.run_options(_Opts(), 0), first, 3, time.perf_counter(),
+                            reserve=25.0)
+    assert [x[0] for x in seen] == [65.0, 55.0, 45.0]  # (90, 80, 70 left, less 25)
+    assert all(r is not None and r <= left for left, r in seen)
 
 
 def test_the_polish_is_never_worse_and_says_so(monkeypatch):

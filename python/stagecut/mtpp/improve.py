@@ -84,7 +84,13 @@ class _Plan:
 
     def block_cost(self, b: int) -> float:
         """The cost of block ``b`` (work, tensors in and out, overflow)."""
-        g, units = self.p.graph, self.blocks[b]
+        return self.cost_of(self.blocks[b])
+
+    def cost_of(self, units: set[int]) -> float:
+        """The cost of a block holding ``units`` (0 for none), the others as they are."""
+        if not units:
+            return 0.0
+        g = self.p.graph
         members = set(self.nodes(units))
         paid = set()
         for i in members:
@@ -310,6 +316,9 @@ def _try_pair(plan: _Plan, b: int, c: int | None, max_ideals: int, max_free: int
         return False
     first = {u for u in units if mask >> bit[u] & 1}
     second = set(units) - first
+    exact = (plan.cost_of(first), plan.cost_of(second))  # (the window sums in another order: at a
+    if not _smaller((max(exact), min(exact)), old):     # hard memory limit the two may disagree)
+        return False
     if c is None:
         plan.blocks.append(set())
         plan.cost.append(0.0)
@@ -450,12 +459,17 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     capped = not timed_out and max_windows is not None and tried >= max_windows
     blocks = _ordered(state)
     shifted: dict[str, int | bool] = {"moves": 0, "kicks": 0}
+    ev = evaluate(problem, blocks)
     if moves and math.isfinite(ev0.objective) and not timed_out and time.monotonic() < deadline:
         search = MoveSearch(problem, [[g.index[v] for v in b] for b in blocks])
-        shifted = search.search(seed=seed, kicks=kicks, deadline=deadline)
+        shifted = search.search(seed=seed, kicks=kicks, deadline=deadline, floor=lower_bound(problem))
         timed_out = bool(shifted["time_limit_reached"])
-        blocks = [[g.ids[i] for i in b] for b in search.blocks()]
-    ev = evaluate(problem, blocks)
+        moved = [[g.ids[i] for i in b] for b in search.blocks()]
+        ev_moved = evaluate(problem, moved)  # (the evaluator's word: the moves keep their costs by sums)
+        if ev_moved.objective < ev.objective:
+            ev, blocks = ev_moved, moved
+        else:
+            shifted["moves"] = 0  # (nothing the moves found was kept)
     if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)
         ev, blocks = ev0, start
     lb = lower_bound(problem)
@@ -571,8 +585,11 @@ def polish(problem: MtppProblem, plan: SlicePlan, seed: int, t0: float) -> Slice
     lowered the cost, ``stats["polish_kicks"]`` the kicks tried."""
     left = remaining()
     start = plan.objective
-    if start is None or plan.status in ("optimal", "infeasible") or left is None or left <= 0:
+    if start is None or plan.status in ("optimal", "infeasible"):
         return plan
+    if left is None or left <= 0:
+        return dataclasses.replace(plan, stats={**plan.stats, "polish_kicks": 0},
+                                   notes=(*plan.notes, "no time was left to polish the plan by kicks"))
     imp = improve_plan(problem, plan, time_limit=left, kicks=None, seed=seed)
     stats: dict[str, Stat] = {**plan.stats, "polish_kicks": imp.stats.get("kicks", 0)}
     ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (the answer is the evaluator's)

@@ -332,7 +332,7 @@ def block_parts(problem: MtppProblem, nodes: Iterable[NodeId]) -> tuple[float, f
     g = problem.graph
     members = set(_positions(problem, nodes, "block"))
     work = sum(problem.work(i) for i in members)
-    params = sum(g.nodes[i].memory for i in members)
+    params = math.fsum(g.nodes[i].memory for i in members)  # (exactly rounded: the same in any order)
     io = 0.0
     for u in range(len(g.nodes)):
         if not g.succ[u]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from stagecut.errors import InvalidArgumentError
 from stagecut.mtpp.model import MtppProblem, forced_groups
 
 __all__ = ["MoveSearch"]
@@ -33,6 +34,8 @@ __all__ = ["MoveSearch"]
 _TOL = 1e-9
 #: Groups moved by one kick.
 KICK_SIZE = 5
+#: Groups tried between two looks at the clock.
+CHECK_EVERY = 64
 #: Most passes over the groups in one descent (a safeguard against rounding; a descent ends far sooner).
 MAX_PASSES = 10_000
 
@@ -60,7 +63,8 @@ class MoveSearch:
             for i in nodes:
                 self.block[group_of[i]] = b
         self.work = [math.fsum(problem.work(i) for i in ms) for ms in self.groups]
-        self.params = [math.fsum(g.nodes[i].memory for i in ms) for ms in self.groups]
+        self.node_params = [float(nd.memory) for nd in g.nodes]
+        self.params = [math.fsum(self.node_params[i] for i in ms) for ms in self.groups]
         # the tensors that can be paid: producer -> (comm, consumer positions); consumers by group
         self.comm = [float(g.nodes[i].comm) if g.nodes[i].comm > 0 and g.succ[i] else 0.0 for i in range(n)]
         self.consumers = [sorted(set(g.succ[i])) if self.comm[i] > 0 else [] for i in range(n)]
@@ -97,11 +101,23 @@ class MoveSearch:
             if self.comm[u] > 0:
                 for b in self._payers(u):
                     self.io[b] += self.comm[u]
-        self.cost = [self._cost(self.size[b], self.block_work[b], self.io[b], self.block_params[b])
+        self.cost = [self._cost(self.size[b], self.block_work[b], self.io[b], self.block_params[b], self._in(b))
                      for b in range(self.k)]
 
-    def _cost(self, size: int, work: float, io: float, params: float) -> float:
-        return work + io + self.problem.overflow(params) if size else 0.0
+    def _cost(self, size: int, work: float, io: float, params: float, members: Callable[[], list[int]]) -> float:
+        """A block's cost from its sums; ``members()``: its groups, whose parameters are summed again
+        exactly (as the evaluator sums them) when the running sum is at a hard memory limit."""
+        if not size:
+            return 0.0
+        p = self.problem
+        if (p.bandwidth is None and math.isfinite(p.memory)
+                and abs(params + p.reserved_memory - p.memory) <= _TOL * max(1.0, abs(p.memory))):
+            params = math.fsum(self.node_params[i] for x in members() for i in self.groups[x])
+        return work + io + p.overflow(params)
+
+    def _in(self, b: int, plus: int = -1, minus: int = -1) -> Callable[[], list[int]]:
+        """The groups of block ``b``, with group ``plus`` added and ``minus`` taken out (lazily)."""
+        return lambda: [x for x, c in enumerate(self.block) if (c == b and x != minus) or x == plus]
 
     def _payers(self, u: int) -> list[int]:
         home = self.block[self.group_of[u]]
@@ -142,8 +158,10 @@ class MoveSearch:
         a = self.block[x]
         da, db = self._io_change(x, a, b)
         w, m = self.work[x], self.params[x]
-        return (self._cost(self.size[a] - 1, self.block_work[a] - w, self.io[a] + da, self.block_params[a] - m),
-                self._cost(self.size[b] + 1, self.block_work[b] + w, self.io[b] + db, self.block_params[b] + m))
+        return (self._cost(self.size[a] - 1, self.block_work[a] - w, self.io[a] + da, self.block_params[a] - m,
+                           self._in(a, minus=x)),
+                self._cost(self.size[b] + 1, self.block_work[b] + w, self.io[b] + db, self.block_params[b] + m,
+                           self._in(b, plus=x)))
 
     def move(self, x: int, b: int) -> None:
         """Move group ``x`` to block ``b`` (within :meth:`span`)."""
@@ -170,8 +188,8 @@ class MoveSearch:
         self.block[x] = b
         self.size[a] -= 1
         self.size[b] += 1
-        self.cost[a] = self._cost(self.size[a], self.block_work[a], self.io[a], self.block_params[a])
-        self.cost[b] = self._cost(self.size[b], self.block_work[b], self.io[b], self.block_params[b])
+        self.cost[a] = self._cost(self.size[a], self.block_work[a], self.io[a], self.block_params[a], self._in(a))
+        self.cost[b] = self._cost(self.size[b], self.block_work[b], self.io[b], self.block_params[b], self._in(b))
 
     def best_move(self, x: int) -> int | None:
         """The block that improves the pair most when group ``x`` moves there (module docs), or ``None``."""
@@ -198,7 +216,9 @@ class MoveSearch:
         for _ in range(MAX_PASSES):
             rng.shuffle(todo)
             moved = False
-            for x in todo:
+            for j, x in enumerate(todo):
+                if j % CHECK_EVERY == CHECK_EVERY - 1 and time.monotonic() >= deadline:
+                    return moves, True
                 b = self.best_move(x)
                 if b is not None:
                     if undo is not None:
@@ -219,14 +239,18 @@ class MoveSearch:
             out[b].extend(self.groups[x])
         return [sorted(b) for b in out if b]
 
-    def search(self, *, seed: int, kicks: int | None, deadline: float = math.inf) -> dict[str, int | bool]:
-        """The descent, then up to ``kicks`` kicks (``None``: until the deadline), ending at the best
-        plan found (module docs); returns counts for the plan's stats."""
+    def search(self, *, seed: int, kicks: int | None, deadline: float = math.inf,
+               floor: float = 0.0) -> dict[str, int | bool]:
+        """The descent, then up to ``kicks`` kicks (``None``: until ``deadline``, which must then be
+        finite), ending at the cheapest plan found (module docs); none once the plan's cost is down
+        to ``floor`` (a lower bound) or no group can move. Returns counts for the plan's stats."""
+        if kicks is None and math.isinf(deadline):
+            raise InvalidArgumentError("kicks: None (kick until the deadline) needs a finite deadline")
         rng = random.Random(seed)
         moves, timed_out = self.descend(rng, deadline)
         best = max(self.cost)
         done = kept = 0
-        while not timed_out and (kicks is None or done < kicks):
+        while not timed_out and (kicks is None or done < kicks) and best > floor * (1 + 1e-12):
             if time.monotonic() >= deadline:
                 timed_out = True
                 break
@@ -240,10 +264,13 @@ class MoveSearch:
                     if b != self.block[x]:
                         undo.append((x, self.block[x]))
                         self.move(x, b)
+            if not undo and not any(self.span(x)[1] > self.span(x)[0] for x in range(len(self.groups))):
+                break  # no group can move: no kick can change the plan
             before = len(undo)
             made, timed_out = self.descend(rng, deadline, undo)
-            if max(self.cost) <= best * (1 + _TOL):
-                best = min(best, max(self.cost))
+            now = max(self.cost)
+            if now <= best:  # (a plateau too: the search may walk along it)
+                best = now
                 kept += 1
                 moves += made + before
             else:
@@ -262,4 +289,4 @@ def _pays(block: int, home: int, consumers_there: int, consumers: int) -> bool:
 def _smaller(new: tuple[float, float], old: tuple[float, float]) -> bool:
     if new[0] < old[0] * (1 - _TOL):
         return True
-    return new[0] <= old[0] * (1 + _TOL) and new[1] < old[1] * (1 - _TOL)
+    return new[0] <= old[0] and new[1] < old[1] * (1 - _TOL)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from stagecut._deadline import remaining
+from stagecut._deadline import deadline, remaining
 from stagecut.errors import InvalidArgumentError
 from stagecut.mtpp.plan import SlicePlan
 from stagecut.validate import check_int
@@ -106,7 +106,10 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
             why = "the time left was shorter than the quickest run"
             break
         start = time.perf_counter()
-        plan = run(run_options(opts, ran + 1, portfolio), left, start)
+        if left is not None:
+            left -= reserve
+        with deadline(left):  # (the run ends before the time kept for the caller)
+            plan = run(run_options(opts, ran + 1, portfolio), left, start)
         ran += 1
         decodes += _decodes(plan)
         quickest = min(quickest, time.perf_counter() - start)

@@ -538,13 +538,15 @@ def slice_graph(
     kw = _order_kwargs(problem, units, opts, order, priorities)
     if opts.method == "auto":
         more += len(portfolio) - 1  # (every search of the portfolio once, then the restarts)
+    reserve = polish_reserve(budget, limit) if math.isinf(more) else 0.0  # (restarts="auto": time to polish)
     with deadline(limit):
-        plan = _run(problem, units, run_options(opts, 0, portfolio), kw, fold_leaves, limit, budget, improve, t0)
+        first = None if limit is None else limit - reserve
+        with deadline(first):
+            plan = _run(problem, units, run_options(opts, 0, portfolio), kw, fold_leaves, first, budget, improve, t0)
         if more:
             def again(o: _Options, left: float | None, start: float) -> SlicePlan:
                 return _run(problem, units, o, kw, fold_leaves, left, budget, improve, start)
 
-            reserve = polish_reserve(budget, limit) if math.isinf(more) else 0.0
             plan = restart(again, opts, plan, more, t0, portfolio, reserve)
             if reserve:
                 plan = polish(problem, plan, opts.seed, t0)
