@@ -556,50 +556,13 @@ def after_search(problem: MtppProblem, plan: SlicePlan, budget: float, limit: fl
                  f"{start:.9g} to "
                  f"{ev.objective:.9g}")
     return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
-                               notes=tuple(notes), order=_block_order(problem, ev.stages),
+                               notes=tuple(notes), order=block_order(problem, ev.stages),
                                runtime_s=time.perf_counter() - t0)
 
 
-def _block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeId, ...]:
+def block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeId, ...]:
     """A topological order of the nodes that runs through the blocks one after the other."""
     g = problem.graph
     rank = {i: r for r, i in enumerate(g.topological_order())}
     return tuple(g.nodes[i].id for s in stages for i in sorted((g.index[v] for v in s.nodes), key=rank.__getitem__))
 
-
-#: The share of ``slice_graph``'s time limit kept, with ``restarts="auto"``, to polish the cheapest
-#: plan by kicks (:func:`polish`); at most the ``improve`` budget.
-POLISH_SHARE = 0.2
-
-
-def polish_reserve(budget: float | None, limit: float | None) -> float:
-    """Seconds of the time limit ``restarts="auto"`` keeps for :func:`polish` (0: no polish)."""
-    if budget is None or limit is None or math.isinf(limit):
-        return 0.0
-    return min(budget, POLISH_SHARE * limit)
-
-
-def polish(problem: MtppProblem, plan: SlicePlan, seed: int, t0: float) -> SlicePlan:
-    """The cheapest plan of the restarts, improved by kicks and moves until the time limit
-    (:mod:`~stagecut.mtpp.moves`): never worse; ``stats["found_by"]`` is ``"polish"`` when it
-    lowered the cost, ``stats["polish_kicks"]`` the kicks tried."""
-    left = remaining()
-    start = plan.objective
-    if start is None or plan.status in ("optimal", "infeasible"):
-        return plan
-    if left is None or left <= 0:
-        return dataclasses.replace(plan, stats={**plan.stats, "polish_kicks": 0},
-                                   notes=(*plan.notes, "no time was left to polish the plan by kicks"))
-    imp = improve_plan(problem, plan, time_limit=left, kicks=None, seed=seed)
-    stats: dict[str, Stat] = {**plan.stats, "polish_kicks": imp.stats.get("kicks", 0)}
-    ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (the answer is the evaluator's)
-    if not ev.objective < start:
-        return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
-    stats["found_by"] = "polish"
-    lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
-    status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else plan.status
-    note = (f"kicks and moves of single groups ({stats['polish_kicks']} kicks, until the time limit) lowered "
-            f"the plan's cost from {start:.9g} to {ev.objective:.9g}")
-    return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
-                               notes=(*plan.notes, note), order=_block_order(problem, ev.stages),
-                               runtime_s=time.perf_counter() - t0)

@@ -13,6 +13,10 @@ No run starts once a plan is proven optimal or infeasible, or when the time left
 the quickest run so far (the status is then ``"time_limit"``: more time could find a cheaper
 plan). The plan kept carries ``stats["restarts"]`` (runs after the first), ``stats["restart_decodes"]``
 (the decodes of all runs) and a note saying why the runs stopped.
+
+``restarts="auto"`` keeps the last part of the time limit (:func:`polish_reserve`: a fifth, at most
+the ``improve`` budget; each run is held to the time left less it) to :func:`polish` the cheapest
+plan by kicks and moves of single groups (:mod:`~stagecut.mtpp.moves`).
 """
 
 from __future__ import annotations
@@ -25,10 +29,13 @@ from typing import Any, Protocol, TypeVar
 
 from stagecut._deadline import deadline, remaining
 from stagecut.errors import InvalidArgumentError
+from stagecut.mtpp.improve import block_order, improve_plan
+from stagecut.mtpp.model import MtppProblem, evaluate, lower_bound
 from stagecut.mtpp.plan import SlicePlan
+from stagecut.results import Stat, Status
 from stagecut.validate import check_int
 
-__all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "restart", "run_options"]
+__all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "polish", "polish_reserve", "restart", "run_options"]
 
 #: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 4]``, seed ``seed + i``;
 #: without ``"spectral-order"`` on graphs too large for it).
@@ -133,4 +140,42 @@ def restart(run: Callable[[S, float | None, float], SlicePlan], opts: S, first: 
     if opts.method == "auto":  # (the portfolio's answer: which of its searches found it)
         stats["auto_method"] = best.method
     return dataclasses.replace(best, method=opts.method, status=status, stats=stats, notes=(*best.notes, note),
+                               runtime_s=time.perf_counter() - t0)
+
+
+#: The share of ``slice_graph``'s time limit kept, with ``restarts="auto"``, to polish the cheapest
+#: plan by kicks (:func:`polish`); at most the ``improve`` budget.
+POLISH_SHARE = 0.2
+
+
+def polish_reserve(budget: float | None, limit: float | None) -> float:
+    """Seconds of the time limit ``restarts="auto"`` keeps for :func:`polish` (0: no polish)."""
+    if budget is None or limit is None or math.isinf(limit):
+        return 0.0
+    return min(budget, POLISH_SHARE * limit)
+
+
+def polish(problem: MtppProblem, plan: SlicePlan, seed: int, t0: float) -> SlicePlan:
+    """The cheapest plan of the restarts, improved by kicks and moves until the time limit
+    (:mod:`~stagecut.mtpp.moves`): never worse; ``stats["found_by"]`` is ``"polish"`` when it
+    lowered the cost, ``stats["polish_kicks"]`` the kicks tried."""
+    left = remaining()
+    start = plan.objective
+    if start is None or plan.status in ("optimal", "infeasible"):
+        return plan
+    if left is None or left <= 0:
+        return dataclasses.replace(plan, stats={**plan.stats, "polish_kicks": 0},
+                                   notes=(*plan.notes, "no time was left to polish the plan by kicks"))
+    imp = improve_plan(problem, plan, time_limit=left, kicks=None, seed=seed)
+    stats: dict[str, Stat] = {**plan.stats, "polish_kicks": imp.stats.get("kicks", 0)}
+    ev = evaluate(problem, [list(s.nodes) for s in imp.stages])  # (the answer is the evaluator's)
+    if not ev.objective < start:
+        return dataclasses.replace(plan, stats=stats, runtime_s=time.perf_counter() - t0)
+    stats["found_by"] = "polish"
+    lb = plan.lower_bound if plan.lower_bound is not None else lower_bound(problem)
+    status: Status = "optimal" if ev.objective <= lb * (1 + 1e-12) else plan.status
+    note = (f"kicks and moves of single groups ({stats['polish_kicks']} kicks, until the time limit) lowered "
+            f"the plan's cost from {start:.9g} to {ev.objective:.9g}")
+    return dataclasses.replace(plan, objective=ev.objective, status=status, stages=ev.stages, stats=stats,
+                               notes=(*plan.notes, note), order=block_order(problem, ev.stages),
                                runtime_s=time.perf_counter() - t0)

@@ -67,10 +67,10 @@ from stagecut.graph import Graph
 from stagecut.mtpp import spectral_order
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
-from stagecut.mtpp.improve import after_search, improve_budget, improve_windows, polish, polish_reserve
+from stagecut.mtpp.improve import after_search, improve_budget, improve_windows
 from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, tensor_costs_dwarf_the_answer
 from stagecut.mtpp.plan import SlicePlan
-from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, restart, run_options
+from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, polish, polish_reserve, restart, run_options
 from stagecut.mtpp.restarts import SEEDED as _SEEDED
 from stagecut.mtpp.units import CoreArrays, Units
 from stagecut.progress import Progress, reports
