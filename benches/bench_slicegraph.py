@@ -46,6 +46,21 @@ def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
     benchmark.extra_info.update(objective=plan.objective)
 
 
+@pytest.mark.parametrize("n", [200, 2000])
+@pytest.mark.parametrize("kicks", [0, 100])
+def test_moves_of_single_groups(benchmark, n, kicks):
+    """The moves after the re-splits (and ``kicks`` kicks) from one order's slicing, k = 8."""
+    from stagecut.mtpp.improve import improve_plan
+    from stagecut.mtpp.model import MtppProblem
+
+    p = MtppProblem(regal_graph(n, model="erdos_renyi", seed=0), devices=8)
+    start = slice_graph(p, method="mla", seed=0, decodes=20, improve=False)
+    plan = benchmark.pedantic(lambda: improve_plan(p, start, time_limit=None, max_windows=200, kicks=kicks, seed=0),
+                              rounds=2, iterations=1)
+    benchmark.extra_info.update(start=start.objective, objective=plan.objective, group_moves=plan.stats["group_moves"])
+    assert plan.objective <= start.objective
+
+
 @pytest.mark.parametrize("n", [50, 100, 200, 400, 800])
 def test_decode_rate_vs_n(benchmark, n):
     g = regal_graph(n, model="erdos_renyi", seed=n)
