@@ -11,7 +11,8 @@ holding a consumer). A move is taken when it makes the pair's larger cost smalle
 makes the smaller one smaller: each move makes the sorted block costs smaller, so the descent ends.
 
 Local optima are left by *kicks* (an iterated local search): a few groups moved to random blocks of
-their range, then the descent; the result is kept when its largest block cost is no larger than
+their range, then moves from the kicked groups outwards (a moved group's neighbours are tried next,
+so a kick costs time near it only, not a pass over the graph); the result is kept when its largest block cost is no larger than
 the best so far (the search may walk along a plateau), undone otherwise. The kicks are drawn from
 a seeded generator, so a run capped by ``kicks`` (not by time) gives the same plan on any machine.
 
@@ -232,6 +233,30 @@ class MoveSearch:
                 return moves, True
         return moves, False  # (a safeguard: each pass makes the sorted costs smaller, so passes end)
 
+    def settle(self, seeds: list[int], deadline: float, undo: list[tuple[int, int]]) -> tuple[int, bool]:
+        """Moves from the groups ``seeds`` outwards (a moved group's neighbours are tried next), until
+        none of the groups tried moves: the quick descent after a kick (module docs)."""
+        todo = list(dict.fromkeys(seeds))
+        queued = set(todo)
+        moves = tried = 0
+        while todo:
+            tried += 1
+            if tried % CHECK_EVERY == 0 and time.monotonic() >= deadline:
+                return moves, True
+            x = todo.pop()
+            queued.discard(x)
+            b = self.best_move(x)
+            if b is None:
+                continue
+            undo.append((x, self.block[x]))
+            self.move(x, b)
+            moves += 1
+            for y in (x, *self.before[x], *self.after[x]):
+                if y not in queued:
+                    queued.add(y)
+                    todo.append(y)
+        return moves, False
+
     def blocks(self) -> list[list[int]]:
         """The nonempty blocks (node positions), in pipeline order."""
         out: list[list[int]] = [[] for _ in range(self.k)]
@@ -267,7 +292,9 @@ class MoveSearch:
             if not undo and not any(self.span(x)[1] > self.span(x)[0] for x in range(len(self.groups))):
                 break  # no group can move: no kick can change the plan
             before = len(undo)
-            made, timed_out = self.descend(rng, deadline, undo)
+            kicked = [x for x, _ in undo]
+            made, timed_out = self.settle([y for x in kicked for y in (x, *self.before[x], *self.after[x])],
+                                          deadline, undo)
             now = max(self.cost)
             if now <= best:  # (a plateau too: the search may walk along it)
                 best = now
