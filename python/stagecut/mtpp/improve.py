@@ -459,10 +459,11 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
     capped = not timed_out and max_windows is not None and tried >= max_windows
     blocks = _ordered(state)
     shifted: dict[str, int | bool] = {"moves": 0, "kicks": 0}
+    lb = lower_bound(problem)
     ev = evaluate(problem, blocks)
     if moves and math.isfinite(ev0.objective) and not timed_out and time.monotonic() < deadline:
         search = MoveSearch(problem, [[g.index[v] for v in b] for b in blocks])
-        shifted = search.search(seed=seed, kicks=kicks, deadline=deadline, floor=lower_bound(problem))
+        shifted = search.search(seed=seed, kicks=kicks, deadline=deadline, floor=lb)
         timed_out = bool(shifted["time_limit_reached"])
         moved = [[g.ids[i] for i in b] for b in search.blocks()]
         ev_moved = evaluate(problem, moved)  # (the evaluator's word: the moves keep their costs by sums)
@@ -472,7 +473,6 @@ def improve_plan(problem: MtppProblem, plan: Any, *, time_limit: float | None = 
             shifted["moves"] = 0  # (nothing the moves found was kept)
     if not ev.objective < ev0.objective:  # (never worse than the start: keep it on a tie or a rounding)
         ev, blocks = ev0, start
-    lb = lower_bound(problem)
     obj = ev.objective if math.isfinite(ev.objective) else None
     status: Status = "infeasible" if obj is None else "optimal" if obj <= lb * (1 + 1e-12) else "feasible"
     notes = [f"{splits} re-splits of two blocks, then {shifted['moves']} moves of single groups "
@@ -565,4 +565,3 @@ def block_order(problem: MtppProblem, stages: tuple[Stage, ...]) -> tuple[NodeId
     g = problem.graph
     rank = {i: r for r, i in enumerate(g.topological_order())}
     return tuple(g.nodes[i].id for s in stages for i in sorted((g.index[v] for v in s.nodes), key=rank.__getitem__))
-

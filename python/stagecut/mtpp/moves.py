@@ -12,9 +12,10 @@ makes the smaller one smaller: each move makes the sorted block costs smaller, s
 
 Local optima are left by *kicks* (an iterated local search): a few groups moved to random blocks of
 their range, then moves from the kicked groups outwards (a moved group's neighbours are tried next,
-so a kick costs time near it only, not a pass over the graph); the result is kept when its largest block cost is no larger than
-the best so far (the search may walk along a plateau), undone otherwise. The kicks are drawn from
-a seeded generator, so a run capped by ``kicks`` (not by time) gives the same plan on any machine.
+so a kick costs time near it only, not a pass over the graph); the result is kept when its largest
+block cost is no larger than the best so far (the search may walk along a plateau), undone
+otherwise. The kicks are drawn from a seeded generator, so a run capped by ``kicks`` (not by time)
+gives the same plan on any machine.
 
 The costs are kept by sums and differences; the caller re-scores the plan with the evaluator.
 """
@@ -71,7 +72,9 @@ class MoveSearch:
         self.consumers = [sorted(set(g.succ[i])) if self.comm[i] > 0 else [] for i in range(n)]
         self.group_of = group_of
         # per group: its tensors (produced) and the tensors it consumes, with how many of its nodes consume each
-        self.produced = [[i for i in ms if self.comm[i] > 0] for ms in self.groups]
+        # (produced: tensor -> how many of its consumers are in the group too, and move with it)
+        self.produced = [{i: sum(1 for v in self.consumers[i] if v in inside) for i in ms if self.comm[i] > 0}
+                         for ms, inside in ((ms, set(ms)) for ms in self.groups)]
         self.consumed: list[dict[int, int]] = []
         for ms in self.groups:
             inside = set(ms)
@@ -134,21 +137,14 @@ class MoveSearch:
     def _io_change(self, x: int, a: int, b: int) -> tuple[float, float]:
         """The change of blocks ``a`` and ``b``'s tensor costs when group ``x`` moves from ``a`` to ``b``."""
         da = db = 0.0
-        mine = set(self.groups[x])
-        touched = {u: 0 for u in self.produced[x]}
-        touched.update(self.consumed[x])
-        for u, moving in touched.items():
+        for u, moving, own in [*((u, m, True) for u, m in self.produced[x].items()),
+                               *((u, m, False) for u, m in self.consumed[x].items())]:
             deg = len(self.consumers[u])
             cnt = self.counts[u]
-            if u in mine:  # the producer moves too; so may some of its consumers (inside the group)
-                inner = sum(1 for v in self.consumers[u] if v in mine)
-                home_old, home_new = a, b
-                ca_old, cb_old = cnt.get(a, 0), cnt.get(b, 0)
-                ca_new, cb_new = ca_old - inner, cb_old + inner
-            else:
-                home_old = home_new = self.block[self.group_of[u]]
-                ca_old, cb_old = cnt.get(a, 0), cnt.get(b, 0)
-                ca_new, cb_new = ca_old - moving, cb_old + moving
+            # the group's own tensor: its producer moves, with the consumers inside the group
+            home_old, home_new = (a, b) if own else (self.block[self.group_of[u]],) * 2
+            ca_old, cb_old = cnt.get(a, 0), cnt.get(b, 0)
+            ca_new, cb_new = ca_old - moving, cb_old + moving
             c = self.comm[u]
             da += c * (_pays(a, home_new, ca_new, deg) - _pays(a, home_old, ca_old, deg))
             db += c * (_pays(b, home_new, cb_new, deg) - _pays(b, home_old, cb_old, deg))
@@ -175,17 +171,11 @@ class MoveSearch:
         self.block_params[b] += m
         self.io[a] += da
         self.io[b] += db
-        mine = set(self.groups[x])
-        for u, moving in self.consumed[x].items():
-            cnt = self.counts[u]
-            cnt[a] -= moving
-            cnt[b] = cnt.get(b, 0) + moving
-        for u in self.produced[x]:
-            inner = sum(1 for v in self.consumers[u] if v in mine)
-            if inner:
+        for u, moving in [*self.consumed[x].items(), *self.produced[x].items()]:
+            if moving:
                 cnt = self.counts[u]
-                cnt[a] -= inner
-                cnt[b] = cnt.get(b, 0) + inner
+                cnt[a] -= moving
+                cnt[b] = cnt.get(b, 0) + moving
         self.block[x] = b
         self.size[a] -= 1
         self.size[b] += 1
