@@ -8,7 +8,8 @@
   :mod:`~stagecut.mtpp.combinatorial`: minimum cuts around each node, tensors forced to cross,
   exact optima of subgraphs; :mod:`~stagecut.mtpp.cover`: the tensors convex blocks must pay;
   :mod:`~stagecut.mtpp.blockmip`: the block paying the fewest tensors; :mod:`~stagecut.mtpp.spectral`:
-  the cuts a balanced partition pays, from eigenvalues);
+  the cuts a balanced partition pays, from eigenvalues; :mod:`~stagecut.mtpp.sdp`: the same cuts from a
+  semidefinite relaxation with nonnegative entries);
 * :mod:`~stagecut.mtpp.plan`: :class:`SlicePlan` (what the searches return) and :func:`plan_blocks`;
 * :mod:`~stagecut.mtpp.improve`: :func:`improve_plan`: exact re-splits of two blocks at a time,
   then the moves of single groups of :mod:`~stagecut.mtpp.moves`;

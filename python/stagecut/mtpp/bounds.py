@@ -33,13 +33,14 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     node set can is below the optimum.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
-``node-cut``, ``crossing``, ``cover``, ``spectral``, ``subgraph``
+``node-cut``, ``crossing``, ``cover``, ``spectral``, ``sdp``, ``subgraph``
     Combinatorial bounds, sound by construction (:mod:`stagecut.mtpp.combinatorial`): the least
     cost of a block holding each node (an s-t minimum cut: the tensors a heavy node must receive
     and send), the average bound with the tensors that must cross, the same with convex blocks
     (each tensor paid by as many blocks as the convex closures of its producer and consumers
     need), the average bound with the cuts any balanced partition pays (eigenvalues of the
-    tensor graph, :mod:`stagecut.mtpp.spectral`), and exact optima of induced subgraphs.
+    tensor graph, :mod:`stagecut.mtpp.spectral`), the same cuts from a semidefinite relaxation
+    with nonnegative entries (:mod:`stagecut.mtpp.sdp`), and exact optima of induced subgraphs.
 
 The MIP levels also carry ``T >= floor`` (a valid cut), ``floor`` the larger of the simple and
 the node-cut bound (and of ``known_bound``, a bound the caller has proven, e.g. an earlier level
@@ -68,7 +69,7 @@ import numpy as np
 from stagecut._mip import check_options, solve, stated_tolerance
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph
-from stagecut.mtpp import spectral
+from stagecut.mtpp import sdp, spectral
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.blockmip import block_bound
 from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph_bound
@@ -78,6 +79,7 @@ from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.mtpp.partlp import partition_lp_bound
+from stagecut.mtpp.sdp import sdp_bound
 from stagecut.mtpp.spectral import spectral_bound
 from stagecut.results import NodeId, Stat
 from stagecut.validate import check_int, check_number
@@ -86,13 +88,13 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
            "mtpp_bound", "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "node-cut", "crossing", "cover", "spectral", "subgraph", "block", "bottleneck",
+LEVELS = ("simple", "node-cut", "crossing", "cover", "spectral", "sdp", "subgraph", "block", "bottleneck",
           "bottleneck-guess", "exact")
 #: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
 #: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs and needs minutes on 100-node graphs.
 EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
-COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "spectral", "subgraph")
+COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "spectral", "sdp", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
 BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
 
@@ -259,8 +261,8 @@ def mtpp_bound(
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
     level : str
         One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``,
-        ``"spectral"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``, ``"exact"``, or
-        ``"partition-lp"`` (:data:`EXTRA_LEVELS`).
+        ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``,
+        ``"exact"``, or ``"partition-lp"`` (:data:`EXTRA_LEVELS`).
     time_limit : float, optional
         Seconds for the level (for ``bottleneck-guess``: the whole level). On expiry a MIP level
         returns the dual bound found so far with status ``"time_limit"`` (never the primal
@@ -384,15 +386,18 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         r = cover_bound(problem, deadline=deadline)
     elif level == "spectral":
         r = spectral_bound(problem, deadline=deadline)
+    elif level == "sdp":
+        r = sdp_bound(problem, deadline=deadline)
     else:
         r = subgraph_bound(problem, deadline=deadline)
     bound = max(r.bound, simple_bound(problem))
     stats: dict[str, Stat] = {"solves": r.solves}
     if r.witness:
         stats["witness"] = ", ".join(str(x) for x in r.witness[:20]) + (" ..." if len(r.witness) > 20 else "")
-    if level == "spectral" and not r.complete and r.solves == 0:
-        many = len(set(forced_groups(problem))) > spectral.MAX_GROUPS
-        why = f"more than {spectral.MAX_GROUPS} forced groups" if many else "no time for one eigendecomposition"
+    if level in ("spectral", "sdp") and not r.complete and r.solves == 0:
+        most = spectral.MAX_GROUPS if level == "spectral" else sdp.MAX_GROUPS
+        many = len(set(forced_groups(problem))) > most
+        why = f"more than {most} forced groups" if many else "no time for one eigendecomposition"
         return BoundResult(level=level, bound=None, status="skipped", seconds=time.perf_counter() - t0, reason=why)
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0, stats=stats)

@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -56,7 +57,7 @@ from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflo
 from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
 
-__all__ = ["MAX_GROUPS", "pair_weight", "spectral_bound"]
+__all__ = ["MAX_GROUPS", "largest_refuted", "pair_weight", "spectral_bound"]
 
 #: Most forced groups the level decomposes (a dense eigendecomposition of this size takes seconds).
 MAX_GROUPS = 3000
@@ -141,10 +142,16 @@ class _Test:
 
 
 def _bisect(test: _Test, mu: np.ndarray, trace: float, floor: float) -> float:
-    """The largest ``T >= floor`` the test proved below the optimum (``floor`` when none). A
-    ``T`` fails only when ``need(T) > T`` holds: a NaN never proves anything."""
+    """The largest ``T >= floor`` the test proved below the optimum (``floor`` when none)."""
+    return largest_refuted(lambda t: test.need(t, mu, trace), floor)
+
+
+def largest_refuted(need: Callable[[float], float], floor: float) -> float:
+    """The largest ``T >= floor`` with ``need(T) > T`` found by doubling then bisection
+    (``need(T)``: the least cost a partition of cost at most ``T`` must have, nonincreasing in
+    ``T``), or ``floor`` when ``floor`` itself is not refuted. A NaN never proves anything."""
     def fails(t: float) -> bool:
-        return bool(test.need(t, mu, trace) > t)
+        return bool(need(t) > t)
 
     if not fails(floor):
         return floor
