@@ -397,7 +397,8 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
     if level in ("spectral", "sdp") and not r.complete and r.solves == 0:
         most = spectral.MAX_GROUPS if level == "spectral" else sdp.MAX_GROUPS
         many = len(set(forced_groups(problem))) > most
-        why = f"more than {most} forced groups" if many else "no time for one eigendecomposition"
+        short = "no time for one eigendecomposition" if level == "spectral" else f"no time for {sdp.MIN_STEPS} steps"
+        why = f"more than {most} forced groups" if many else short
         return BoundResult(level=level, bound=None, status="skipped", seconds=time.perf_counter() - t0, reason=why)
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0, stats=stats)
