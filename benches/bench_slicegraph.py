@@ -46,6 +46,19 @@ def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
     benchmark.extra_info.update(objective=plan.objective)
 
 
+@pytest.mark.parametrize("n", [100, 200])
+def test_sdp_bound_300_steps(benchmark, n):
+    """The ``sdp`` level's 300 steps on an Erdos-Renyi graph at k = 8, against ``spectral``."""
+    from stagecut.mtpp.model import MtppProblem
+    from stagecut.mtpp.sdp import sdp_bound
+    from stagecut.mtpp.spectral import spectral_bound
+
+    p = MtppProblem(regal_graph(n, model="erdos_renyi", seed=0), devices=8)
+    r = benchmark.pedantic(lambda: sdp_bound(p, steps=300), rounds=2, iterations=1)
+    benchmark.extra_info.update(bound=r.bound, spectral=spectral_bound(p).bound)
+    assert r.bound > spectral_bound(p).bound
+
+
 @pytest.mark.parametrize("n", [200, 2000])
 @pytest.mark.parametrize("kicks", [0, 100])
 def test_moves_of_single_groups(benchmark, n, kicks):

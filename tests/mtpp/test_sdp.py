@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from tests.mtpp.sweeps import chunk_seeds, optimum_sweep, sweep
 from tests.mtpp.test_combinatorial import optimum_dp, random_problem
+from tests.mtpp.test_spectral import _Clock, _reserved_over_memory
 
 import stagecut as sc
 from helpers import brute_force_mtpp
@@ -25,9 +26,9 @@ from stagecut.graph import Node
 from stagecut.mtpp import sdp
 from stagecut.mtpp.bounds import mtpp_bound
 from stagecut.mtpp.certify import certify
-from stagecut.mtpp.model import MtppProblem, forced_groups, lower_bound
+from stagecut.mtpp.model import MtppProblem, lower_bound
 from stagecut.mtpp.sdp import sdp_bound
-from stagecut.mtpp.spectral import _laplacian, spectral_bound
+from stagecut.mtpp.spectral import _laplacian, group_work, spectral_bound
 
 
 def _row_lp(lam: np.ndarray, w: np.ndarray, t: float) -> float:
@@ -60,14 +61,9 @@ def test_the_rows_knapsacks_are_the_lp_optimum(seed):
 
 
 def _parts(p: MtppProblem):
-    grp = forced_groups(p)
-    reps = sorted(set(grp))
-    index = {r: i for i, r in enumerate(reps)}
-    w = np.zeros(len(reps))
-    for i, r in enumerate(grp):
-        w[index[r]] += p.work(i)
+    grp, index, w = group_work(p)
     adj = -_laplacian(p, grp, index)
-    adj[np.diag_indices(len(reps))] = 0.0
+    adj[np.diag_indices(len(w))] = 0.0
     return w, adj
 
 
@@ -134,17 +130,6 @@ def test_more_steps_never_lower_the_bound():
     p = MtppProblem(regal_graph(60, model="erdos_renyi", seed=1), devices=8)
     bounds = [sdp_bound(p, steps=s).bound for s in (10, 50, 200)]
     assert bounds == sorted(bounds) and bounds[2] > bounds[0]
-
-
-class _Clock:
-    """``time`` for the sdp module: each ``monotonic()`` call is one second later."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def monotonic(self):
-        self.now += 1.0
-        return self.now
 
 
 def test_stopped_by_its_deadline_it_is_still_a_bound(monkeypatch):
@@ -226,12 +211,6 @@ def test_sdp_never_passes_brute_force_and_often_beats_the_simple_bound():
 def test_sdp_never_passes_the_dp_and_often_beats_the_simple_bound():
     better = sweep(_seeded, chunk_seeds(800_000, 0, 150), optimum_dp, n_max=12, k_max=8)
     assert better >= 40
-
-
-def _reserved_over_memory(seed: int, p: MtppProblem) -> MtppProblem:
-    """The instance with more fast memory reserved than there is (every block overflows)."""
-    return MtppProblem(p.graph, devices=p.devices, memory=2.0, bandwidth=[0.5, 1.0, 3.0][seed % 3],
-                       reserved_memory=float(3 + seed % 4), colocate=p.colocate)
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")

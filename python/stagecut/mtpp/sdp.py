@@ -60,9 +60,9 @@ import numpy as np
 import numpy.typing as npt
 
 from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflow
-from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.model import lower_bound as simple_bound
-from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, largest_refuted
+from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, group_work, largest_refuted
 
 __all__ = ["CHECK_EVERY", "MAX_GROUPS", "MIN_STEPS", "sdp_bound"]
 
@@ -174,20 +174,15 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
     """The ``sdp`` bound (module docs), at least ``floor`` (default: the simple bound), after at
     most ``steps`` steps of the multiplier method, stopped at ``deadline`` (``time.monotonic()``;
     the bound so far, ``complete=False``). ``solves`` counts the eigendecompositions. With more
-    than :data:`MAX_GROUPS` forced groups, or a deadline too close for one step, it gives
-    ``floor`` with ``complete=False`` and no solve."""
+    than :data:`MAX_GROUPS` forced groups, or a deadline too close for :data:`MIN_STEPS` steps, it
+    gives ``floor`` with ``complete=False`` and no solve."""
     lo = simple_bound(problem) if floor is None else max(float(floor), simple_bound(problem))
     if not math.isfinite(lo):
         return CombinatorialBound(bound=lo)
-    grp = forced_groups(problem)
-    reps = sorted(set(grp))
-    n = len(reps)
+    grp, index, w = group_work(problem)
+    n = len(w)
     if n > MAX_GROUPS:
         return CombinatorialBound(bound=lo, complete=False)
-    index = {r: i for i, r in enumerate(reps)}
-    w = np.zeros(n)
-    for i, r in enumerate(grp):
-        w[index[r]] += problem.work(i)
     k = max(1, min(problem.devices, n))
     if n < 2 or k < 2:
         return CombinatorialBound(bound=lo)

@@ -87,6 +87,17 @@ def pair_weight(m: int) -> float:
     return best
 
 
+def group_work(problem: MtppProblem) -> tuple[list[int], dict[int, int], np.ndarray]:
+    """The forced group of each node (its representative), each representative's index (in
+    order), and each group's work by index."""
+    grp = forced_groups(problem)
+    index = {r: i for i, r in enumerate(sorted(set(grp)))}
+    w = np.zeros(len(index))
+    for i, r in enumerate(grp):
+        w[index[r]] += problem.work(i)
+    return grp, index, w
+
+
 def _laplacian(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> np.ndarray:
     g = problem.graph
     n = len(index)
@@ -199,15 +210,10 @@ def spectral_bound(problem: MtppProblem, *, floor: float | None = None, deadline
     lo = simple_bound(problem) if floor is None else max(float(floor), simple_bound(problem))
     if not math.isfinite(lo):
         return CombinatorialBound(bound=lo)
-    grp = forced_groups(problem)
-    reps = sorted(set(grp))
-    n = len(reps)
+    grp, index, w = group_work(problem)
+    n = len(w)
     if n > MAX_GROUPS:
         return CombinatorialBound(bound=lo, complete=False)
-    index = {r: i for i, r in enumerate(reps)}
-    w = np.zeros(n)
-    for i, r in enumerate(grp):
-        w[index[r]] += problem.work(i)
     work = math.fsum(w.tolist())
     if n < 2 or work <= 0:
         return CombinatorialBound(bound=lo)
