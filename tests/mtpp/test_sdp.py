@@ -235,3 +235,39 @@ def test_a_budget_too_short_for_its_first_steps_is_a_skipped_level_with_its_reas
     monkeypatch.setattr(sdp, "_first_step", lambda n: 1e6)
     r = mtpp_bound(regal_graph(30, seed=0), level="sdp", devices=4, time_limit=5)
     assert (r.status, r.bound) == ("skipped", None) and f"no time for {sdp.MIN_STEPS} steps" in r.reason
+
+
+def _unstopped(p: MtppProblem, steps: int, monkeypatch: pytest.MonkeyPatch) -> float:
+    """The bound after all ``steps`` steps (no stop when it stalls)."""
+    with monkeypatch.context() as m:
+        m.setattr(sdp, "_STALL_CHECKS", 10**9)
+        return sdp_bound(p, steps=steps).bound
+
+
+def test_fifty_steps_reach_nearly_the_converged_bound(monkeypatch):
+    # the first penalty: from 1 (the scaled costs are at most 1/2) 50 steps gave 91% of this bound
+    p = MtppProblem(regal_graph(200, model="erdos_renyi", seed=0), devices=8)
+    assert _unstopped(p, 50, monkeypatch) >= 0.99 * _unstopped(p, 300, monkeypatch)
+
+
+def test_it_stops_once_the_bound_stops_rising(monkeypatch):
+    p = MtppProblem(regal_graph(200, model="erdos_renyi", seed=0), devices=8)
+    r = sdp_bound(p, steps=5000)
+    assert r.complete and r.solves < 1000  # (two solves a check: stopped long before 5,000 steps)
+    assert r.bound >= (1 - 1e-3) * _unstopped(p, 600, monkeypatch)
+
+
+def test_certify_gives_sdp_half_the_time_left(monkeypatch):
+    import stagecut.mtpp.bounds as bounds
+
+    given = []
+
+    def fake(problem, *, deadline=None, **kw):
+        given.append(deadline - time.monotonic())
+        return sdp_bound(problem, steps=1)
+
+    monkeypatch.setattr(bounds, "sdp_bound", fake)
+    g = regal_graph(30, seed=0)
+    plan = sc.slice_graph(g, devices=4, seed=0, decodes=200)
+    certify(g, plan, levels=("simple", "sdp", "bottleneck"), time_limit=40)
+    assert len(given) == 1 and 15 < given[0] <= 20

@@ -106,8 +106,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         f"every block by column generation, slow beyond a few dozen nodes) "
                         f"(default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
-                   help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left, a "
-                        "MIP level an equal share with the MIP levels after it (default: 600)")
+                   help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
+                        "(sdp half), a MIP level an equal share with the MIP levels after it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")
     p.add_argument("--solver", choices=("cbc", "highs"), default="cbc",

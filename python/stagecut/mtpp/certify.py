@@ -154,6 +154,15 @@ def _problem(graph: Graph | MtppProblem, blocks_of: Callable[[Graph], list[list[
     return as_problem(graph, devices=devices, **settings, where="certify"), blocks
 
 
+#: The share of the ladder's time left that a combinatorial level may take (at least 5 s); they
+#: stop with their best bound so far, and what one does not use goes to the next.
+COMBINATORIAL_SHARE = 0.2
+
+#: The share for the ``sdp`` level: larger, since on sparse graphs of 500 nodes and more it is the
+#: strongest level the ladder has (the MIPs after it add nothing there), and it stops once its
+#: bound stops rising.
+SDP_SHARE = 0.5
+
 #: Relative margin over the plan's cost within which a level's bound is round-off (capped at the
 #: cost); above it the bound is not taken.
 ABOVE_PLAN = 1e-6
@@ -232,7 +241,7 @@ def certify(
         of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
-        left (at least 5 s; stopped there it gives its best bound so far, status
+        left (``sdp`` half of it; at least 5 s; stopped there it gives its best bound so far, status
         ``"time_limit"``), each MIP level an equal share of what is left with the MIP levels after
         it (the last one all of it: time a level does not use goes to the next); a level with no
         time left is ``"skipped"``.
@@ -357,8 +366,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         else:
             # (no MIP start from the plan: with CBC it cost the exact MIP its bound at short budgets)
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
-            if lv in COMBINATORIAL and left is not None:
-                left = min(left, max(5.0, 0.2 * left))  # (they stop with their best so far: leave the MIPs time)
+            if lv in COMBINATORIAL and left is not None:  # (they stop with their best so far: leave the MIPs time)
+                left = min(left, max(5.0, (SDP_SHARE if lv == "sdp" else COMBINATORIAL_SHARE) * left))
             elif left is not None:  # (an equal share with the MIP levels after it: none starves the next)
                 left /= sum(other not in COMBINATORIAL for other in todo[i:])
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
