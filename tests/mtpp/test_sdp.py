@@ -271,3 +271,19 @@ def test_certify_gives_sdp_half_the_time_left(monkeypatch):
     plan = sc.slice_graph(g, devices=4, seed=0, decodes=200)
     certify(g, plan, levels=("simple", "sdp", "bottleneck"), time_limit=40)
     assert len(given) == 1 and 15 < given[0] <= 20
+
+
+def test_the_last_level_of_the_ladder_gets_all_the_time_left(monkeypatch):
+    import stagecut.mtpp.bounds as bounds
+
+    given = []
+
+    def fake(problem, *, deadline=None, **kw):
+        given.append(deadline - time.monotonic())
+        return sdp_bound(problem, steps=1)
+
+    monkeypatch.setattr(bounds, "sdp_bound", fake)
+    g = regal_graph(30, seed=0)
+    plan = sc.slice_graph(g, devices=4, seed=0, decodes=200)
+    certify(g, plan, levels=("simple", "sdp"), time_limit=40)
+    assert len(given) == 1 and 35 < given[0] <= 40

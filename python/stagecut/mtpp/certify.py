@@ -243,8 +243,8 @@ def certify(
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
         left (``sdp`` half of it; at least 5 s; stopped there it gives its best bound so far, status
         ``"time_limit"``), each MIP level an equal share of what is left with the MIP levels after
-        it (the last one all of it: time a level does not use goes to the next); a level with no
-        time left is ``"skipped"``.
+        it; the last level gets all of it, and time a level does not use goes to the next. A level
+        with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
         MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool
@@ -366,9 +366,11 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         else:
             # (no MIP start from the plan: with CBC it cost the exact MIP its bound at short budgets)
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
-            if lv in COMBINATORIAL and left is not None:  # (they stop with their best so far: leave the MIPs time)
+            if left is None or i == len(todo) - 1:
+                pass  # (the last level: all of it)
+            elif lv in COMBINATORIAL:  # (they stop with their best so far: leave the next levels time)
                 left = min(left, max(5.0, (SDP_SHARE if lv == "sdp" else COMBINATORIAL_SHARE) * left))
-            elif left is not None:  # (an equal share with the MIP levels after it: none starves the next)
+            else:  # (an equal share with the MIP levels after it: none starves the next)
                 left /= sum(other not in COMBINATORIAL for other in todo[i:])
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
