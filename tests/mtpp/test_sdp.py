@@ -253,37 +253,36 @@ def test_fifty_steps_reach_nearly_the_converged_bound(monkeypatch):
 def test_it_stops_once_the_bound_stops_rising(monkeypatch):
     p = MtppProblem(regal_graph(200, model="erdos_renyi", seed=0), devices=8)
     r = sdp_bound(p, steps=5000)
-    assert r.complete and r.solves < 1000  # (two solves a check: stopped long before 5,000 steps)
+    assert r.complete and r.solves < 1000  # (a solve a step and one a check: stopped long before 5,000 steps)
     assert r.bound >= (1 - 1e-3) * _unstopped(p, 600, monkeypatch)
 
 
-def test_certify_gives_sdp_half_the_time_left(monkeypatch):
-    import stagecut.mtpp.bounds as bounds
+_LADDERS = [
+    # (levels, the time each is given out of 100 s, when every level returns at once)
+    (("simple", "spectral", "sdp", "block", "exact"), (20, 20, 50, 50, 100)),
+    (("simple", "sdp"), (20, 100)),  # (the last level: all of it)
+    (("cover", "block", "bottleneck", "spectral"), (20, 50, 100, 100)),
+    (("sdp", "subgraph", "bottleneck"), (50, 20, 100)),
+]
+
+
+@pytest.mark.parametrize(("levels", "shares"), _LADDERS)
+def test_certify_shares_the_time_left_among_the_levels(monkeypatch, levels, shares):
+    import importlib
+
+    from stagecut.mtpp.bounds import BoundResult
 
     given = []
 
-    def fake(problem, *, deadline=None, **kw):
-        given.append(deadline - time.monotonic())
-        return sdp_bound(problem, steps=1)
+    def instant(problem, *, level, time_limit=None, **kw):
+        given.append(time_limit)
+        return BoundResult(level=level, bound=None, status="time_limit", seconds=0.0)
 
-    monkeypatch.setattr(bounds, "sdp_bound", fake)
+    monkeypatch.setattr(importlib.import_module("stagecut.mtpp.certify"), "mtpp_bound", instant)
     g = regal_graph(30, seed=0)
     plan = sc.slice_graph(g, devices=4, seed=0, decodes=200)
-    certify(g, plan, levels=("simple", "sdp", "bottleneck"), time_limit=40)
-    assert len(given) == 1 and 15 < given[0] <= 20
-
-
-def test_the_last_level_of_the_ladder_gets_all_the_time_left(monkeypatch):
-    import stagecut.mtpp.bounds as bounds
-
-    given = []
-
-    def fake(problem, *, deadline=None, **kw):
-        given.append(deadline - time.monotonic())
-        return sdp_bound(problem, steps=1)
-
-    monkeypatch.setattr(bounds, "sdp_bound", fake)
-    g = regal_graph(30, seed=0)
-    plan = sc.slice_graph(g, devices=4, seed=0, decodes=200)
-    certify(g, plan, levels=("simple", "sdp"), time_limit=40)
-    assert len(given) == 1 and 35 < given[0] <= 40
+    certify(g, plan, levels=levels, time_limit=100, improve=False)
+    assert given == [pytest.approx(x, abs=1.0) for x in shares]
+    given.clear()
+    certify(g, plan, levels=levels, time_limit=None, improve=False)
+    assert given == [None] * len(levels)

@@ -98,8 +98,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
-                        "node-cut, crossing, cover, spectral, subgraph (combinatorial: min cuts, forced crossings, "
-                        "the blocks convex sets need, the cuts balanced blocks pay, exact optima of subgraphs), "
+                        "node-cut, crossing, cover, spectral, sdp, subgraph (combinatorial: min cuts, forced "
+                        "crossings, the blocks convex sets need, the cuts balanced blocks pay (eigenvalues; a "
+                        "semidefinite relaxation), exact optima of subgraphs), "
                         "block (MIPs: the block paying the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
                         f"bottlenecks), exact (the full MIP); only when named: partition-lp (the LP over "
@@ -107,7 +108,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         f"(default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
-                        "(sdp half), a MIP level an equal share with the MIP levels after it (default: 600)")
+                        "(sdp half), a MIP level an equal share with the MIP levels after it, the last level "
+                        "all of it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")
     p.add_argument("--solver", choices=("cbc", "highs"), default="cbc",

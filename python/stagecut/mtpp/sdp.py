@@ -28,9 +28,10 @@ lowered by a margin that covers the eigensolver's round-off, and ``comm_L`` by a
 projected on the semidefinite cone (one dense eigendecomposition), ``V`` on the rows' sets
 above, ``L`` the multiplier of ``X = V`` (over-relaxed by 1.8, the penalty balanced between the
 two residuals); ``T`` follows the best bound proven so far. Every :data:`CHECK_EVERY` steps the
-current ``L`` is checked as above; the best bound is kept, and the method stops when five checks
-in a row raised it by less than ``1e-4`` (relative). The multipliers may differ in their last
-digits with the linear-algebra library's threads, and so may the bound (each is sound).
+current ``L`` is checked as above; the best bound is kept, and once it is above the floor the
+method stops when five checks in a row raise it by less than ``1e-4`` (relative). The
+multipliers may differ in their last digits with the linear-algebra library's threads, and so
+may the bound (each is sound).
 
 What it adds to ``spectral``: the nonnegative entries. A partition matrix has no negative
 entry, and without that constraint the relaxation (Donath and Hoffman's) can spread a block's
@@ -39,8 +40,8 @@ work over negative correlations; with it, on the 60-node REGAL Erdos-Renyi graph
 against 1,228).
 
 Cost: one ``eigh`` of the group count squared per step, and an ``eigvalsh`` per check (until
-the bound stops rising, on the REGAL Erdos-Renyi graphs at ``k = 8``: 0.2 s of CPU at 100 groups,
-0.9 s at 200, 6 s at 500, 60 s at 1,000, where 50 steps, 15 s, reach 99.6% of it; one BLAS
+the bound stops rising, on the REGAL Erdos-Renyi graphs at ``k = 8``: 0.3 s of CPU at 100 groups,
+0.9 s at 200, 7 s at 500, about 60 s at 1,000, where 50 steps, 15 s, reach 99.6% of it; one BLAS
 thread); beyond
 :data:`MAX_GROUPS` groups, or without time for :data:`MIN_STEPS` steps (estimated generously),
 the level gives no more than its floor.
@@ -69,7 +70,8 @@ from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, group_w
 
 __all__ = ["CHECK_EVERY", "MAX_GROUPS", "MIN_STEPS", "sdp_bound"]
 
-#: Most forced groups the level works on (dense matrices of this size squared, one eigendecomposition a step).
+#: Most forced groups the level works on (dense matrices of this size squared, one eigendecomposition a
+#: step; at 3,000 groups about 20 such matrices, 1.5 GB, and 5 s a step).
 MAX_GROUPS = 3000
 
 #: Steps of the multiplier method between two checks of its multipliers.
@@ -167,7 +169,7 @@ def _project_rows(u: _Array, w: _Array, cap: _Array) -> _Array:
         hi = np.full(len(sub), float(np.max(np.abs(sub))) / max(float(w[w > 0].min(initial=1.0)), 1e-300) + 1.0)
         lo = np.zeros(len(sub))
         idx = np.flatnonzero(over)
-        for _ in range(25):
+        for _ in range(40):
             mid = 0.5 * (lo + hi)
             x = np.clip(sub - mid[:, None] * w[None, :], 0.0, 1.0)
             x[np.arange(len(idx)), idx] = 0.0
@@ -183,8 +185,9 @@ def _project_rows(u: _Array, w: _Array, cap: _Array) -> _Array:
 def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: float | None = None,
               steps: int = 300) -> CombinatorialBound:
     """The ``sdp`` bound (module docs), at least ``floor`` (default: the simple bound), after at
-    most ``steps`` steps of the multiplier method, stopped at ``deadline`` (``time.monotonic()``;
-    the bound so far, ``complete=False``). ``solves`` counts the eigendecompositions. With more
+    most ``steps`` steps of the multiplier method (fewer once the bound stops rising; both
+    ``complete=True``), stopped at ``deadline`` (``time.monotonic()``; the bound so far,
+    ``complete=False``). ``solves`` counts the eigendecompositions. With more
     than :data:`MAX_GROUPS` forced groups, or a deadline too close for :data:`MIN_STEPS` steps, it
     gives ``floor`` with ``complete=False`` and no solve."""
     lo = simple_bound(problem) if floor is None else max(float(floor), simple_bound(problem))
@@ -243,7 +246,7 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
         if it % CHECK_EVERY == 0 or it == steps:
             solves += 1
             got = _check(-scale * lam, -0.5 * adj, const, w, need, k, best)
-            stalled = stalled + 1 if got <= best * (1 + _STALL) else 0
+            stalled = stalled + 1 if best > lo and got <= best * (1 + _STALL) else 0  # (once above the floor)
             if got > best:
                 best = got
             t = max(t, best)
