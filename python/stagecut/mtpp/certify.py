@@ -241,10 +241,10 @@ def certify(
         of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
-        left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so far, status
-        ``"time_limit"``), each MIP level an equal share of what is left with the MIP levels after
-        it; the last level gets all of it, and time a level does not use goes to the next. A level
-        with no time left is ``"skipped"``.
+        left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so
+        far, status ``"time_limit"``), each MIP level an equal share of what is left with the MIP
+        levels after it; the last level gets all of it, and time a level does not use goes to the
+        next. A level with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
         MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool

@@ -42,9 +42,8 @@ against 1,228).
 Cost: one ``eigh`` of the group count squared per step, and an ``eigvalsh`` per check (until
 the bound stops rising, on the REGAL Erdos-Renyi graphs at ``k = 8``: 0.3 s of CPU at 100 groups,
 0.9 s at 200, 7 s at 500, about 60 s at 1,000, where 50 steps, 15 s, reach 99.6% of it; one BLAS
-thread); beyond
-:data:`MAX_GROUPS` groups, or without time for :data:`MIN_STEPS` steps (estimated generously),
-the level gives no more than its floor.
+thread); beyond :data:`MAX_GROUPS` groups, or without time for :data:`MIN_STEPS` steps (estimated
+generously), the level gives no more than its floor.
 
 Examples
 --------
@@ -187,9 +186,9 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
     """The ``sdp`` bound (module docs), at least ``floor`` (default: the simple bound), after at
     most ``steps`` steps of the multiplier method (fewer once the bound stops rising; both
     ``complete=True``), stopped at ``deadline`` (``time.monotonic()``; the bound so far,
-    ``complete=False``). ``solves`` counts the eigendecompositions. With more
-    than :data:`MAX_GROUPS` forced groups, or a deadline too close for :data:`MIN_STEPS` steps, it
-    gives ``floor`` with ``complete=False`` and no solve."""
+    ``complete=False``). ``solves`` counts the eigendecompositions. With more than
+    :data:`MAX_GROUPS` forced groups, or a deadline too close for :data:`MIN_STEPS` steps, it gives
+    ``floor`` with ``complete=False`` and no solve."""
     lo = simple_bound(problem) if floor is None else max(float(floor), simple_bound(problem))
     if not math.isfinite(lo):
         return CombinatorialBound(bound=lo)
@@ -250,7 +249,7 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
             if got > best:
                 best = got
             t = max(t, best)
-            if stalled >= _STALL_CHECKS and best > lo:
+            if stalled >= _STALL_CHECKS:
                 break  # (converged: the time is the next levels')
         last = max(last, time.monotonic() - began)  # (the longest step: one with a check)
     return CombinatorialBound(bound=best * (1 - 1e-12) if best > lo else lo, complete=complete, solves=solves)
