@@ -262,7 +262,7 @@ _LADDERS = [
     # (levels, the time each is given out of 100 s, when every level returns at once)
     (("simple", "spectral", "sdp", "block", "exact"), (20, 20, 50, 50, 100)),
     (("simple", "sdp"), (20, 100)),  # (the last level: all of it)
-    (("cover", "block", "bottleneck", "spectral"), (20, 50, 100, 100)),
+    (("cover", "block", "bottleneck", "spectral"), (20, 100 / 3, 50, 100)),  # (a MIP level leaves the next ones time)
     (("sdp", "subgraph", "bottleneck"), (50, 20, 100)),
 ]
 

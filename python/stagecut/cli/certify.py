@@ -108,7 +108,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         f"(default: {','.join(LEVELS)})")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
-                        "(sdp half), a MIP level an equal share with the MIP levels after it, the last level "
+                        "(sdp half), a MIP level an equal share with the levels after it, the last level "
                         "all of it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")

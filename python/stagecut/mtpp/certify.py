@@ -242,7 +242,7 @@ def certify(
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
         left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so
-        far, status ``"time_limit"``), each MIP level an equal share of what is left with the MIP
+        far, status ``"time_limit"``), each MIP level an equal share of what is left with the
         levels after it; the last level gets all of it, and time a level does not use goes to the
         next. A level with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
@@ -370,8 +370,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
                 pass  # (the last level: all of it)
             elif lv in COMBINATORIAL:  # (they stop with their best so far: leave the next levels time)
                 left = min(left, max(5.0, (SDP_SHARE if lv == "sdp" else COMBINATORIAL_SHARE) * left))
-            else:  # (an equal share with the MIP levels after it: none starves the next)
-                left /= sum(other not in COMBINATORIAL for other in todo[i:])
+            else:  # (an equal share with the levels after it: none starves the next)
+                left /= len(todo) - i
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
         ladder.record(r)
         table.append(r)
