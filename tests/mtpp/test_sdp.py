@@ -62,7 +62,10 @@ def test_the_rows_lps_are_the_lp_optimum(seed):
     if seed % 2:  # (tensor weights: some negative)
         a += rng.normal(scale=1.5, size=(n, n))
     rows = sdp._Rows(lam, a)
-    for t in (float(w.max()), float(w.max()) + 1.0, float(w.sum()), 2.0 * float(w.sum()) + 1.0, -1.0):
+    off = a - np.diag(np.diag(a))
+    edge = float((np.diag(a) + np.minimum(off, 0.0).sum(axis=1)).max())  # (the least T every row meets)
+    for t in (float(w.max()), float(w.max()) + 1.0, float(w.sum()), 2.0 * float(w.sum()) + 1.0, -1.0,
+              edge - 1e-3, edge + 1e-3):
         want = _row_lp(lam, a, t)
         got, margin = rows.least(t)
         assert got == pytest.approx(want, abs=1e-6) if math.isfinite(want) else got == math.inf, (t, got, want)
