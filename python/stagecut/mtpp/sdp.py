@@ -50,11 +50,11 @@ against 1,228). The tensors in the rows add most where blocks are small, a tenso
 share of their cost: on the REGAL graphs at ``k = 8`` the bound rose 3.1 to 3.8% at 24 nodes,
 1.5% at 60 and 100, 0.7% at 200 and 0.4% at 500 (Erdos-Renyi and Barabasi-Albert).
 
-Cost: one ``eigh`` of the group count squared per step, and an ``eigvalsh`` per check (until
-the bound stops rising, on the REGAL Erdos-Renyi graphs at ``k = 8``: 0.3 s of CPU at 100 groups,
-0.9 s at 200, 7 s at 500, about 60 s at 1,000, where 50 steps, 15 s, reach 99.6% of it; one BLAS
-thread); beyond :data:`MAX_GROUPS` groups, or without time for :data:`MIN_STEPS` steps (estimated
-generously), the level gives no more than its floor.
+Cost: one ``eigh`` of the group count squared per step, and an ``eigvalsh`` and the rows' LPs
+per check (until the bound stops rising, on the REGAL Erdos-Renyi graphs at ``k = 8``: 0.3 s of
+CPU at 100 groups, 1 s at 200, 9 s at 500, about 60 s at 1,000; one BLAS thread); beyond
+:data:`MAX_GROUPS` groups, or without time for :data:`MIN_STEPS` steps (estimated generously),
+the level gives no more than its floor.
 
 Examples
 --------
@@ -153,7 +153,7 @@ class _Rows:
     ``sum_{j != i} a[i, j] v_j <= T - a[i, i]``, by their duals (module docs), for every ``T`` at
     once (the breakpoints sorted once)."""
 
-    def __init__(self, lam: _Array, a: _Array) -> None:
+    def __init__(self, lam: _Array, a: _Array, summed: float = 0.0) -> None:
         n = len(a)
         off = np.diag_indices(n)
         self.diag = np.diag(lam).copy()
@@ -171,7 +171,7 @@ class _Rows:
         drop = np.where(np.isfinite(self.kink), np.abs(np.take_along_axis(av, order, axis=1)), 0.0)
         self.after = self.slope0[:, None] - np.cumsum(drop, axis=1)  # the slope after each kink
         self.least_row = np.minimum(av, 0.0).sum(axis=1)  # the least a row's left side can be
-        self.size = np.abs(av).sum(axis=1)
+        self.size = np.abs(av).sum(axis=1) + summed  # (what round-off in a row's weights scales with)
         self.mass = float(np.abs(lam).sum())
 
     def least(self, t: float) -> tuple[float, float]:
@@ -193,9 +193,10 @@ class _Rows:
         return math.fsum((self.diag + val).tolist()), margin
 
 
-def _check(lam: _Array, c: _Array, const: float, a: _Array, need: float, k: int, floor: float) -> float:
+def _check(lam: _Array, c: _Array, const: float, a: _Array, need: float, k: int, floor: float,
+           summed: float = 0.0) -> float:
     """The largest ``T >= floor`` the multipliers ``lam`` and row weights ``a`` prove below the
-    optimum (module docs)."""
+    optimum (module docs; ``summed``: the magnitudes summed into a row of ``a``, for its round-off)."""
     n = len(a)
     with np.errstate(over="ignore", invalid="ignore"):  # (a badly scaled graph: checked just below)
         m = c - 0.5 * (lam + lam.T)
@@ -205,7 +206,7 @@ def _check(lam: _Array, c: _Array, const: float, a: _Array, need: float, k: int,
     if not math.isfinite(mu) or not math.isfinite(const):
         return floor
     eig = n * min(0.0, mu)
-    rows = _Rows(lam, a)
+    rows = _Rows(lam, a, summed)
     slack = 1e-9 * (abs(const) + abs(eig))
 
     def cost(t: float) -> float:
@@ -226,18 +227,21 @@ def _project_rows(u: _Array, a: _Array, cap: _Array) -> _Array:
     av[off] = 0.0
     v = np.clip(u, 0.0, 1.0)
     v[off] = 0.0
-    over = (v * av).sum(axis=1) > cap
+    over = np.einsum("ij,ij->i", v, av) > cap
     if over.any():
         sub, sa = u[over], av[over]
-        step = np.abs(sa)[np.abs(sa) > 0]
-        hi = np.full(len(sub), (float(np.max(np.abs(sub))) + 1.0) / max(float(step.min(initial=1.0)), 1e-300) + 1.0)
+        mag = np.abs(sa)
+        real = mag > 1e-9 * mag.max(axis=1, keepdims=True)  # (weights left by cancellation are round-off)
+        step = np.where(real, mag, np.inf).min(axis=1)
+        step = np.where(np.isfinite(step), step, 1.0)
+        hi = (np.abs(sub).max(axis=1) + 1.0) / np.maximum(step, 1e-300) + 1.0
         lo = np.zeros(len(sub))
         idx = np.flatnonzero(over)
         for _ in range(40):
             mid = 0.5 * (lo + hi)
             x = np.clip(sub - mid[:, None] * sa, 0.0, 1.0)
             x[np.arange(len(idx)), idx] = 0.0
-            big = (x * sa).sum(axis=1) > cap[over]
+            big = np.einsum("ij,ij->i", x, sa) > cap[over]
             lo = np.where(big, mid, lo)
             hi = np.where(big, hi, mid)
         v[over] = np.clip(sub - hi[:, None] * sa, 0.0, 1.0)
@@ -275,6 +279,7 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
     scale = float(np.abs(adj).max())
     c = -0.5 * adj / scale  # (the method works on scaled costs; the check on the real ones)
     tensors = _tensors(problem, grp, index)
+    summed = float(np.abs(w).sum()) + 2.0 * math.fsum(float(cs.sum()) for _, cs in tensors)
     x = np.eye(n)
     v = np.eye(n)
     a = w[None, :] + _tensor_weights(v, tensors)
@@ -310,7 +315,7 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
                 sigma /= 2.0
         if it % CHECK_EVERY == 0 or it == steps:
             solves += 1
-            got = _check(-scale * lam, -0.5 * adj, const, a, need, k, best)
+            got = _check(-scale * lam, -0.5 * adj, const, a, need, k, best, summed)
             stalled = stalled + 1 if best > lo and got <= best * (1 + _STALL) else 0  # (once above the floor)
             if got > best:
                 best = got
