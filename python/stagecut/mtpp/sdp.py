@@ -76,7 +76,7 @@ import numpy.typing as npt
 from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflow
 from stagecut.mtpp.model import MtppProblem
 from stagecut.mtpp.model import lower_bound as simple_bound
-from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, group_work, largest_refuted
+from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, group_work, largest_refuted, tensor_groups
 
 __all__ = ["CHECK_EVERY", "MAX_GROUPS", "MIN_STEPS", "sdp_bound"]
 
@@ -106,19 +106,13 @@ _STALL_CHECKS = 5
 
 
 def _tensors(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> list[tuple[npt.NDArray[np.int64], _Array]]:
-    """The tensors that join two groups or more, by their number of groups: each size's groups
-    (one row per tensor) and costs."""
-    g = problem.graph
+    """The tensors that join two groups or more (:func:`~stagecut.mtpp.spectral.tensor_groups`), by
+    their number of groups: each size's groups (one row per tensor) and costs."""
     by: dict[int, tuple[list[list[int]], list[float]]] = {}
-    for u, nd in enumerate(g.nodes):
-        c = float(nd.comm)
-        if c <= 0 or not g.succ[u]:
-            continue
-        e = sorted({index[grp[u]], *(index[grp[v]] for v in g.succ[u])})
-        if len(e) >= 2:
-            members, costs = by.setdefault(len(e), ([], []))
-            members.append(e)
-            costs.append(c)
+    for c, e in tensor_groups(problem, grp, index):
+        members, costs = by.setdefault(len(e), ([], []))
+        members.append(e)
+        costs.append(c)
     return [(np.array(m, dtype=np.int64), np.array(c)) for _, (m, c) in sorted(by.items())]
 
 
@@ -186,10 +180,9 @@ class _Rows:
         past = (self.after > b[:, None]).sum(axis=1)  # kinks after which the slope is still above b
         mu = np.where(self.slope0 <= b, 0.0, self.kink[np.arange(n), np.minimum(past, n - 1)])
         mu = np.where(np.isfinite(mu), mu, 0.0)
-        used = mu > 0  # (mu = 0 at an infinite T: no term of b)
-        bu = np.where(used, b, 0.0)
-        val = np.minimum(0.0, self.lam + mu[:, None] * self.a).sum(axis=1) - np.where(used, mu * bu, 0.0)
-        margin = 1e-9 * (self.mass + float(np.where(used, mu * (self.size + np.abs(bu)), 0.0).sum()))
+        bu = np.where(mu > 0, b, 0.0)  # (mu = 0 at an infinite T: no term of b)
+        val = np.minimum(0.0, self.lam + mu[:, None] * self.a).sum(axis=1) - mu * bu
+        margin = 1e-9 * (self.mass + float((mu * (self.size + np.abs(bu))).sum()))
         return math.fsum((self.diag + val).tolist()), margin
 
 

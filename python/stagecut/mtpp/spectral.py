@@ -49,7 +49,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -57,7 +57,7 @@ from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflo
 from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
 
-__all__ = ["MAX_GROUPS", "largest_refuted", "pair_weight", "spectral_bound"]
+__all__ = ["MAX_GROUPS", "largest_refuted", "pair_weight", "spectral_bound", "tensor_groups"]
 
 #: Most forced groups the level decomposes (a dense eigendecomposition of this size takes seconds).
 MAX_GROUPS = 3000
@@ -98,18 +98,24 @@ def group_work(problem: MtppProblem) -> tuple[list[int], dict[int, int], np.ndar
     return grp, index, w
 
 
-def _laplacian(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> np.ndarray:
+def tensor_groups(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> Iterator[tuple[float, list[int]]]:
+    """Each tensor that joins two forced groups or more: its cost and its groups' indices (sorted),
+    the producer's with its consumers'. A block pays it when it holds some of them but not all."""
     g = problem.graph
-    n = len(index)
-    lap = np.zeros((n, n))
     for u, nd in enumerate(g.nodes):
         c = float(nd.comm)
         if c <= 0 or not g.succ[u]:
             continue
         e = sorted({index[grp[u]], *(index[grp[v]] for v in g.succ[u])})
+        if len(e) >= 2:
+            yield c, e
+
+
+def _laplacian(problem: MtppProblem, grp: list[int], index: dict[int, int]) -> np.ndarray:
+    n = len(index)
+    lap = np.zeros((n, n))
+    for c, e in tensor_groups(problem, grp, index):
         m = len(e)
-        if m < 2:
-            continue
         a = c * pair_weight(m)
         lap[np.ix_(e, e)] -= a
         lap[e, e] += a * m
