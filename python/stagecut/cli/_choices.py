@@ -18,8 +18,8 @@ PARTITION_MAX_IDEALS = 200_000
 #: ``stagecut.mtpp.METHODS``
 SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "dp", "order", "auto")
 #: ``stagecut.mtpp.LEVELS``
-CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "spectral", "sdp", "subgraph", "block", "bottleneck",
-                  "bottleneck-guess", "exact")
+CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block",
+                  "bottleneck", "bottleneck-guess", "exact")
 #: ``stagecut.mtpp.bounds.EXTRA_LEVELS`` (run only when named)
 CERTIFY_EXTRA_LEVELS = ("partition-lp",)
 #: ``stagecut.latency.solve.METHODS``

@@ -98,8 +98,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         old=("--stages",))
     p.add_argument("--levels", default=",".join(LEVELS),
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
-                        "node-cut, crossing, cover, spectral, sdp, subgraph (combinatorial: min cuts, forced "
-                        "crossings, the blocks convex sets need, the cuts balanced blocks pay (eigenvalues; a "
+                        "node-cut, crossing, cover, prefix, spectral, sdp, subgraph (combinatorial: min cuts, forced "
+                        "crossings, the blocks convex sets need, what a hard memory limit forces on the pipeline's "
+                        "first and last blocks, the cuts balanced blocks pay (eigenvalues; a "
                         "semidefinite relaxation), exact optima of subgraphs), "
                         "block (MIPs: the block paying the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "

@@ -33,12 +33,13 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     node set can is below the optimum.
 ``simple`` (Lemma 3.3)
     :func:`stagecut.mtpp.lower_bound`: the heaviest single node and the average bound.
-``node-cut``, ``crossing``, ``cover``, ``spectral``, ``sdp``, ``subgraph``
+``node-cut``, ``crossing``, ``cover``, ``prefix``, ``spectral``, ``sdp``, ``subgraph``
     Combinatorial bounds, sound by construction (:mod:`stagecut.mtpp.combinatorial`): the least
     cost of a block holding each node (an s-t minimum cut: the tensors a heavy node must receive
     and send), the average bound with the tensors that must cross, the same with convex blocks
     (each tensor paid by as many blocks as the convex closures of its producer and consumers
-    need), the average bound with the cuts any balanced partition pays (eigenvalues of the
+    need), what a hard memory limit forces on the first and last blocks of the pipeline
+    (:mod:`stagecut.mtpp.prefix`), the average bound with the cuts any balanced partition pays (eigenvalues of the
     tensor graph, :mod:`stagecut.mtpp.spectral`), the same cuts from a semidefinite relaxation
     with nonnegative entries (:mod:`stagecut.mtpp.sdp`), and exact optima of induced subgraphs.
 
@@ -79,6 +80,7 @@ from stagecut.mtpp.formulations import build as build_model
 from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.mtpp.partlp import partition_lp_bound
+from stagecut.mtpp.prefix import prefix_bound
 from stagecut.mtpp.sdp import sdp_bound
 from stagecut.mtpp.spectral import spectral_bound
 from stagecut.results import NodeId, Stat
@@ -88,13 +90,13 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
            "mtpp_bound", "simple_bound", "mtpp_data"]
 
 #: The rungs of the ladder, weakest first.
-LEVELS = ("simple", "node-cut", "crossing", "cover", "spectral", "sdp", "subgraph", "block", "bottleneck",
+LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block", "bottleneck",
           "bottleneck-guess", "exact")
 #: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
 #: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs and needs minutes on 100-node graphs.
 EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
-COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "spectral", "sdp", "subgraph")
+COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph")
 #: The outcome of one rung: the MIP statuses of :mod:`stagecut._mip`, and ``"skipped"``.
 BoundStatus = Literal["optimal", "feasible", "time_limit", "infeasible", "no_solution", "skipped"]
 
@@ -260,7 +262,7 @@ def mtpp_bound(
         ``reserved_memory``), ``kind`` and ``colocate`` make the problem
         (:func:`~stagecut.mtpp.model.as_problem`); with a problem they come from it.
     level : str
-        One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``,
+        One of :data:`LEVELS`: ``"simple"``, ``"node-cut"``, ``"crossing"``, ``"cover"``, ``"prefix"``,
         ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``,
         ``"exact"``, or ``"partition-lp"`` (:data:`EXTRA_LEVELS`).
     time_limit : float, optional
@@ -384,6 +386,8 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         r = crossing_bound(problem, deadline=deadline)
     elif level == "cover":
         r = cover_bound(problem, deadline=deadline)
+    elif level == "prefix":
+        r = prefix_bound(problem, deadline=deadline)
     elif level == "spectral":
         r = spectral_bound(problem, deadline=deadline)
     elif level == "sdp":

@@ -2,7 +2,7 @@
 
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
 bounds in order (by default :data:`~stagecut.mtpp.bounds.LEVELS`: ``simple``, the combinatorial
-``node-cut``, ``crossing``, ``cover``, ``spectral``, ``sdp`` and ``subgraph``, then the MIPs ``block``,
+``node-cut``, ``crossing``, ``cover``, ``prefix``, ``spectral``, ``sdp`` and ``subgraph``, then the MIPs ``block``,
 ``bottleneck``, ``bottleneck-guess`` and ``exact``) within one time budget, and reports the best proven lower
 bound (capped by the plan's cost), the level it came from (``bound_source``) and the per-instance approximation ratio
 ``objective / lower_bound``. A level that proved nothing has bound ``None`` ("no bound").
@@ -234,7 +234,8 @@ def certify(
         The partition to certify (see :func:`plan_blocks`).
     levels : sequence of str
         Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
-        ``"cover"``, ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``, ``"bottleneck-guess"``,
+        ``"cover"``, ``"prefix"``, ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``,
+        ``"bottleneck-guess"``,
         ``"exact"``), run in this order (default: all of them, weakest first), and ``"partition-lp"``
         (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
         block at once, minutes on 100-node graphs). The MIP levels start from the best bound
