@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import time
+from pathlib import Path
 
 import pytest
 from tests.mtpp.sweeps import chunk_seeds, optimum_sweep, sweep
@@ -331,3 +333,18 @@ _SWEEPS = {"brute-force": (brute_force_mtpp, 100_000, 500, 7, 6), "dp": (optimum
 @pytest.mark.parametrize(("against", "chunk"), [(a, c) for a in sorted(_SWEEPS) for c in range(8)])
 def test_bounds_never_pass_the_optimum_sweep(against, chunk):
     optimum_sweep(_sound, _SWEEPS, against, chunk)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_subgraph_solves_a_traced_training_graph_whole():
+    # ResNet-50 forward + backward (350 nodes) has a few hundred ideals: the level is its
+    # optimum, with or without the file's memory as a hard limit (balls of growing radius took a
+    # DP per step and reached only the simple bound in the ladder's time)
+    path = Path(__file__).resolve().parents[1] / "data" / "opgraphs" / "resnet50_training.json"
+    g = sc.read_workload(path)
+    for memory in (float(g.defaults["memory"]), None):
+        p = MtppProblem(g, devices=8, memory=memory, colocate=False)
+        opt = slice_graph(p, method="dp").objective
+        r = subgraph_bound(p, deadline=time.monotonic() + 60)
+        assert r.complete and r.bound == pytest.approx(opt, rel=1e-12)
+        assert len(r.witness) == len(g.nodes) and r.solves == node_cut_bound(p).solves + 1

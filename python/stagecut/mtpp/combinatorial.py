@@ -35,6 +35,8 @@
     partition of ``H`` (its quotient is a subgraph of the original quotient), no block costs more
     (less work, fewer tensors crossing, less memory), so ``OPT(H) <= OPT``. ``H`` is grown around
     the groups with the largest node cuts (balls of increasing radius) while the DP stays small.
+    The whole graph is tried first: many operator graphs have few ideals (a deep network is
+    nearly a chain), and then the level is the optimum itself.
 
 Every value is rounded down by a relative ``1e-12`` (the float sums of a maximum flow).
 
@@ -403,6 +405,25 @@ def subgraph_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
     witness: tuple[object, ...] = ()
     order = sorted(groups, key=lambda r: -cut.per_group.get(r, 0.0))[:max(0, seeds)]
     done: set[frozenset[int]] = set()
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is None or left > 0:  # (the whole graph first: where its DP is small, the optimum itself)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", StagecutWarning)
+                plan = slice_graph(problem, method="dp", max_ideals=max_ideals, time_limit=left)
+        except TooManyIdealsError:
+            pass
+        else:
+            solves += 1
+            done.add(frozenset(range(len(g.nodes))))
+            if plan.status == "infeasible":
+                return CombinatorialBound(bound=math.inf, complete=complete, solves=solves, per_group=cut.per_group)
+            value = plan.objective if plan.status == "optimal" else plan.lower_bound
+            if value is not None:
+                best, witness = float(value), tuple(nd.id for nd in g.nodes)
+            if plan.status == "optimal":
+                return CombinatorialBound(bound=max(best, simple_bound(problem)), complete=complete, solves=solves,
+                                          witness=witness, per_group=cut.per_group)
     for rep in order:
         radius = 1
         while True:
