@@ -95,6 +95,25 @@ def test_the_ladder_names_it_and_mtpp_bound_runs_it():
     assert cert.bound_source == "prefix" and cert.lower_bound == pytest.approx(15.5, rel=1e-9)
 
 
+def test_the_memory_tests_round_as_the_evaluator_does():
+    # the evaluator accepts a block when params + R - M <= 0 in floats: with R large against the
+    # room left, f1's 1 + 1e-8 bytes fit next to b0 (1e9 + 1e-8 + ... rounds to the limit)
+    nodes = [Node("f0", {"accelerator": 0.0}, memory=1 + 1e-8), Node("f1", {"accelerator": 0.0}, memory=1 + 1e-8),
+             Node("b0", {"accelerator": 10.0}), Node("b1", {"accelerator": 10.0})]
+    g = sc.Graph(nodes, [("f0", "f1"), ("f1", "b0"), ("b0", "b1")])
+    p = MtppProblem(g, devices=3, memory=1e9 + 1, reserved_memory=1e9)
+    plan = sc.evaluate_mtpp(p, [["f0"], ["f1", "b0"], ["b1"]]).objective
+    assert plan == 10.0 and prefix_bound(p).bound <= plan
+    # the simple bound's own memory tests: a feasible instance is not refuted
+    nodes = [Node(i, {"accelerator": w}, memory=m) for i, (w, m) in enumerate([(3, 0.2), (3, 0.1), (1, 0.1), (1, 0.2)])]
+    p = MtppProblem(sc.Graph(nodes, [(0, 2), (1, 2), (2, 3)]), devices=2, memory=2.8, reserved_memory=2.5)
+    plan = sc.evaluate_mtpp(p, [[0, 1], [2, 3]]).objective
+    assert math.isfinite(plan) and lower_bound(p) <= plan and prefix_bound(p).bound <= plan
+    p = MtppProblem(_chain([2, 2], [1e-17, 1e-17]), devices=2, memory=1.0, reserved_memory=1.0)
+    plan = sc.evaluate_mtpp(p, [[0], [1]]).objective
+    assert plan == 2.0 and lower_bound(p) <= plan and prefix_bound(p).bound <= plan
+
+
 def _binding(seed: int, problem: MtppProblem) -> MtppProblem:
     """``problem`` with a hard memory limit that binds: room for the parameters with a little to
     spare, and for the largest group."""

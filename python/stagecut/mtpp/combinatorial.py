@@ -62,7 +62,7 @@ import networkx as nx
 
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.graph import Graph
-from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.mtpp.model import MtppProblem, _overflow_of, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -222,12 +222,9 @@ def node_cut_bound(problem: MtppProblem, *, deadline: float | None = None) -> Co
 
 
 def _least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> float:
-    x = params + blocks * (problem.reserved_memory - problem.memory)
-    if math.isnan(x) or x <= 0:
-        return 0.0
-    if problem.bandwidth is None:
-        return math.inf
-    return x / problem.bandwidth
+    """The least total overflow of ``blocks`` blocks holding ``params``, rounded down
+    (:func:`stagecut.mtpp.model._overflow_of`)."""
+    return _overflow_of(problem, params, blocks)
 
 
 def least_bins(items: Sequence[float], cap: float) -> float:

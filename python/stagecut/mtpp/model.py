@@ -47,6 +47,7 @@ Examples
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -483,13 +484,21 @@ def tensor_costs_dwarf_the_answer(problem: MtppProblem) -> bool:
     return largest > 1e6 * max(lower_bound(problem), 1e-300)
 
 
+#: The float rounding unit (the round-off allowances of the memory tests are a few of it).
+_EPS = sys.float_info.epsilon
+
+
 def _overflow_of(problem: MtppProblem, params: float, blocks: int) -> float:
-    """The least total overflow of ``blocks`` blocks holding ``params`` (superadditive)."""
+    """The least total overflow of ``blocks`` blocks holding ``params`` (superadditive). A hard
+    limit is refuted (``inf``) only beyond a few units in the last place of ``max(M, R)`` per
+    block: the evaluator's test of each block (``params + R - M <= 0``, in floats) can accept that
+    much beyond it."""
     x = params + blocks * (problem.reserved_memory - problem.memory)
     if math.isnan(x) or x <= 0:
         return 0.0
     if problem.bandwidth is None:
-        return math.inf
+        slack = 4 * _EPS * (abs(params) + blocks * (abs(problem.reserved_memory) + abs(problem.memory)))
+        return math.inf if x > slack else 0.0
     return x / problem.bandwidth
 
 
@@ -524,13 +533,13 @@ def lower_bound(problem: MtppProblem) -> float:
     """
     g = problem.graph
     gw: dict[int, float] = {}
-    gp: dict[int, float] = {}
+    gp: dict[int, list[float]] = {}
     for i, grp in enumerate(forced_groups(problem)):
         gw[grp] = gw.get(grp, 0.0) + problem.work(i)
-        gp[grp] = gp.get(grp, 0.0) + g.nodes[i].memory
-    single = max(gw[grp] + problem.overflow(gp[grp]) for grp in gw)
+        gp.setdefault(grp, []).append(g.nodes[i].memory)
+    single = max(gw[grp] + problem.overflow(math.fsum(gp[grp])) for grp in gw)  # (as the evaluator sums a block)
     w = sum(problem.work(i) for i in range(len(g.nodes)))
-    p = sum(n.memory for n in g.nodes)
+    p = math.fsum(n.memory for n in g.nodes)
     avg = math.inf
     for j in range(1, min(problem.devices, len(gw)) + 1):
         avg = min(avg, (w + _overflow_of(problem, p, j)) / j)

@@ -29,7 +29,8 @@ enough blocks for its memory and the backward pass the rest for its work, which 
 counts.
 
 Every flow value and every sum is rounded towards a smaller bound: the memory tests by a
-relative ``1e-9`` (a group is kept in ``X_j`` and left out of ``Y_j`` when in doubt), the flow
+relative ``1e-9`` and a few units in the last place of the memory (a group is kept in ``X_j``
+and left out of ``Y_j`` when in doubt; the evaluator's own test of a block rounds too), the flow
 values and the result by a relative ``1e-12``.
 
 Examples
@@ -52,6 +53,7 @@ So the last two blocks hold the last forward node and the backward pass, 31 of w
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import networkx as nx
@@ -68,6 +70,8 @@ MAX_GROUPS = 8000
 
 #: Relative allowance on the memory sums: a group is kept in ``X_j`` and left out of ``Y_j`` when in doubt.
 _MEMORY_SLACK = 1e-9
+
+_EPS = sys.float_info.epsilon
 
 #: Relative amount the flow values and the bound are rounded down by.
 _SLACK = 1e-12
@@ -157,6 +161,9 @@ def prefix_bound(problem: MtppProblem, *, floor: float | None = None,
     if len(set(forced_groups(problem))) > MAX_GROUPS:
         return CombinatorialBound(bound=lo, complete=False)
     dag = _Dag(problem)
+    # (the evaluator accepts a block when ``params + R - M <= 0`` in floats, which can pass the
+    # limit by a few units in the last place of ``max(M, R)``: allowed per block)
+    ulps = 4 * _EPS * (abs(problem.memory) + abs(problem.reserved_memory))
     best, solves = lo, 0
     witness: tuple[object, ...] = ()
     none = np.zeros(dag.n, dtype=bool)
@@ -165,13 +172,14 @@ def prefix_bound(problem: MtppProblem, *, floor: float | None = None,
             if deadline is not None and time.monotonic() >= deadline:
                 return CombinatorialBound(bound=best, complete=False, solves=solves, witness=witness)
             if kind == "A":
-                out = dag.up > j * cap * (1 + _MEMORY_SLACK)  # (groups no prefix of j blocks holds)
+                out = dag.up > j * (cap + ulps) * (1 + _MEMORY_SLACK)  # (groups no prefix of j blocks holds)
                 if not out.any():
                     continue
                 rest = math.fsum(dag.work[out].tolist())
                 t = (rest + dag.least_cut(none, out, pay_in=False)) / (k - j)
             else:
-                held = dag.down > (k - j) * cap * (1 + _MEMORY_SLACK)  # (groups the last k - j blocks cannot hold)
+                # (groups the last k - j blocks cannot hold)
+                held = dag.down > (k - j) * (cap + ulps) * (1 + _MEMORY_SLACK)
                 if not held.any():
                     continue
                 own = math.fsum(dag.work[held].tolist())
