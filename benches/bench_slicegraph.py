@@ -46,6 +46,21 @@ def test_slicegraph_one_order_5000_nodes_k64(benchmark, segment_costs):
     benchmark.extra_info.update(objective=plan.objective)
 
 
+@pytest.mark.parametrize("name", ["gpt12_training", "gpt48_training"])
+def test_prefix_bound_training_graph_with_its_memory(benchmark, name):
+    """The ``prefix`` level on a traced training graph at k = 8 with the file's memory as a hard
+    limit (the project's own operator graphs), against the simple bound."""
+    from stagecut.formats import read_workload
+    from stagecut.mtpp.model import MtppProblem, lower_bound
+    from stagecut.mtpp.prefix import prefix_bound
+
+    g = read_workload(Path(__file__).resolve().parent.parent / "tests" / "data" / "opgraphs" / f"{name}.json")
+    p = MtppProblem(g, devices=8, memory=float(g.defaults["memory"]), colocate=False)
+    r = benchmark.pedantic(lambda: prefix_bound(p), rounds=2, iterations=1)
+    benchmark.extra_info.update(bound=r.bound, simple=lower_bound(p), cuts=r.solves)
+    assert r.bound > 1.5 * lower_bound(p)
+
+
 @pytest.mark.parametrize("n", [100, 200])
 def test_sdp_bound_300_steps(benchmark, n):
     """The ``sdp`` level's 300 steps on an Erdos-Renyi graph at k = 8, against ``spectral``."""
