@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from tests.mtpp.sweeps import chunk_seeds, sweep
 from tests.mtpp.test_combinatorial import optimum_dp
@@ -21,7 +22,7 @@ from helpers import brute_force_mtpp
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import mtpp_bound
 from stagecut.mtpp.model import MtppProblem, forced_groups, lower_bound
-from stagecut.mtpp.prefix import prefix_bound
+from stagecut.mtpp.prefix import _Dag, prefix_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
 _OPGRAPHS = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "opgraphs"
@@ -189,3 +190,16 @@ def test_prefix_never_passes_the_optimum_sweep(against, chunk):
     reference, base, size, n_max, k_max = _SWEEPS[against]
     found = sweep(_sound, chunk_seeds(base, chunk, size), reference, n_max=n_max, k_max=k_max, transform=_binding)
     assert found >= 0.02 * size
+
+
+def test_least_cut_finds_no_ideal_that_holds_and_leaves_a_group():
+    p = MtppProblem(_chain([1, 2, 3], [0, 0, 0], comm=1.0), devices=2)
+    dag = _Dag(p)
+    one = np.array([False, True, False])
+    first, last = np.array([True, False, False]), np.array([False, False, True])
+    assert dag.least_cut(one, one, pay_in=True) == math.inf
+    assert dag.least_cut(last, first, pay_in=True) == math.inf  # (an ideal holding 2 holds 0)
+    # the ideals holding 0 and not 2: {0} (0's tensor crosses: 1) or {0, 1} (1's work 2 if paid, and its tensor: 1)
+    assert dag.least_cut(first, last, pay_in=True) == pytest.approx(1.0)  # ({0})
+    assert dag.least_cut(first, last, pay_in=False) == pytest.approx(1.0)  # ({0, 1}: 1 is held, so free of work)
+    assert dag.least_cut(first & False, last, pay_in=True) == pytest.approx(0.0)  # (the empty ideal)

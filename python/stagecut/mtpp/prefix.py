@@ -119,6 +119,8 @@ class _Dag:
         """The least ``w(free & I) + out(I)`` (``pay_in``) or ``w(free - I) + out(I)`` over the
         ideals ``I`` that hold every group of ``include`` and none of ``exclude``, ``free`` being
         the other groups (``inf`` when no such ideal exists), rounded down."""
+        if (include & exclude).any():
+            return math.inf
         net: nx.DiGraph[object] = nx.DiGraph()
         net.add_node("s")
         net.add_node("t")
