@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import time
 from pathlib import Path
 
 import pytest
@@ -345,6 +344,6 @@ def test_subgraph_solves_a_traced_training_graph_whole():
     for memory in (float(g.defaults["memory"]), None):
         p = MtppProblem(g, devices=8, memory=memory, colocate=False)
         opt = slice_graph(p, method="dp").objective
-        r = subgraph_bound(p, deadline=time.monotonic() + 60)
+        r = subgraph_bound(p)
         assert r.complete and r.bound == pytest.approx(opt, rel=1e-12)
         assert len(r.witness) == len(g.nodes) and r.solves == node_cut_bound(p).solves + 1

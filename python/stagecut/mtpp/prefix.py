@@ -62,6 +62,7 @@ import numpy as np
 from stagecut.mtpp.combinatorial import CombinatorialBound
 from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.model import lower_bound as simple_bound
+from stagecut.mtpp.spectral import group_work
 
 __all__ = ["MAX_GROUPS", "prefix_bound"]
 
@@ -82,15 +83,12 @@ class _Dag:
 
     def __init__(self, problem: MtppProblem) -> None:
         g = problem.graph
-        grp = forced_groups(problem)
-        index = {r: i for i, r in enumerate(sorted(set(grp)))}
+        grp, index, self.work = group_work(problem)
         of = [index[r] for r in grp]
         n = len(index)
         self.n = n
-        self.work = np.zeros(n)
         self.params = np.zeros(n)
         for i, nd in enumerate(g.nodes):
-            self.work[of[i]] += problem.work(i)
             self.params[of[i]] += nd.memory
         self.succ: list[set[int]] = [set() for _ in range(n)]
         for u in range(len(g.nodes)):
