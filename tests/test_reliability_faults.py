@@ -403,26 +403,44 @@ def test_certify_with_worker_processes_keeps_its_time_limit():
 
 def test_a_solver_that_overruns_its_time_limit_is_not_waited_for(monkeypatch):
     # CBC checks its clock late in some long phases of large models (82 s for a 60 s limit on
-    # bert_l-6 training); solve() stops waiting at the limit plus the grace and says time_limit
+    # bert_l-6 training); solve() asks the solver to stop before the limit and stops waiting at
+    # the limit itself, and says time_limit
     import mip
 
     from stagecut import _mip
 
-    monkeypatch.setattr(_mip, "OVERRUN_GRACE", 0.5)
+    monkeypatch.setattr(_mip, "OVERRUN_GRACE", 0.3)
     m = mip.Model(solver_name="cbc")
     m.verbose = 0
     x = m.add_var(var_type=mip.BINARY)
     m.objective = mip.minimize(x)
     release = threading.Event()
-    m.optimize = lambda **kw: release.wait(30) and mip.OptimizationStatus.OPTIMAL  # stuck past its limit
+    asked: list[float] = []
+
+    def stuck(**kw):  # stuck past its limit
+        asked.append(kw["max_seconds"])
+        return release.wait(30) and mip.OptimizationStatus.OPTIMAL
+
+    m.optimize = stuck
     t0 = time.monotonic()
-    out = _mip.solve(m, time_limit=1.0)
+    out = _mip.solve(m, time_limit=4.0)
     waited = time.monotonic() - t0
     release.set()
     assert (out.status, out.objective, out.bound) == ("time_limit", None, -math.inf)
-    # the limit plus the grace, not the stuck solver's 30 s (the upper end generous: a loaded
-    # machine wakes the waiting thread late)
-    assert 1.5 <= waited < 15.0, waited
+    # the solver was asked for less than the limit (the grace, here 0.3 s, before it)
+    assert asked == [pytest.approx(3.7)]
+    # the limit itself, not the stuck solver's 30 s (the upper end generous: a loaded machine
+    # wakes the waiting thread late)
+    assert 4.0 <= waited < 15.0, waited
+
+
+def test_the_solver_limit_leaves_the_grace_before_the_callers_limit():
+    from stagecut._mip import OVERRUN_GRACE, solver_limit
+
+    assert solver_limit(600.0) == 570.0  # 5% of the limit
+    assert solver_limit(30.0) == 30.0 - OVERRUN_GRACE
+    assert solver_limit(4.0) == pytest.approx(3.6)  # at most a tenth
+    assert solver_limit(math.inf) == math.inf
 
 
 @pytest.mark.parametrize("garbage", [math.inf, 1.7976931348623157e308])

@@ -212,7 +212,10 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
     """Optimise; map the status; read the dual bound.
 
     ``start`` is a list of ``(var, value)`` pairs (a MIP start). With a time limit the best
-    solution and bound are returned with status ``"time_limit"``. ``scale``: the caller's value
+    solution and bound are returned with status ``"time_limit"``; the limit covers the whole solve:
+    the solver is asked to stop :func:`solver_limit` seconds in, and a solver that has not
+    stopped by ``time_limit`` is no longer waited for (status ``"time_limit"``, no solution, no
+    bound). ``scale``: the caller's value
     of one unit of the objective (see :func:`reference_scale`), which the progress reports
     multiply the best cost and bound by; ``None``: they report neither (see the module docs).
     """
@@ -254,9 +257,9 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
     elif st in (S.INFEASIBLE, S.INT_INFEASIBLE):
         status, obj, bound = "infeasible", None, math.inf
     elif st == S.FEASIBLE:
-        status = "time_limit" if seconds >= 0.95 * limit else "feasible"
+        status = "time_limit" if seconds >= 0.95 * solver_limit(limit) else "feasible"
     elif st == S.NO_SOLUTION_FOUND:
-        status = "time_limit" if seconds >= 0.95 * limit else "no_solution"
+        status = "time_limit" if seconds >= 0.95 * solver_limit(limit) else "no_solution"
         obj = None
     elif st == S.UNBOUNDED:
         raise SolverError("internal error: the MIP is unbounded; please report this with the input")
@@ -271,11 +274,27 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
 
 
-#: Seconds past a solve's time limit (or 5% of the limit, if more) after which :func:`solve` stops
-#: waiting for the solver and answers "time_limit" with no solution: CBC checks its clock late in
-#: some long phases of large models (root cuts, strong branching), and the caller's time limit is a
-#: promise. The solver thread is left to end on its own (a daemon: it never keeps the process alive).
+#: Seconds before a solve's time limit (or 5% of the limit, if more; at most a tenth of it) at
+#: which the solver is asked to stop (:func:`solver_limit`). CBC checks its clock late in some long
+#: phases of large models (root cuts, strong branching: 82 s for a 60 s limit on a large training
+#: graph), and the caller's time limit is a promise: :func:`solve` stops waiting at the limit
+#: itself and answers "time_limit" with no solution. The solver thread is left to end on its own
+#: (a daemon: it never keeps the process alive).
 OVERRUN_GRACE = 2.0
+
+
+def solver_limit(limit: float) -> float:
+    """The time limit the solver itself is given for a solve limited to ``limit`` seconds: the
+    limit less :data:`OVERRUN_GRACE` (or 5% of the limit, if more; at most a tenth of it), so
+    that a solver which checks its clock a little late still ends inside ``limit``.
+
+    >>> solver_limit(600.0), solver_limit(10.0), solver_limit(1.0), solver_limit(float("inf"))
+    (570.0, 9.0, 0.9, inf)
+    """
+    if not math.isfinite(limit):
+        return limit
+    return limit - min(0.1 * limit, max(OVERRUN_GRACE, 0.05 * limit))
+
 
 _OVERRAN = object()
 
@@ -307,7 +326,7 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
             # CBC's LP path (relax=True) prints Clp's log whatever the log level: the only output
             # silenced by redirecting file descriptor 1 (shared by all threads, restored by the last)
             with Fd1Silenced(relax and interrupt.cbc and model.verbose == 0):
-                out["status"] = model.optimize(max_seconds=limit, relax=relax)
+                out["status"] = model.optimize(max_seconds=solver_limit(limit), relax=relax)
         except BaseException as exc:  # re-raised on the calling thread
             out["error"] = exc
         finally:
@@ -315,7 +334,7 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
 
     watch.start(limit)
     t0 = time.perf_counter()
-    give_up = limit + max(OVERRUN_GRACE, 0.05 * limit)
+    give_up = limit  # (the solver was asked to stop earlier: solver_limit)
     main = threading.current_thread() is threading.main_thread()
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
     try:
