@@ -434,6 +434,32 @@ def test_a_solver_that_overruns_its_time_limit_is_not_waited_for(monkeypatch):
     assert 4.0 <= waited < 15.0, waited
 
 
+def test_a_stuck_solver_is_given_up_at_the_limit_itself_on_a_fake_clock(monkeypatch):
+    # a clock that moves 1 s per reading: solve() must return by the limit (plus a few readings),
+    # not 5% past it
+    import itertools
+    import types
+
+    import mip
+
+    from stagecut import _mip
+
+    ticks = itertools.count()
+    monkeypatch.setattr(_mip, "time", types.SimpleNamespace(perf_counter=lambda: 1.0 * next(ticks)))
+    m = mip.Model(solver_name="cbc")
+    m.verbose = 0
+    x = m.add_var(var_type=mip.BINARY)
+    m.objective = mip.minimize(x)
+    release = threading.Event()
+    m.optimize = lambda **kw: release.wait(30) and mip.OptimizationStatus.OPTIMAL
+    try:
+        out = _mip.solve(m, time_limit=100.0)
+    finally:
+        release.set()
+    assert out.status == "time_limit" and out.objective is None
+    assert 100.0 <= out.seconds <= 104.0, out.seconds  # (5% past it: about 108)
+
+
 def test_the_solver_limit_leaves_the_grace_before_the_callers_limit():
     from stagecut._mip import OVERRUN_GRACE, solver_limit
 

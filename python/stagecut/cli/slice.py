@@ -124,7 +124,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
                         "with short edges first; spectral-order: sweeps along the graph's spectral embedding "
                         "(--decodes of them; best on graphs with a geometry); dp: the proven optimum (ideal DP, "
-                        "small graphs); order: SliceGraph on one topological order; auto: spectral-order, "
+                        "small graphs); order: SliceGraph on one topological order; auto: dp when the graph has "
+                        "at most 40,000 ideals (half the time limit at most), else spectral-order, "
                         "mla-weighted, brkga and mla in turn (and --restarts more), the cheapest plan kept "
                         "(default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",

@@ -216,7 +216,8 @@ class Units:
             self._instance = _core.MtppInstance(*self.arrays, *self.memory)
         return self._instance
 
-    # The calls into the core (every ``_core.mtpp_*`` call of the package is one of these three);
+    # The calls into the core (every ``_core.mtpp_*`` call of the package is one of these three, with
+    # count_ideals);
     # inside a ``stagecut._deadline.deadline`` scope they stop at its deadline.
     def slice(self, k: int, method: str, **options: Any) -> dict[str, Any]:
         """``_core.mtpp_slice``: SliceGraph on one order or a search over orders (``options``:
@@ -226,6 +227,15 @@ class Units:
     def exact(self, k: int, max_ideals: int, upper_bound: float | None = None) -> dict[str, Any]:
         """``_core.mtpp_exact``: the ideal DP (``objective``, ``blocks`` of units, ``ideals``)."""
         return dict(_core.mtpp_exact(self.instance, k, max_ideals, upper_bound=upper_bound, time_limit=remaining()))
+
+    def count_ideals(self, max_ideals: int) -> int:
+        """``_core.count_ideals`` of the unit graph: its ideals, or
+        :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals`` (at once when there are
+        as many units)."""
+        _, _, _, prod, off, cons = self.arrays
+        src = np.repeat(prod, np.diff(off))
+        keep = src != cons
+        return int(_core.count_ideals(len(self.members), src[keep], cons[keep], max_ideals, time_limit=remaining()))
 
     def segment_io(self, order: I64, builder: str) -> F64:
         """``_core.mtpp_segment_io``: the flat ``n x n`` table of segment tensor costs of ``order``."""
