@@ -53,6 +53,24 @@ def test_mtpp_ladder_against_dp(seed):
     assert r["simple"].bound <= r["bottleneck-guess"].bound + 1e-6
 
 
+def test_the_subgraph_levels_whole_graph_optimum_is_offered_as_a_cheaper_partition():
+    # a graph with few ideals: subgraph's DP solves it whole, and the certificate carries that
+    # optimum (best_stages, a note naming the level); the plan certified is still the one given
+    g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+    r = mtpp_bound(MtppProblem(g, devices=2), level="subgraph")
+    assert r.bound == 5.5 and r.objective == 5.5 and r.blocks == ((0, 1), (2, 3))
+    cert = certify(g, [[0], [1, 2, 3]], devices=2, levels=("simple", "subgraph"))
+    assert (cert.objective, cert.lower_bound, cert.status) == (6.5, 5.5, "feasible")
+    assert tuple(s.nodes for s in cert.best_stages) == ((0, 1), (2, 3)) and cert.best_objective == 5.5
+    assert any(n.startswith("the subgraph level found a cheaper partition (cost 5.5)") for n in cert.notes)
+    # the cheapest of two levels' partitions is kept: exact's is the same optimum, not cheaper
+    cert = certify(g, [[0], [1, 2, 3]], devices=2, levels=("subgraph", "exact"), stop_when_proven=False)
+    assert cert.best_objective == 5.5 and any("the subgraph level found" in n for n in cert.notes)
+    # an optimal plan: nothing cheaper to offer
+    cert = certify(g, [[0, 1], [2, 3]], devices=2, levels=("subgraph",))
+    assert cert.status == "optimal" and cert.best_stages == () and cert.best_objective is None
+
+
 def test_bottleneck_is_stronger_than_simple_somewhere():
     # the comm of a chain is invisible to the simple bound
     g = sc.Graph.chain([2.0, 2.0, 2.0, 2.0], comm=3.0)

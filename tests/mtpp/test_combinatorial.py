@@ -23,7 +23,7 @@ from stagecut.errors import InvalidGraphError
 from stagecut.graph import Node
 from stagecut.mtpp.bounds import mtpp_bound
 from stagecut.mtpp.combinatorial import crossing_bound, least_bins, node_cut_bound, subgraph_bound
-from stagecut.mtpp.model import MtppProblem, block_cost, forced_groups, lower_bound
+from stagecut.mtpp.model import MtppProblem, block_cost, evaluate, forced_groups, lower_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
 
@@ -347,3 +347,4 @@ def test_subgraph_solves_a_traced_training_graph_whole():
         r = subgraph_bound(p)
         assert r.complete and r.bound == pytest.approx(opt, rel=1e-12)
         assert len(r.witness) == len(g.nodes) and r.solves == node_cut_bound(p).solves + 1
+        assert r.partition is not None and evaluate(p, [list(b) for b in r.partition]).objective == opt

@@ -130,9 +130,12 @@ class BoundResult:
         Wall-clock time of the level.
     objective : float, optional
         For ``exact``: the evaluator's cost of the MIP's partition (its blocks are in
-        ``blocks``); for the relaxations their best primal value (not a partition cost).
+        ``blocks``); for ``subgraph`` when it solved the whole graph, the evaluator's cost of
+        the optimum's partition; for the relaxations their best primal value (not a partition
+        cost).
     blocks : tuple of tuples of node ids, optional
-        ``exact``'s partition, in pipeline order.
+        ``exact``'s partition, or the optimum's partition ``subgraph`` found on the whole graph,
+        in pipeline order.
     stats : mapping
         ``mip_constraints``, ``mip_vars``, ``build_s`` (one MIP levels).
     guesses : tuple of GuessBound
@@ -404,8 +407,12 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         short = "no time for one eigendecomposition" if level == "spectral" else f"no time for {sdp.MIN_STEPS} steps"
         why = f"more than {most} forced groups" if many else short
         return BoundResult(level=level, bound=None, status="skipped", seconds=time.perf_counter() - t0, reason=why)
+    blocks = objective = None
+    if r.partition is not None:  # (subgraph solved the whole graph: its partition is an optimum)
+        blocks = tuple(tuple(b) for b in r.partition)
+        objective = evaluate(problem, [list(b) for b in blocks]).objective
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
-                       seconds=time.perf_counter() - t0, stats=stats)
+                       seconds=time.perf_counter() - t0, stats=stats, objective=objective, blocks=blocks)
 
 
 def _block(problem: MtppProblem, known: float | None, known_bound: float | None, deadline: float | None,

@@ -63,7 +63,9 @@ class Certificate(Result):
     memory, bandwidth, reserved_memory, colocate
         The memory model and colocation setting of the problem.
     best_stages : tuple of Stage
-        A cheaper partition found by the ``exact`` MIP (empty when none), scored by the evaluator.
+        A cheaper partition found by a level (empty when none), scored by the evaluator: the
+        ``exact`` MIP's, or the optimum the ``subgraph`` level found by the exact DP on the whole
+        graph (a note names the level).
     best_objective : float, optional
         Its cost.
     bound_source : str, optional
@@ -170,11 +172,14 @@ ABOVE_PLAN = 1e-6
 
 @dataclass
 class _Ladder:
-    """The levels climbed so far: the best bound and a cheaper partition from ``exact``."""
+    """The levels climbed so far: the best bound, and the cheapest partition a level found (``exact``'s
+    MIP, or the optimum ``subgraph`` found on the whole graph) when it is cheaper than the plan."""
 
     objective: float
     best: float = -math.inf
     better: tuple[tuple[NodeId, ...], ...] | None = None
+    better_cost: float | None = None
+    better_source: str | None = None
     source: str | None = None
 
     def proven(self) -> bool:
@@ -191,8 +196,9 @@ class _Ladder:
             r.bound > self.objective * (1 + ABOVE_PLAN) + ABOVE_PLAN
         if r.status != "skipped" and r.bound is not None and r.bound > self.best and not above:
             self.best, self.source = r.bound, r.level
-        if r.level == "exact" and r.blocks is not None and r.objective is not None and r.objective < self.objective:
-            self.better = r.blocks
+        cheapest = self.objective if self.better_cost is None else self.better_cost
+        if r.blocks is not None and r.objective is not None and r.objective < cheapest:
+            self.better, self.better_cost, self.better_source = r.blocks, r.objective, r.level
 
 
 def _verdict(objective: float, ladder: _Ladder) -> tuple[float | None, float | None, Status]:
@@ -386,12 +392,13 @@ def _certificate(problem: MtppProblem, stages: tuple[Stage, ...], ladder: _Ladde
     objective, lb, status = _verdict(ladder.objective, ladder)
     best = evaluate(problem, ladder.better) if ladder.better is not None else None
     if best is not None and objective is not None and best.objective >= objective * (1 - 1e-9):
-        best = None  # the MIP's partition is no cheaper once re-scored (round-off in its objective)
+        best = None  # the level's partition is no cheaper once re-scored (round-off in its objective)
     notes = []
     if objective is None:
         notes.append("the plan breaks the hard memory limit (a block costs inf)")
     if best is not None:
-        notes.append(f"the exact MIP found a cheaper partition (cost {best.objective:.6g}): see best_stages")
+        who = "the exact MIP" if ladder.better_source == "exact" else f"the {ladder.better_source} level"
+        notes.append(f"{who} found a cheaper partition (cost {best.objective:.6g}): see best_stages")
     run = sum(r.status != "skipped" for r in table)
     return Certificate(
         objective=objective, status=status, lower_bound=lb, seed=seed, runtime_s=time.perf_counter() - t0,

@@ -79,13 +79,16 @@ class CombinatorialBound:
     at its deadline and ``bound`` is the best found so far, still valid), how many s-t cuts or
     DPs it solved (``solves``), what gave the bound (``witness``: a group's node ids, an edge,
     or the subgraph's nodes) and ``per_group``, the node-cut value of each group it cut (a lower
-    estimate ``work + overflow`` for the others), by group representative position."""
+    estimate ``work + overflow`` for the others), by group representative position.
+    ``partition``: an optimal partition (node ids, in pipeline order) when the level solved the
+    whole graph (``subgraph``), else ``None``."""
 
     bound: float
     complete: bool = True
     solves: int = 0
     witness: tuple[object, ...] = ()
     per_group: dict[int, float] = field(default_factory=dict)
+    partition: tuple[tuple[object, ...], ...] | None = None
 
 
 def _groups(problem: MtppProblem) -> dict[int, list[int]]:
@@ -420,7 +423,8 @@ def subgraph_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
                 best, witness = float(value), tuple(nd.id for nd in g.nodes)
             if plan.status == "optimal":
                 return CombinatorialBound(bound=max(best, simple_bound(problem)), complete=complete, solves=solves,
-                                          witness=witness, per_group=cut.per_group)
+                                          witness=witness, per_group=cut.per_group,
+                                          partition=tuple(s.nodes for s in plan.stages))
     for rep in order:
         radius = 1
         while True:
