@@ -81,13 +81,38 @@ def test_bottleneck_is_stronger_than_simple_somewhere():
     assert mtpp_bound(p, level="exact").bound == pytest.approx(7.0)
 
 
+#: The default ladder on a graph with few ideals: ``subgraph`` (the whole graph's DP) after ``simple``.
+WHOLE_FIRST = ["simple", "subgraph", *(lv for lv in LEVELS if lv not in ("simple", "subgraph"))]
+
+
+def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
+    from stagecut.mtpp.certify import _whole_graph_first
+
+    g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
+    plan = [[0], [1, 2, 3]]
+    cert = certify(g, plan, devices=2, levels=("node-cut", "exact", "subgraph"))
+    assert [r.level for r in cert.levels] == ["subgraph", "node-cut", "exact"]
+    assert cert.bound_source == "subgraph" and cert.lower_bound == 5.5
+    # without stop_when_proven the order asked is kept
+    cert = certify(g, plan, devices=2, levels=("node-cut", "exact", "subgraph"), stop_when_proven=False)
+    assert [r.level for r in cert.levels] == ["node-cut", "exact", "subgraph"]
+    # an optimal plan is proven by the DP and the levels after it are skipped
+    cert = certify(g, [[0, 1], [2, 3]], devices=2)
+    assert cert.status == "optimal" and [r.status for r in cert.levels[:2]] == ["optimal", "optimal"]
+    assert {r.status for r in cert.levels[2:]} == {"skipped"} and cert.bound_source == "subgraph"
+    # a graph with too many ideals keeps the order asked
+    big = MtppProblem(sc.regal_graph(100, model="erdos_renyi", seed=0), devices=8)
+    assert _whole_graph_first(big, tuple(LEVELS)) == tuple(LEVELS)
+    assert _whole_graph_first(MtppProblem(g, devices=2), ("exact",)) == ("exact",)
+
+
 def test_certify_ratio_and_table():
     g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
     cert = certify(g, [[0], [1, 2, 3]], devices=2)
     assert cert.objective == 6.5 and cert.status == "feasible" and cert.method == "certify"
     assert cert.lower_bound == pytest.approx(5.5)
     assert cert.ratio == pytest.approx(6.5 / 5.5)
-    assert [r.level for r in cert.levels] == list(LEVELS)
+    assert [r.level for r in cert.levels] == WHOLE_FIRST  # (few ideals: subgraph's DP right after simple)
     assert cert.levels[-1].status == "optimal"
     assert tuple(s.nodes for s in cert.best_stages) == ((0, 1), (2, 3)) and cert.best_objective == 5.5
     assert tuple(s.nodes for s in cert.stages) == ((0,), (1, 2, 3))
@@ -132,7 +157,7 @@ def test_cli_certify(tmp_path, capsys):
     assert main(["certify", str(wf), str(sf), "--stages", "2", "--json"]) == 0
     out = _json.loads(capsys.readouterr().out)
     assert out["objective"] == 6.5 and out["lower_bound"] == pytest.approx(5.5)
-    assert [r["level"] for r in out["levels"]] == list(LEVELS)
+    assert [r["level"] for r in out["levels"]] == WHOLE_FIRST
     assert main(["certify", str(wf), str(sf), "--levels", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
     assert main(["certify", str(tmp_path / "missing.json"), str(sf)]) == 2

@@ -30,13 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from stagecut.errors import InvalidArgumentError, InvalidGraphError
+from stagecut.errors import InvalidArgumentError, InvalidGraphError, TooManyIdealsError
 from stagecut.graph import Graph
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, EXTRA_LEVELS, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan, improve_windows
 from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
 from stagecut.mtpp.plan import SlicePlan, plan_blocks
+from stagecut.mtpp.slicegraph import AUTO_IDEALS
+from stagecut.mtpp.units import Units
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Result, Stage, Stat, Status
 from stagecut.units import Display
@@ -242,7 +244,9 @@ def certify(
         Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
         ``"cover"``, ``"prefix"``, ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``,
         ``"bottleneck-guess"``,
-        ``"exact"``), run in this order (default: all of them, weakest first), and ``"partition-lp"``
+        ``"exact"``), run in this order (default: all of them, weakest first; but with
+        ``stop_when_proven``, on a graph with at most 40,000 ideals ``subgraph`` runs right
+        after ``simple``: its exact DP solves the whole graph in seconds), and ``"partition-lp"``
         (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
         block at once, minutes on 100-node graphs). The MIP levels start from the best bound
         of the levels before them.
@@ -314,6 +318,8 @@ def certify(
     notes: list[str] = []
     if budget is not None:
         ev, found, notes = _improve(problem, ev, budget, time_limit, t0, improve_windows(improve))
+    if stop_when_proven:
+        todo = _whole_graph_first(problem, todo)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
     table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
@@ -321,6 +327,20 @@ def certify(
     if budget is None:
         return cert
     return dataclasses.replace(cert, stats={**cert.stats, **found}, notes=(*notes, *cert.notes))
+
+
+def _whole_graph_first(problem: MtppProblem, todo: tuple[str, ...]) -> tuple[str, ...]:
+    """``todo`` with ``subgraph`` moved to the front (after ``simple``) when the graph has at most
+    :data:`~stagecut.mtpp.slicegraph.AUTO_IDEALS` ideals: its exact DP then solves the whole graph
+    in seconds, and its optimum ends the ladder (or bounds the plan) before the slower levels."""
+    if "subgraph" not in todo:
+        return todo
+    try:
+        Units(problem, True).count_ideals(AUTO_IDEALS)
+    except TooManyIdealsError:
+        return todo
+    rest = [lv for lv in todo if lv not in ("simple", "subgraph")]
+    return (*(("simple",) if "simple" in todo else ()), "subgraph", *rest)
 
 
 def _improve_budget(improve: Any) -> float | None:
