@@ -37,6 +37,8 @@ import time
 from typing import Any
 
 import stagecut as sc
+from stagecut.mtpp.bounds import EXTRA_LEVELS
+from stagecut.mtpp.bounds import LEVELS as LADDER
 
 LEVELS = ("simple", "node-cut", "crossing", "cover")
 
@@ -120,7 +122,10 @@ def ladder_one(r: dict[str, Any]) -> dict[str, Any]:
     nodes = int(r["graph"].split(":")[1]) if regal else None
     rec = _record(r, nodes, regal)
     best = 0.0
-    for level, bound, status, seconds in json.loads(r["detail"])["levels"]:
+    rows = json.loads(r["detail"])["levels"]
+    rank = {lv: i for i, lv in enumerate(LADDER + EXTRA_LEVELS)}
+    # (in the ladder's order, whatever order the levels ran in: certify may run subgraph first)
+    for level, bound, status, seconds in sorted(rows, key=lambda row: rank.get(row[0], len(rank))):
         if bound is not None:
             best = max(best, min(float(bound), r["objective"]))
         rec[level], rec[level + "_status"], rec[level + "_s"] = best, status, seconds

@@ -429,9 +429,9 @@ def test_a_solver_that_overruns_its_time_limit_is_not_waited_for(monkeypatch):
     assert (out.status, out.objective, out.bound) == ("time_limit", None, -math.inf)
     # the solver was asked for less than the limit (the grace, here 0.3 s, before it)
     assert asked == [pytest.approx(3.7)]
-    # the limit itself, not the stuck solver's 30 s (the upper end generous: a loaded machine
-    # wakes the waiting thread late)
-    assert 4.0 <= waited < 15.0, waited
+    # the limit and a quarter second, not the stuck solver's 30 s (the upper end generous: a
+    # loaded machine wakes the waiting thread late)
+    assert 4.25 <= waited < 15.0, waited
 
 
 def test_a_stuck_solver_is_given_up_at_the_limit_itself_on_a_fake_clock(monkeypatch):
@@ -465,7 +465,7 @@ def test_the_solver_limit_leaves_the_grace_before_the_callers_limit():
 
     assert solver_limit(600.0) == 570.0  # 5% of the limit
     assert solver_limit(30.0) == 30.0 - OVERRUN_GRACE
-    assert solver_limit(4.0) == pytest.approx(3.6)  # at most a tenth
+    assert solver_limit(2.0) == pytest.approx(1.0)  # at most half
     assert solver_limit(math.inf) == math.inf
 
 

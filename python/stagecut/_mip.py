@@ -214,8 +214,8 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
     ``start`` is a list of ``(var, value)`` pairs (a MIP start). With a time limit the best
     solution and bound are returned with status ``"time_limit"``; the limit covers the whole solve:
     the solver is asked to stop :func:`solver_limit` seconds in, and a solver that has not
-    stopped by ``time_limit`` is no longer waited for (status ``"time_limit"``, no solution, no
-    bound). ``scale``: the caller's value
+    stopped :data:`GIVE_UP_AFTER` past ``time_limit`` is no longer waited for (status
+    ``"time_limit"``, no solution, no bound). ``scale``: the caller's value
     of one unit of the objective (see :func:`reference_scale`), which the progress reports
     multiply the best cost and bound by; ``None``: they report neither (see the module docs).
     """
@@ -274,26 +274,29 @@ def solve(model: Any, *, time_limit: float | None = None, start: Sequence[tuple[
                       solver=str(model.solver_name).lower(), rows=model.num_rows, cols=model.num_cols)
 
 
-#: Seconds before a solve's time limit (or 5% of the limit, if more; at most a tenth of it) at
+#: Seconds before a solve's time limit (or 5% of the limit, if more; at most half of it) at
 #: which the solver is asked to stop (:func:`solver_limit`). CBC checks its clock late in some long
 #: phases of large models (root cuts, strong branching: 82 s for a 60 s limit on a large training
-#: graph), and the caller's time limit is a promise: :func:`solve` stops waiting at the limit
-#: itself and answers "time_limit" with no solution. The solver thread is left to end on its own
-#: (a daemon: it never keeps the process alive).
+#: graph), and the caller's time limit is a promise: :func:`solve` stops waiting
+#: :data:`GIVE_UP_AFTER` past the limit and answers "time_limit" with no solution. The solver
+#: thread is left to end on its own (a daemon: it never keeps the process alive).
 OVERRUN_GRACE = 2.0
+#: Seconds past a solve's time limit after which :func:`solve` stops waiting for the solver (the
+#: solvers' own start and wind-down take tens of milliseconds, which a short limit must allow).
+GIVE_UP_AFTER = 0.25
 
 
 def solver_limit(limit: float) -> float:
     """The time limit the solver itself is given for a solve limited to ``limit`` seconds: the
-    limit less :data:`OVERRUN_GRACE` (or 5% of the limit, if more; at most a tenth of it), so
-    that a solver which checks its clock a little late still ends inside ``limit``.
+    limit less :data:`OVERRUN_GRACE` (or 5% of the limit, if more; at most half of it), so that
+    a solver which checks its clock a little late still ends inside ``limit``.
 
     >>> solver_limit(600.0), solver_limit(10.0), solver_limit(1.0), solver_limit(float("inf"))
-    (570.0, 9.0, 0.9, inf)
+    (570.0, 8.0, 0.5, inf)
     """
     if not math.isfinite(limit):
         return limit
-    return limit - min(0.1 * limit, max(OVERRUN_GRACE, 0.05 * limit))
+    return limit - max(min(OVERRUN_GRACE, 0.5 * limit), 0.05 * limit)
 
 
 _OVERRAN = object()
@@ -334,7 +337,7 @@ def _optimize(model: Any, limit: float, relax: bool, watch: _Watch) -> Any:
 
     watch.start(limit)
     t0 = time.perf_counter()
-    give_up = limit  # (the solver was asked to stop earlier: solver_limit)
+    give_up = limit + GIVE_UP_AFTER  # (the solver was asked to stop earlier: solver_limit)
     main = threading.current_thread() is threading.main_thread()
     worker = threading.Thread(target=work, name="stagecut-mip", daemon=True)
     try:

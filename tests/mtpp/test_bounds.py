@@ -90,16 +90,24 @@ def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
 
     g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
     plan = [[0], [1, 2, 3]]
+    # the default ladder: subgraph right after simple; its partition (5.5) meets its bound, so the
+    # bound is the optimum and the other levels are skipped, though the plan (6.5) is not optimal
+    cert = certify(g, plan, devices=2)
+    assert [r.level for r in cert.levels] == WHOLE_FIRST
+    assert cert.bound_source == "subgraph" and cert.lower_bound == 5.5 and cert.best_objective == 5.5
+    assert {r.status for r in cert.levels[2:]} == {"skipped"} and cert.status == "feasible"
+    assert cert.levels[2].reason == "the bound is the optimum: the subgraph level's partition meets it"
+    # levels given: the order asked is kept
     cert = certify(g, plan, devices=2, levels=("node-cut", "exact", "subgraph"))
-    assert [r.level for r in cert.levels] == ["subgraph", "node-cut", "exact"]
-    assert cert.bound_source == "subgraph" and cert.lower_bound == 5.5
-    # without stop_when_proven the order asked is kept
-    cert = certify(g, plan, devices=2, levels=("node-cut", "exact", "subgraph"), stop_when_proven=False)
     assert [r.level for r in cert.levels] == ["node-cut", "exact", "subgraph"]
+    # without stop_when_proven the default order is kept, and every level runs
+    cert = certify(g, plan, devices=2, stop_when_proven=False)
+    assert [r.level for r in cert.levels] == list(LEVELS) and "skipped" not in {r.status for r in cert.levels}
     # an optimal plan is proven by the DP and the levels after it are skipped
     cert = certify(g, [[0, 1], [2, 3]], devices=2)
     assert cert.status == "optimal" and [r.status for r in cert.levels[:2]] == ["optimal", "optimal"]
     assert {r.status for r in cert.levels[2:]} == {"skipped"} and cert.bound_source == "subgraph"
+    assert cert.levels[2].reason == "plan already proven optimal"
     # a graph with too many ideals keeps the order asked
     big = MtppProblem(sc.regal_graph(100, model="erdos_renyi", seed=0), devices=8)
     assert _whole_graph_first(big, tuple(LEVELS)) == tuple(LEVELS)
@@ -108,11 +116,11 @@ def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
 
 def test_certify_ratio_and_table():
     g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
-    cert = certify(g, [[0], [1, 2, 3]], devices=2)
+    cert = certify(g, [[0], [1, 2, 3]], devices=2, stop_when_proven=False)  # (every level runs, in order)
     assert cert.objective == 6.5 and cert.status == "feasible" and cert.method == "certify"
     assert cert.lower_bound == pytest.approx(5.5)
     assert cert.ratio == pytest.approx(6.5 / 5.5)
-    assert [r.level for r in cert.levels] == WHOLE_FIRST  # (few ideals: subgraph's DP right after simple)
+    assert [r.level for r in cert.levels] == list(LEVELS)
     assert cert.levels[-1].status == "optimal"
     assert tuple(s.nodes for s in cert.best_stages) == ((0, 1), (2, 3)) and cert.best_objective == 5.5
     assert tuple(s.nodes for s in cert.stages) == ((0,), (1, 2, 3))

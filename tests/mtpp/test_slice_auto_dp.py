@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from stagecut._deadline import remaining
 from stagecut.mtpp import slicegraph as slicegraph_module
 from stagecut.mtpp.model import MtppProblem, evaluate
 from stagecut.mtpp.restarts import PORTFOLIO
-from stagecut.mtpp.slicegraph import AUTO_IDEALS, slice_graph
+from stagecut.mtpp.slicegraph import AUTO_DP_SECONDS, AUTO_IDEALS, slice_graph
 
 _OPGRAPHS = Path(__file__).resolve().parents[1] / "data" / "opgraphs"
 
@@ -82,10 +83,13 @@ def test_the_dp_gets_half_the_time_limit_and_a_dp_cut_short_leaves_it_to_the_sea
     given: list[float | None] = []
     real = slicegraph_module._exact
 
+    ended: list[float] = []
+
     def short(problem, units, opts, fold):
         given.append(remaining())
         time.sleep(1.0)  # (the searches get what the DP left: at most 39 s)
         found = real(problem, units, opts, fold)
+        ended.append(time.perf_counter())
         return slicegraph_module._Found(objective=found.objective, blocks=found.blocks, order=[], history=[],
                                         timed_out=True)  # (as if the time limit stopped it: not proven)
 
@@ -93,8 +97,11 @@ def test_the_dp_gets_half_the_time_limit_and_a_dp_cut_short_leaves_it_to_the_sea
     left: list[float | None] = []
     run = slicegraph_module._run
 
+    starts: list[float] = []
+
     def spy(problem, units, opts, *args):
         left.append(remaining())
+        starts.append(args[-1])  # (the clock the run measures its time by)
         return run(problem, units, opts, *args)
 
     monkeypatch.setattr(slicegraph_module, "_run", spy)
@@ -102,6 +109,7 @@ def test_the_dp_gets_half_the_time_limit_and_a_dp_cut_short_leaves_it_to_the_sea
     assert len(given) == 1 and given[0] is not None and 15.0 < given[0] <= 20.0  # half of the 40 s
     # the timed-out DP's partition is not the answer: the searches ran, in the time it left
     assert len(left) == 4 and left[0] is not None and left[0] <= 39.0
+    assert min(starts) >= ended[0]  # (the DP's second is not counted against the searches)
     assert plan.stats["auto_method"] in PORTFOLIO and plan.status in ("optimal", "feasible")
 
 
@@ -120,3 +128,37 @@ def test_a_traced_operator_graph_is_solved_exactly(monkeypatch, name, memory):
     seen = _ran(monkeypatch)
     plan = slice_graph(g, devices=8, method="auto", colocate=False, **extra)
     assert seen == [] and plan.status == "optimal" and plan.objective == optimum.objective
+
+
+def test_a_dp_stopped_by_its_time_still_offers_its_partition(monkeypatch):
+    # the searches find nothing here: the timed-out DP's partition is the answer, not proven
+    p = MtppProblem(sc.regal_graph(16, model="barabasi_albert", seed=3), devices=4)
+    optimum = slice_graph(p, method="dp")
+    real = slicegraph_module._exact
+
+    def short(problem, units, opts, fold):
+        found = real(problem, units, opts, fold)
+        return slicegraph_module._Found(objective=found.objective, blocks=found.blocks, order=[], history=[],
+                                        timed_out=True)
+
+    monkeypatch.setattr(slicegraph_module, "_exact", short)
+    monkeypatch.setattr(slicegraph_module, "_search", lambda *a: slicegraph_module._Found(
+        objective=math.inf, blocks=[], order=[], history=[], timed_out=True))
+    plan = slice_graph(p, method="auto", time_limit=20.0, decodes=50)
+    assert plan.objective == optimum.objective and plan.stats["auto_method"] == "dp"
+    assert plan.status in ("time_limit", "optimal") and plan.method == "auto"
+    assert any("the exact DP did not finish" in n for n in plan.notes)
+
+
+def test_with_no_time_limit_the_dp_gets_its_own_budget(monkeypatch):
+    p = MtppProblem(sc.regal_graph(16, model="erdos_renyi", seed=4), devices=4)
+    given: list[float | None] = []
+    real = slicegraph_module._exact
+
+    def spy(problem, units, opts, fold):
+        given.append(remaining())
+        return real(problem, units, opts, fold)
+
+    monkeypatch.setattr(slicegraph_module, "_exact", spy)
+    assert slice_graph(p, method="auto").stats["auto_method"] == "dp"
+    assert len(given) == 1 and given[0] is not None and 25.0 < given[0] <= AUTO_DP_SECONDS == 30.0

@@ -185,7 +185,11 @@ class _Ladder:
     source: str | None = None
 
     def proven(self) -> bool:
-        return math.isfinite(self.best) and self.best >= self.objective * (1 - 1e-9)
+        """The plan is proven optimal, or a level found a partition the bound proves optimal (the
+        bound can rise no further)."""
+        if not math.isfinite(self.best):
+            return False
+        return any(cost is not None and self.best >= cost * (1 - 1e-9) for cost in (self.objective, self.better_cost))
 
     def known(self) -> float | None:
         """The best bound so far (``None``: none yet), for the next level to start from."""
@@ -245,8 +249,9 @@ def certify(
         ``"cover"``, ``"prefix"``, ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``,
         ``"bottleneck-guess"``,
         ``"exact"``), run in this order (default: all of them, weakest first; but with
-        ``stop_when_proven``, on a graph with at most 40,000 ideals ``subgraph`` runs right
-        after ``simple``: its exact DP solves the whole graph in seconds), and ``"partition-lp"``
+        ``stop_when_proven``, on a graph with at most 40,000 ideals the default ladder runs
+        ``subgraph`` right after ``simple``: its exact DP solves the whole graph in seconds), and
+        ``"partition-lp"``
         (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
         block at once, minutes on 100-node graphs). The MIP levels start from the best bound
         of the levels before them.
@@ -259,7 +264,8 @@ def certify(
     solver, threads, workers, gap, seed, verbose
         MIP options (see :func:`~stagecut.mtpp.bounds.mtpp_bound`).
     stop_when_proven : bool
-        Skip the remaining levels once a bound reaches the plan's cost (default).
+        Skip the remaining levels once a bound reaches the plan's cost, or the cost of a cheaper
+        partition a level found (then the bound is the optimum; default).
     on_level : callable, optional
         Called as ``on_level(result, best_bound_so_far)`` after each level (the CLI prints the
         ladder as it climbs).
@@ -318,7 +324,7 @@ def certify(
     notes: list[str] = []
     if budget is not None:
         ev, found, notes = _improve(problem, ev, budget, time_limit, t0, improve_windows(improve))
-    if stop_when_proven:
+    if stop_when_proven and todo == LEVELS:  # (the default ladder: an order given is kept)
         todo = _whole_graph_first(problem, todo)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
@@ -386,8 +392,10 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
     for i, lv in enumerate(todo):
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
         if stop_when_proven and ladder.proven():
+            plan_proven = ladder.best >= ladder.objective * (1 - 1e-9)
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0,
-                            reason="plan already proven optimal")
+                            reason="plan already proven optimal" if plan_proven else
+                            f"the bound is the optimum: the {ladder.better_source} level's partition meets it")
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:

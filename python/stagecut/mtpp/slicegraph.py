@@ -31,9 +31,9 @@ The methods (:data:`METHODS`):
     The exact DP first when the graph has few ideals (at most :data:`AUTO_IDEALS`; operator
     graphs of CNNs and transformers, inference and training, have a few hundred to a few
     tens of thousands, and the DP proves the optimum in well under a second to a few seconds),
-    for at most half the time limit. Otherwise (or if the DP did not finish), the searches in
-    turn (:data:`PORTFOLIO`: ``"spectral-order"``, ``"mla-weighted"``,
-    ``"brkga"``, ``"mla"``), each from its own seed and with its re-splits, the cheapest plan
+    for at most half the time limit (30 s with none). Otherwise (or if the DP did not finish: its
+    best partition stays a candidate), the searches in turn (:data:`PORTFOLIO`: ``"spectral-order"``,
+    ``"mla-weighted"``, ``"brkga"``, ``"mla"``), each from its own seed and with its re-splits, the cheapest plan
     kept; ``restarts`` more runs continue the cycle. No one search wins everywhere: the spectral
     sweeps win on lattice-like and geometric graphs, by 7 to 18% at 1,000 and 2,000 nodes; on
     graphs of 1,000 nodes and more the weighted arrangement search finds plans a few percent
@@ -58,7 +58,7 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,7 @@ from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, polish, polish_reserve, restart, run_options
 from stagecut.mtpp.restarts import SEEDED as _SEEDED
 from stagecut.mtpp.units import CoreArrays, Units
+from stagecut.mtpp.user_order import Priorities, order_priorities, positions, priority_values
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Stage, Stat, Status
 from stagecut.validate import check_int, check_number
@@ -96,11 +97,12 @@ __all__ = ["SlicePlan", "slice_graph", "METHODS", "PORTFOLIO", "AUTO_IDEALS", "R
 AUTO_IDEALS = 40_000
 #: The share of the time limit the DP of ``method="auto"`` may take.
 AUTO_DP_SHARE = 0.5
+#: Seconds the DP of ``method="auto"`` may take with no time limit (then the searches run).
+AUTO_DP_SECONDS = 30.0
 
 #: The values of ``slice_graph(method=...)``.
 METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "dp", "order", "auto")
 _SEGMENT_COSTS = ("auto", "scan", "fenwick")
-Priorities = Mapping[NodeId, float] | Sequence[float] | npt.NDArray[np.float64]
 
 
 def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False) -> CoreArrays:
@@ -112,15 +114,6 @@ def mtpp_arrays(problem: MtppProblem, fold_leaves: bool = False) -> CoreArrays:
     [1.0, 2.0]
     """
     return Units(problem, fold_leaves).arrays
-
-
-def _positions(graph: Graph, order: Sequence[NodeId]) -> list[int]:
-    pos = []
-    for v in order:
-        if v not in graph.index:
-            raise InvalidArgumentError(f"order: unknown node {v!r}")
-        pos.append(graph.index[v])
-    return pos
 
 
 def segment_io(problem: Graph | MtppProblem, order: Sequence[NodeId],
@@ -146,7 +139,7 @@ def segment_io(problem: Graph | MtppProblem, order: Sequence[NodeId],
     else:
         plain = as_problem(problem, devices=1, colocate=False, where="segment_io")
     units = Units(plain, fold_leaves=False)
-    pos = np.asarray(_positions(plain.graph, order), dtype=np.int64)
+    pos = np.asarray(positions(plain.graph, order), dtype=np.int64)
     flat = units.segment_io(pos, builder)
     n = len(plain.graph.nodes)
     return flat.reshape(n, n)
@@ -218,52 +211,6 @@ def _warn_cycle_groups(problem: MtppProblem, groups: list[int]) -> None:
 
 
 # ------------------------------------------------------------------------------ method="order"
-def _order_priorities(graph: Graph, units: Units, order: Sequence[NodeId]) -> dict[str, Any]:
-    """The core's ``order`` (one unit per node) or ``priorities`` (forced groups: Kahn on the
-    groups, each ranked by its earliest node in the order) for a user's order."""
-    pos = _positions(graph, order)
-    seen: set[int] = set()
-    for i in pos:
-        if i in seen:
-            raise InvalidArgumentError(f"order: node {graph.nodes[i].id!r} repeated")
-        seen.add(i)
-    if len(pos) != len(graph.nodes):
-        gone = next(nd.id for j, nd in enumerate(graph.nodes) if j not in seen)
-        raise InvalidArgumentError(f"order: node {gone!r} missing ({len(pos)} of {len(graph.nodes)} nodes given)")
-    at = {i: r for r, i in enumerate(pos)}
-    for u, v in graph.edges:
-        if at[graph.index[u]] > at[graph.index[v]]:
-            raise InvalidArgumentError(f"order: node {v!r} comes before its predecessor {u!r}")
-    unit_pos = np.asarray([units.unit_of[i] for i in pos], dtype=np.int64)
-    if len(units.members) == len(graph.nodes):
-        return {"order": unit_pos}
-    uprio = np.full(len(units.members), np.inf)
-    np.minimum.at(uprio, unit_pos, np.arange(len(pos), dtype=np.float64))
-    return {"priorities": uprio}
-
-
-def _priority_values(graph: Graph, units: Units, priorities: Priorities) -> dict[str, Any]:
-    """The core's unit ``priorities`` (each unit: its smallest node priority)."""
-    if isinstance(priorities, Mapping):
-        missing = [v.id for v in graph.nodes if v.id not in priorities]
-        if missing:
-            raise InvalidArgumentError(f"priorities: no value for node {missing[0]!r}")
-        vals = [priorities[v.id] for v in graph.nodes]
-    else:
-        vals = list(priorities)
-        if len(vals) != len(graph.nodes):
-            raise InvalidArgumentError(f"priorities: expected {len(graph.nodes)} values, got {len(vals)}")
-    try:
-        arr = np.asarray(vals, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError("priorities: values must be numbers") from None
-    if np.isnan(arr).any():
-        raise InvalidArgumentError("priorities: NaN value")
-    uprio = np.full(len(units.members), np.inf)
-    np.minimum.at(uprio, np.asarray(units.unit_of, dtype=np.int64), arr)
-    return {"priorities": uprio}
-
-
 def _order_kwargs(problem: MtppProblem, units: Units, opts: _Options, order: Sequence[NodeId] | None,
                   priorities: Priorities | None) -> dict[str, Any]:
     if opts.method != "order":
@@ -274,9 +221,9 @@ def _order_kwargs(problem: MtppProblem, units: Units, opts: _Options, order: Seq
         raise InvalidArgumentError("give order or priorities, not both")
     kw: dict[str, Any] = {}
     if order is not None:
-        kw = _order_priorities(problem.graph, units, order)
+        kw = order_priorities(problem.graph, units, order)
     elif priorities is not None:
-        kw = _priority_values(problem.graph, units, priorities)
+        kw = priority_values(problem.graph, units, priorities)
     kw["segment_costs"] = _segment_costs(problem, units, opts)
     return kw
 
@@ -430,7 +377,7 @@ def slice_graph(
     method : {"brkga", "random", "mla", "mla-weighted", "spectral-order", "dp", "order", "auto"}
         ``"spectral-order"``: ``decodes`` sweeps along the spectral embedding (default 48).
         ``"auto"``: the exact DP when the graph has at most :data:`AUTO_IDEALS` ideals (and
-        ``max_ideals``), for at most half of ``time_limit``; else (or if it did not finish)
+        ``max_ideals``), for at most half of ``time_limit`` (30 s with none); else (or if not done)
         ``"spectral-order"``, ``"mla-weighted"``, ``"brkga"`` and ``"mla"`` in turn
         (module docs), the cheapest plan kept; ``method`` of the result is ``"auto"``,
         ``stats["auto_method"]`` the part that found it (``"dp"``: the plan is proven optimal, or
@@ -560,53 +507,82 @@ def slice_graph(
     kw = _order_kwargs(problem, units, opts, order, priorities)
     if opts.method == "auto":
         more += len(portfolio) - 1  # (every search of the portfolio once, then the restarts)
+    start, fallback, why = t0, None, None
     if opts.method == "auto":
-        exact = _auto_exact(problem, units, opts, fold_leaves, limit, t0)
+        exact, fallback, why = _auto_exact(problem, units, opts, fold_leaves, limit, t0)
         if exact is not None:
             return exact
+        start = time.perf_counter()  # (the searches' clock: the DP's time is not theirs)
         if limit is not None:
-            limit = max(0.0, limit - (time.perf_counter() - t0))
+            limit = max(0.0, limit - (start - t0))
     reserve = polish_reserve(budget, limit) if math.isinf(more) else 0.0  # (restarts="auto": time to polish)
     with deadline(limit):
         first = None if limit is None else limit - reserve
         with deadline(first):
-            plan = _run(problem, units, run_options(opts, 0, portfolio), kw, fold_leaves, first, budget, improve, t0)
+            plan = _run(problem, units, run_options(opts, 0, portfolio), kw, fold_leaves, first, budget, improve,
+                        start)
         if more:
-            def again(o: _Options, left: float | None, start: float) -> SlicePlan:
-                return _run(problem, units, o, kw, fold_leaves, left, budget, improve, start)
+            def again(o: _Options, left: float | None, begun: float) -> SlicePlan:
+                return _run(problem, units, o, kw, fold_leaves, left, budget, improve, begun)
 
-            plan = restart(again, opts, plan, more, t0, portfolio, reserve)
+            plan = restart(again, opts, plan, more, start, portfolio, reserve)
             if reserve:
-                plan = polish(problem, plan, opts.seed, t0)
+                plan = polish(problem, plan, opts.seed, start)
             if len(portfolio) < len(PORTFOLIO):
                 plan = dataclasses.replace(plan, notes=(*plan.notes, (
                     f"spectral-order left out: {len(units.members)} units, more than {spectral_order.MAX_UNITS}")))
         elif opts.method in _SEEDED:
             plan = dataclasses.replace(plan, stats={**plan.stats, "restarts": 0})
+    if opts.method == "auto":
+        plan = _with_dp_attempt(plan, fallback, why, t0)
     return plan
 
 
 def _auto_exact(problem: MtppProblem, units: Units, opts: _Options, fold_leaves: bool, limit: float | None,
-                t0: float) -> SlicePlan | None:
-    """``method="auto"``'s first step: the exact DP's plan (proven optimal, or infeasible) when the
-    graph has at most :data:`AUTO_IDEALS` ideals and the DP ends within its share of ``limit``;
-    else ``None`` (the searches run)."""
+                t0: float) -> tuple[SlicePlan | None, SlicePlan | None, str | None]:
+    """``method="auto"``'s first step: ``(plan, fallback, note)``. ``plan`` is the exact DP's
+    (proven optimal, or the problem infeasible) when the graph has at most :data:`AUTO_IDEALS`
+    ideals and the DP ends within its share of ``limit`` (:data:`AUTO_DP_SECONDS` without one);
+    else ``None``, and the searches run. ``fallback``: the best partition of a DP stopped by
+    the time limit (a candidate against the searches'), ``note`` says so."""
     dp = dataclasses.replace(opts, method="dp", max_ideals=min(opts.max_ideals, AUTO_IDEALS))
+    share = AUTO_DP_SECONDS if limit is None or math.isinf(limit) else AUTO_DP_SHARE * limit
+    begun = time.perf_counter()
     try:
-        with deadline(None if limit is None else AUTO_DP_SHARE * limit):
+        with deadline(share):
             units.count_ideals(dp.max_ideals)  # (refuses at once past it, before the DP's quick search)
             found = _exact(problem, units, dp, fold_leaves)
-    except (TooManyIdealsError, MemoryLimitError, DeadlineReached):
-        return None
+    except (TooManyIdealsError, MemoryLimitError):
+        return None, None, None
+    except DeadlineReached:
+        found = _Found(objective=math.inf, blocks=[], order=[], history=[], timed_out=True)
     plan = _plan(problem, units, dp, found, t0)
     if plan.status not in ("optimal", "infeasible"):  # (the time limit stopped it: the searches run)
-        return None
-    ideals = found.stats.get("ideals", 0)
-    note = (f"the exact DP ({ideals} ideals) {'found the optimum' if plan.status == 'optimal' else 'proved it'} "
-            f"in {time.perf_counter() - t0:.3g} s: no search ran")
+        why = f"the exact DP did not finish in its {time.perf_counter() - begun:.3g} s: the searches ran"
+        return None, (plan if plan.stages else None), why
+    if found.timed_out:
+        how = "a partition of the exact DP's first searches meets the lower bound (proven optimal)"
+    elif plan.status == "optimal":
+        how = f"the exact DP ({found.stats.get('ideals', 0)} ideals) found the optimum"
+    else:
+        how = f"the exact DP ({found.stats.get('ideals', 0)} ideals) proved the problem infeasible"
+    note = f"{how} in {time.perf_counter() - t0:.3g} s: no search ran"
     return dataclasses.replace(plan, method="auto", seed=None, notes=(*plan.notes, note),
                                stats={**plan.stats, "auto_method": "dp", "found_by": "dp", "restarts": 0,
-                                      "restart_decodes": 0})
+                                      "restart_decodes": 0}), None, None
+
+
+def _with_dp_attempt(plan: SlicePlan, fallback: SlicePlan | None, why: str | None, t0: float) -> SlicePlan:
+    """``auto``'s answer after a DP stopped by its time: the searches' plan, or the DP's partition
+    when it is cheaper (or the searches found none), with the note; ``runtime_s`` from ``t0``."""
+    if fallback is not None and fallback.objective is not None and (
+            plan.objective is None or fallback.objective < plan.objective * (1 - 1e-12)):
+        plan = dataclasses.replace(fallback, method="auto", seed=None, status="time_limit",
+                                   stats={**fallback.stats, "auto_method": "dp", "found_by": "dp",
+                                          "restarts": plan.stats.get("restarts", 0),
+                                          "restart_decodes": plan.stats.get("restart_decodes", 0)})
+    notes = plan.notes if why is None else (*plan.notes, why)
+    return dataclasses.replace(plan, notes=notes, runtime_s=time.perf_counter() - t0)
 
 
 def _run(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, Any], fold_leaves: bool,
