@@ -99,7 +99,9 @@ def test_certificate_with_a_cheaper_partition_and_skipped_levels_round_trips():
     g = Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
     cert = certify(g, [[0], [1, 2, 3]], devices=2, levels=("exact", "simple", "bottleneck"))
     assert cert.objective == 6.5 and cert.best_objective == 5.5
-    assert [r.status for r in cert.levels] == ["optimal", "optimal", "optimal"]
+    # (exact's partition meets its bound: the optimum, so the ladder stops there)
+    assert [r.status for r in cert.levels] == ["optimal", "skipped", "skipped"]
+    assert cert.levels[1].reason == "the bound is the optimum: the exact level's partition meets it"
     assert evaluate(MtppProblem(g, devices=2), cert.best_stages).objective == cert.best_objective
     roundtrip(cert)
     proven = certify(g, [[0, 1], [2, 3]], devices=2, levels=("exact", "simple"))

@@ -421,8 +421,8 @@ def subgraph_bound(problem: MtppProblem, *, cut: CombinatorialBound | None = Non
             value = plan.objective if plan.status == "optimal" else plan.lower_bound
             if value is not None:
                 best, witness = float(value), tuple(nd.id for nd in g.nodes)
-            if plan.status == "optimal":
-                return CombinatorialBound(bound=max(best, simple_bound(problem)), complete=complete, solves=solves,
+            if plan.status == "optimal":  # (the optimum: nothing left to find, whatever stopped the node cut)
+                return CombinatorialBound(bound=max(best, simple_bound(problem)), complete=True, solves=solves,
                                           witness=witness, per_group=cut.per_group,
                                           partition=tuple(s.nodes for s in plan.stages))
     for rep in order:
