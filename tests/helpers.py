@@ -190,3 +190,19 @@ def require_shared(path=SHARED / "published-table1.json"):
             pytest.fail(msg + "; CI must have ../shared beside the project")
         pytest.skip(msg)
     return path
+
+
+def record_runs(monkeypatch, what=lambda opts: opts.method):
+    """The runs ``slice_graph`` makes (its searches, or the DP, through
+    ``stagecut.mtpp.slicegraph._run``), each recorded as ``what(opts)`` in the list returned."""
+    from stagecut.mtpp import slicegraph
+
+    seen = []
+    real = slicegraph._run
+
+    def spy(problem, units, opts, *args):
+        seen.append(what(opts))
+        return real(problem, units, opts, *args)
+
+    monkeypatch.setattr(slicegraph, "_run", spy)
+    return seen

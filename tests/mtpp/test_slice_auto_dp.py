@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import stagecut as sc
+from helpers import record_runs
 from stagecut._deadline import remaining
 from stagecut.mtpp import slicegraph as slicegraph_module
 from stagecut.mtpp.model import MtppProblem, evaluate
@@ -25,24 +26,11 @@ from stagecut.mtpp.slicegraph import AUTO_DP_SECONDS, AUTO_IDEALS, slice_graph
 _OPGRAPHS = Path(__file__).resolve().parents[1] / "data" / "opgraphs"
 
 
-def _ran(monkeypatch) -> list[str]:
-    """The searches ``slice_graph`` runs (``_run``'s methods), recorded."""
-    seen: list[str] = []
-    real = slicegraph_module._run
-
-    def spy(problem, units, opts, *args):
-        seen.append(opts.method)
-        return real(problem, units, opts, *args)
-
-    monkeypatch.setattr(slicegraph_module, "_run", spy)
-    return seen
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_a_graph_with_few_ideals_gets_the_dps_optimum_and_no_search(monkeypatch, seed):
     p = MtppProblem(sc.regal_graph(16, model=("erdos_renyi", "barabasi_albert")[seed % 2], seed=seed), devices=4)
     optimum = slice_graph(p, method="dp")
-    seen = _ran(monkeypatch)
+    seen = record_runs(monkeypatch)
     plan = slice_graph(p, method="auto", time_limit=30.0, restarts="auto")
     assert seen == []  # no search ran
     assert (plan.method, plan.status, plan.stats["auto_method"], plan.stats["found_by"]) == (
@@ -57,7 +45,7 @@ def test_past_the_ideals_cap_the_searches_run(monkeypatch):
     p = MtppProblem(sc.regal_graph(16, model="erdos_renyi", seed=0), devices=4)
     ideals = slice_graph(p, method="dp").stats["ideals"]
     assert 10 < ideals <= AUTO_IDEALS
-    seen = _ran(monkeypatch)
+    seen = record_runs(monkeypatch)
     monkeypatch.setattr(slicegraph_module, "AUTO_IDEALS", 10)
     exact: list[int] = []
     real = slicegraph_module._exact
@@ -73,7 +61,7 @@ def test_past_the_ideals_cap_the_searches_run(monkeypatch):
 
 def test_max_ideals_caps_the_dp_of_auto_too(monkeypatch):
     p = MtppProblem(sc.regal_graph(16, model="barabasi_albert", seed=1), devices=4)
-    seen = _ran(monkeypatch)
+    seen = record_runs(monkeypatch)
     plan = slice_graph(p, method="auto", decodes=200, max_ideals=10)
     assert seen == list(PORTFOLIO) and plan.stats["auto_method"] in PORTFOLIO
 
@@ -115,7 +103,7 @@ def test_the_dp_gets_half_the_time_limit_and_a_dp_cut_short_leaves_it_to_the_sea
 
 def test_a_problem_the_dp_proves_infeasible_is_infeasible(monkeypatch):
     g = sc.Graph.chain([1.0, 1.0, 1.0], comm=0.5, memory=[4.0, 4.0, 4.0])
-    seen = _ran(monkeypatch)
+    seen = record_runs(monkeypatch)
     plan = slice_graph(g, devices=2, method="auto", memory=5.0, time_limit=10.0)
     assert (plan.status, plan.objective, plan.stats["auto_method"], seen) == ("infeasible", None, "dp", [])
 
@@ -125,7 +113,7 @@ def test_a_traced_operator_graph_is_solved_exactly(monkeypatch, name, memory):
     g = sc.read_workload(_OPGRAPHS / name)
     extra = {"memory": g.defaults["memory"]} if memory else {}
     optimum = slice_graph(g, devices=8, method="dp", colocate=False, **extra)
-    seen = _ran(monkeypatch)
+    seen = record_runs(monkeypatch)
     plan = slice_graph(g, devices=8, method="auto", colocate=False, **extra)
     assert seen == [] and plan.status == "optimal" and plan.objective == optimum.objective
 

@@ -18,6 +18,7 @@ import time
 import pytest
 
 import stagecut as sc
+from helpers import record_runs
 from stagecut.errors import InvalidArgumentError
 from stagecut.mtpp import restarts as restarts_module
 from stagecut.mtpp import slicegraph as slicegraph_module
@@ -35,14 +36,7 @@ def test_the_best_of_the_single_runs_and_whose_it_is(monkeypatch):
     costs = [s.objective for s in singles]
     assert len(set(costs)) > 1  # (the seeds disagree here, or the test proves nothing)
     assert all(s.stats["restarts"] == 0 for s in singles)
-    seeds = []
-    real = slicegraph_module._run
-
-    def spy(problem, units, opts, *args):
-        seeds.append(opts.seed)
-        return real(problem, units, opts, *args)
-
-    monkeypatch.setattr(slicegraph_module, "_run", spy)
+    seeds = record_runs(monkeypatch, lambda opts: opts.seed)
     plan = slice_graph(p, seed=5, decodes=300, restarts=4)
     assert seeds == [5, 6, 7, 8, 9]
     win = costs.index(min(costs))  # the first seed to reach the least cost
@@ -226,14 +220,7 @@ def test_cli_restarts(capsys):
 
 
 def _spy_runs(monkeypatch) -> list[tuple[str, int]]:
-    runs: list[tuple[str, int]] = []
-    real = slicegraph_module._run
-
-    def spy(problem, units, opts, *args):
-        runs.append((opts.method, opts.seed))
-        return real(problem, units, opts, *args)
-
-    monkeypatch.setattr(slicegraph_module, "_run", spy)
+    runs = record_runs(monkeypatch, lambda opts: (opts.method, opts.seed))
     return runs
 
 

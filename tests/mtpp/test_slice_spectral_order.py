@@ -21,9 +21,9 @@ import pytest
 from tests.mtpp.test_combinatorial import optimum_dp, random_problem
 
 import stagecut as sc
+from helpers import record_runs
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
-from stagecut.mtpp import slicegraph as slicegraph_module
 from stagecut.mtpp import spectral_order
 from stagecut.mtpp.model import MtppProblem, evaluate
 from stagecut.mtpp.slicegraph import slice_graph
@@ -255,14 +255,7 @@ def test_too_many_units_are_refused_and_auto_leaves_the_method_out(monkeypatch, 
     g = sc.regal_graph(30, seed=0)
     with pytest.raises(InvalidArgumentError, match=r"spectral-order.*at most 10 units.*has 30"):
         slice_graph(g, devices=4, method="spectral-order")
-    runs: list[str] = []
-    real = slicegraph_module._run
-
-    def spy(problem, units, opts, *args):
-        runs.append(opts.method)
-        return real(problem, units, opts, *args)
-
-    monkeypatch.setattr(slicegraph_module, "_run", spy)
+    runs = record_runs(monkeypatch)
     plan = slice_graph(g, devices=4, method="auto", decodes=100)
     assert runs == ["mla-weighted", "brkga", "mla"] and plan.objective is not None
     assert any("spectral-order left out: 30 units, more than 10" in n for n in plan.notes)

@@ -408,9 +408,8 @@ def _combinatorial(problem: MtppProblem, level: str, deadline: float | None, t0:
         why = f"more than {most} forced groups" if many else short
         return BoundResult(level=level, bound=None, status="skipped", seconds=time.perf_counter() - t0, reason=why)
     blocks = objective = None
-    if r.partition is not None:  # (subgraph solved the whole graph: its partition is an optimum)
-        blocks = tuple(tuple(b) for b in r.partition)
-        objective = evaluate(problem, [list(b) for b in blocks]).objective
+    if r.partition is not None:  # (subgraph solved the whole graph: its partition, re-scored there, is an optimum)
+        blocks, objective = tuple(tuple(b) for b in r.partition), bound
     return BoundResult(level=level, bound=bound, status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0, stats=stats, objective=objective, blocks=blocks)
 
