@@ -137,9 +137,9 @@ def _parts(p: MtppProblem):
 
 
 def _overflow(p: MtppProblem, k: int) -> float:
-    from stagecut.mtpp.combinatorial import _least_total_overflow
+    from stagecut.mtpp.model import least_total_overflow
 
-    return _least_total_overflow(p, math.fsum(nd.memory for nd in p.graph.nodes), k)
+    return least_total_overflow(p, math.fsum(nd.memory for nd in p.graph.nodes), k)
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")

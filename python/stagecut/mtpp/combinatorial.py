@@ -62,7 +62,7 @@ import networkx as nx
 
 from stagecut.errors import StagecutWarning, TooManyIdealsError
 from stagecut.graph import Graph
-from stagecut.mtpp.model import MtppProblem, _overflow_of, forced_groups
+from stagecut.mtpp.model import MtppProblem, forced_groups, least_total_overflow
 from stagecut.mtpp.model import lower_bound as simple_bound
 from stagecut.mtpp.slicegraph import slice_graph
 
@@ -224,12 +224,6 @@ def node_cut_bound(problem: MtppProblem, *, deadline: float | None = None) -> Co
     return CombinatorialBound(bound=best, complete=complete, solves=cutter.solves, witness=witness, per_group=per)
 
 
-def _least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> float:
-    """The least total overflow of ``blocks`` blocks holding ``params``, rounded down
-    (:func:`stagecut.mtpp.model._overflow_of`)."""
-    return _overflow_of(problem, params, blocks)
-
-
 def least_bins(items: Sequence[float], cap: float) -> float:
     """A lower bound on the bins of capacity ``cap`` that hold ``items`` (Martello and Toth's
     ``L2``: the items over half a bin each need their own, and those between ``a`` and half a
@@ -278,7 +272,7 @@ def _least_t(problem: MtppProblem, floor: float, forced: dict[int, float], sprea
     work = math.fsum(problem.work(i) for i in range(len(g.nodes)))
     params = math.fsum(n.memory for n in g.nodes)
     jmax = max(1, min(problem.devices, ngroups))
-    ov = [_least_total_overflow(problem, params, j) for j in range(1, jmax + 1)]
+    ov = [least_total_overflow(problem, params, j) for j in range(1, jmax + 1)]
     us = [u for u, t in forced.items() if t > floor]
     thr = [forced[u] for u in us]
     comm = [g.nodes[u].comm for u in us]

@@ -488,7 +488,7 @@ def tensor_costs_dwarf_the_answer(problem: MtppProblem) -> bool:
 _EPS = sys.float_info.epsilon
 
 
-def _overflow_of(problem: MtppProblem, params: float, blocks: int) -> float:
+def least_total_overflow(problem: MtppProblem, params: float, blocks: int) -> float:
     """The least total overflow of ``blocks`` blocks holding ``params`` (superadditive). A hard
     limit is refuted (``inf``) only beyond a few units in the last place of ``max(M, R)`` per
     block: the evaluator's test of each block (``params + R - M <= 0``, in floats) can accept that
@@ -542,5 +542,5 @@ def lower_bound(problem: MtppProblem) -> float:
     p = math.fsum(n.memory for n in g.nodes)
     avg = math.inf
     for j in range(1, min(problem.devices, len(gw)) + 1):
-        avg = min(avg, (w + _overflow_of(problem, p, j)) / j)
+        avg = min(avg, (w + least_total_overflow(problem, p, j)) / j)
     return max(single, avg)

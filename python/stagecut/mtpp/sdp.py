@@ -73,8 +73,8 @@ import time
 import numpy as np
 import numpy.typing as npt
 
-from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflow
-from stagecut.mtpp.model import MtppProblem
+from stagecut.mtpp.combinatorial import CombinatorialBound
+from stagecut.mtpp.model import MtppProblem, least_total_overflow
 from stagecut.mtpp.model import lower_bound as simple_bound
 from stagecut.mtpp.spectral import _EIGH_SLACK, _first_step, _laplacian, group_work, largest_refuted, tensor_groups
 
@@ -267,7 +267,7 @@ def sdp_bound(problem: MtppProblem, *, floor: float | None = None, deadline: flo
     if deadline is not None and time.monotonic() + MIN_STEPS * _first_step(n) > deadline:
         return CombinatorialBound(bound=lo, complete=False)  # (no time for the steps that lift a bound)
     params = math.fsum(nd.memory for nd in problem.graph.nodes)
-    need = math.fsum(w.tolist()) + _least_total_overflow(problem, params, k)
+    need = math.fsum(w.tolist()) + least_total_overflow(problem, params, k)
     const = math.fsum(adj[np.triu_indices(n, 1)].tolist())
     scale = float(np.abs(adj).max())
     c = -0.5 * adj / scale  # (the method works on scaled costs; the check on the real ones)

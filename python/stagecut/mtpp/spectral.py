@@ -53,8 +53,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from stagecut.mtpp.combinatorial import CombinatorialBound, _least_total_overflow
-from stagecut.mtpp.model import MtppProblem, forced_groups
+from stagecut.mtpp.combinatorial import CombinatorialBound
+from stagecut.mtpp.model import MtppProblem, forced_groups, least_total_overflow
 from stagecut.mtpp.model import lower_bound as simple_bound
 
 __all__ = ["MAX_GROUPS", "largest_refuted", "pair_weight", "spectral_bound", "tensor_groups"]
@@ -133,7 +133,7 @@ class _Test:
     def __init__(self, problem: MtppProblem, work: float, extra: float, blocks: int) -> None:
         params = math.fsum(n.memory for n in problem.graph.nodes)
         self.work, self.extra, self.blocks = work, extra, blocks
-        self.ov = _least_total_overflow(problem, params, blocks)
+        self.ov = least_total_overflow(problem, params, blocks)
 
     def sizes(self, t: float) -> np.ndarray | None:
         """The block sizes (in ``D``) with the least eigenvalue sum, largest first; ``None``: the
