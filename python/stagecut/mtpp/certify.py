@@ -253,7 +253,7 @@ def certify(
         ``subgraph`` right after ``simple``: its exact DP solves the whole graph in seconds), and
         ``"partition-lp"``
         (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
-        block at once, minutes on 100-node graphs). The MIP levels start from the best bound
+        block at once, for graphs of a few dozen groups). The MIP levels start from the best bound
         of the levels before them.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
