@@ -33,6 +33,18 @@ def test_partition_lp_reaches_the_optimum_of_a_chain():
     assert not any(v for t, v in r.tested if t >= 9.0)  # (9 itself is the optimum: never refuted)
 
 
+
+def test_the_first_t_is_a_quarter_of_the_way_up_and_each_refutation_doubles_the_step():
+    # the chain above, from 8 to 9 (every T < 9 is refuted): 8.25, then half of what is left
+    # (8.625, 8.8125), and a T that is not refuted (9.1 from 9.0 up to 9.2) halves the interval
+    p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
+    r = partition_lp_bound(p, lo=8.0, hi=9.0, steps=3)
+    assert [t for t, _ in r.tested] == pytest.approx([8.25, 8.625, 8.8125])
+    assert all(v for _, v in r.tested) and r.bound == pytest.approx(8.8125)
+    above = partition_lp_bound(p, lo=9.0, hi=9.4, steps=2)
+    assert [(round(t, 9), v) for t, v in above.tested] == [(9.1, False), (9.025, False)]
+    assert above.bound == 9.0
+
 def _check(p: MtppProblem, opt: float, where: object, **kw: object) -> bool:
     lo = cover_bound(p).bound
     r = partition_lp_bound(p, lo=lo, steps=6, **kw)  # type: ignore[arg-type]
