@@ -33,10 +33,10 @@ def test_partition_lp_reaches_the_optimum_of_a_chain():
     assert not any(v for t, v in r.tested if t >= 9.0)  # (9 itself is the optimum: never refuted)
 
 
-
 def test_the_first_t_is_a_quarter_of_the_way_up_and_each_refutation_doubles_the_step():
     # the chain above, from 8 to 9 (every T < 9 is refuted): 8.25, then half of what is left
-    # (8.625, 8.8125), and a T that is not refuted (9.1 from 9.0 up to 9.2) halves the interval
+    # (8.625, 8.8125); from 9.0 to 9.4, 9.1 (a quarter of the way) is not refuted, and the next
+    # T is a quarter of the way up to it (9.025)
     p = MtppProblem(sc.Graph.chain([4.0, 4.0, 4.0, 4.0], comm=1.0), devices=2)
     r = partition_lp_bound(p, lo=8.0, hi=9.0, steps=3)
     assert [t for t, _ in r.tested] == pytest.approx([8.25, 8.625, 8.8125])
@@ -63,6 +63,9 @@ def test_the_first_t_gets_three_quarters_of_the_time_the_next_half_the_last_the_
     assert [t for t, _ in given] == pytest.approx([34.0, 32.5, 32.125])  # (undecided: each a quarter lower)
     assert [s for _, s in given] == pytest.approx([75.0, 50.0, 100.0], abs=2.0)
     assert r.bound == 32.0 and not r.complete
+    given.clear()  # (one T only: it is also the last, so it gets all the time)
+    partition_lp_bound(p, lo=32.0, hi=40.0, steps=1, time_limit=100.0)
+    assert [s for _, s in given] == pytest.approx([100.0], abs=2.0)
 
 def _check(p: MtppProblem, opt: float, where: object, **kw: object) -> bool:
     lo = cover_bound(p).bound

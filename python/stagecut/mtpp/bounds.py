@@ -27,8 +27,8 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     The LP relaxation of covering the groups with the fewest blocks of cost ``<= T`` (column
     generation, :mod:`stagecut.mtpp.partlp`): a ``T`` where the LP needs more than ``k`` blocks
     is below the optimum, proven by one pricing MIP's dual bound (Farley's bound). For graphs
-    of a few dozen groups: on 24-node random graphs it reaches 0.999 of the optimum, but on
-    100-node ones its column generation left even a ``T`` 0.01% above ``sdp``'s bound undecided.
+    of a few dozen groups: on 24-node random graphs it reaches 0.999 of the optimum; on 100-node
+    ones it needs several minutes to tens of minutes per ``T`` near ``sdp``'s bound.
 ``block``
     One small MIP per tested ``T`` (:mod:`stagecut.mtpp.blockmip`): the block paying the fewest
     tensors must hold what the others cannot, ``w >= W - (k - 1) (T - io)``; a ``T`` where no
@@ -95,8 +95,8 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
 LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block", "bottleneck",
           "bottleneck-guess", "exact")
 #: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
-#: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs, and past a few dozen groups it needs more
-#: than minutes.
+#: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs, and past a few dozen groups it needs several
+#: minutes to tens of minutes per ``T``.
 EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
 COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph")

@@ -62,7 +62,7 @@ from stagecut.validate import check_int, check_number
 
 __all__ = [
     "MtppProblem", "MtppEvaluation", "as_problem", "block_cost", "block_parts", "evaluate", "forced_groups",
-    "lower_bound",
+    "least_total_overflow", "lower_bound",
 ]
 
 #: The old positional order of ``MtppProblem(graph, ...)`` (accepted for one release).

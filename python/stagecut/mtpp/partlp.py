@@ -68,8 +68,8 @@ _MARGIN = 1e-6
 #: The share of the time left a tested ``T`` may use (but the first and the last).
 _SHARE = 0.5
 #: The first tested ``T``'s share: on the 100-node Barabasi-Albert graph at ``k = 8`` (seed 0) its
-#: refutation took 290 s of the level's 540 s, and lower ``T`` are decided little sooner (one 1%
-#: above the bound the level starts from was still undecided after 150 s).
+#: refutation took 291 s of the level's 540 s, and lower ``T`` are decided little sooner (on the
+#: Erdos-Renyi graph, one 1% above the bound the level starts from was undecided after 150 s).
 _FIRST_SHARE = 0.75
 #: The smoothing of the weights the local search prices at (0: the master's own weights).
 _SMOOTH = 0.5
@@ -304,7 +304,7 @@ SEARCH_GROUPS = 400
 SEARCH_SECONDS = 0.5
 #: Where the first ``T`` is tried, as a share of the way from ``lo`` to ``hi`` (0.5: a bisection).
 #: On the 100-node Barabasi-Albert graph at ``k = 8`` (seed 0), from ``sdp``'s bound, a quarter of
-#: the way was refuted in 290 s with HiGHS; with CBC the midpoint was still undecided after 150 s.
+#: the way was refuted in 291 s with HiGHS; with CBC the midpoint was still undecided after 150 s.
 CLIMB = 0.25
 
 
