@@ -47,25 +47,28 @@ def test_the_first_t_is_a_quarter_of_the_way_up_and_each_refutation_doubles_the_
 
 
 def test_the_first_t_gets_three_quarters_of_the_time_the_next_half_the_last_the_rest(monkeypatch):
-    import time
+    import types
 
     import stagecut.mtpp.partlp as partlp
 
+    now = 1000.0  # (a clock that stands still: each T's share of the time left is exact)
     given = []
 
     def undecided(problem, blocks, pool, master, t, deadline, *rest):
-        given.append((t, deadline - time.monotonic()))
+        given.append((t, deadline - now))
         return None, 0, 0  # (every T undecided at once: the next gets its share of all the time left)
 
+    monkeypatch.setattr(partlp, "time", types.SimpleNamespace(monotonic=lambda: now))
     monkeypatch.setattr(partlp, "_test", undecided)
     p = MtppProblem(sc.Graph.chain([4.0] * 16, comm=1.0), devices=2)
     r = partition_lp_bound(p, lo=32.0, hi=40.0, steps=3, time_limit=100.0)
     assert [t for t, _ in given] == pytest.approx([34.0, 32.5, 32.125])  # (undecided: each a quarter lower)
-    assert [s for _, s in given] == pytest.approx([75.0, 50.0, 100.0], abs=2.0)
+    assert [s for _, s in given] == pytest.approx([75.0, 50.0, 100.0])
     assert r.bound == 32.0 and not r.complete
     given.clear()  # (one T only: it is also the last, so it gets all the time)
     partition_lp_bound(p, lo=32.0, hi=40.0, steps=1, time_limit=100.0)
-    assert [s for _, s in given] == pytest.approx([100.0], abs=2.0)
+    assert [s for _, s in given] == pytest.approx([100.0])
+
 
 def _check(p: MtppProblem, opt: float, where: object, **kw: object) -> bool:
     lo = cover_bound(p).bound
