@@ -15,6 +15,7 @@ use crate::ideals::Ideals;
 mod errors;
 mod latency;
 mod mtpp;
+mod pricing;
 mod run;
 mod throughput;
 mod training;
@@ -82,6 +83,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run::set_progress_hook, m)?)?;
     throughput::register(m)?;
     mtpp::register(m)?;
+    pricing::register(m)?;
     training::register(m)?;
     latency::register(m)?;
     Ok(())

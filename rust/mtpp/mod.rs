@@ -37,6 +37,8 @@ pub mod fenwick;
 pub mod instance;
 pub mod kahn;
 pub mod order;
+pub mod pricing;
+pub mod pricing_local;
 pub mod rng;
 pub mod search;
 pub mod slicegraph;

@@ -313,6 +313,30 @@ def test_block_search_stopped_early_still_bounds_every_block():
 
 
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
+def test_the_tabu_search_finds_feasible_blocks_above_its_floor_and_mostly_the_heaviest():
+    # the quick pricing proves nothing, but every block it gives the master must be a feasible
+    # block (convex, within T: a column that is not would make the master's weights wrong) of
+    # weight at least the floor, distinct, the heaviest first; on these small graphs it finds
+    # the heaviest block on most instances
+    rng = random.Random(19)
+    checked = heaviest = 0
+    for s in range(780_000, 780_300):
+        p, blocks, t, pi = _instance(s, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        if want == -math.inf or want <= 0:
+            continue
+        floor = want * rng.choice([0.5, 0.9, 1.0])
+        masks = BlockSearch(p, blocks.members, t).heavy(pi, floor)
+        weights = [math.fsum(pi[g] for g in blocks.groups(m)) for m in masks]
+        assert all(_feasible(blocks, t, m) for m in masks), s
+        assert all(w >= floor - 1e-9 for w in weights), s
+        assert weights == sorted(weights, reverse=True) and len(set(masks)) == len(masks), s
+        checked += 1
+        heaviest += bool(weights) and weights[0] >= want - 1e-9
+    assert checked >= 200 and heaviest >= 0.9 * checked, (checked, heaviest)  # (217 and 205)
+
+
+@pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_block_search_equals_the_pricing_mip_on_larger_instances():
     # 11 to 14 nodes (deeper trees than the enumeration can check quickly): the search and the
     # pricing MIP solved to optimality agree on the heaviest feasible block

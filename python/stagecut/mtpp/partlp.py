@@ -26,9 +26,9 @@ or ``params <= M - R`` for a hard limit; ``w + io + o <= T``; ``sum x >= 1``) th
 for blocks of weight at least ``sum pi / k`` (less a margin): when it proves there is none,
 ``M`` is below that and ``T`` is refuted (a solver stopped early refutes it when its dual
 bound, raised by the margin, is below ``sum pi / k``; else ``T`` stays undecided). Before
-each MIP an exact branch and bound over blocks (:mod:`stagecut.mtpp.pricing`, up to
-:data:`SEARCH_GROUPS` groups) runs for :data:`SEARCH_SECONDS`: it finds a block or proves
-there is none (its answer then stands), else the MIP runs. The
+each MIP (up to :data:`SEARCH_GROUPS` groups) a tabu search looks for blocks above the floor
+(columns, no proof), then an exact branch and bound runs for :data:`SEARCH_SECONDS`: it finds
+a block or proves there is none, else the MIP runs (:mod:`stagecut.mtpp.pricing`, in Rust). The
 weights ``pi`` come from a restricted master LP over the blocks found so far (by a local
 search and by the MIP's solutions); wrong or missing blocks there only make ``pi`` worse,
 never the bound wrong.

@@ -1,5 +1,8 @@
-"""The exact pricing of the ``partition-lp`` bound without a MIP solver: a branch and bound over
-blocks (:class:`BlockSearch`).
+"""The pricing of the ``partition-lp`` bound without a MIP solver: a branch and bound over blocks
+that is exact (:meth:`BlockSearch.solve`), and a tabu search for heavy blocks that proves nothing
+(:meth:`BlockSearch.heavy`). Both run in the Rust core (``rust/mtpp/pricing.rs`` and
+``pricing_local.rs``), with the GIL released and interruptible by Ctrl-C; this module derives
+their tables.
 
 The pricing problem at a fixed ``T``: the largest weight ``pi(S)`` (one weight per forced group)
 of a *feasible block* ``S``: nonempty, whole forced groups, convex (with two nodes, every node on
@@ -34,6 +37,14 @@ With a ``floor`` the search looks only for blocks of weight at least ``floor``: 
 first one, or proves there is none (``-inf``, solved). Stopped by its time limit it returns the
 largest bound of the branches still open (and the floor, when a branch was cut by it): still a
 proven ``M``. A tolerance of ``1e-9`` of the weights' scale is kept on every cut.
+
+The tabu search (:meth:`BlockSearch.heavy`) finds columns for the master quickly: from each of
+the heaviest groups it moves, 60 times, to the heaviest block within ``T`` next to the current
+one (add a group of positive weight or one sharing a tensor with the block, with the groups its
+convex closure brings, dropping up to three groups when the add passes ``T``; or drop a group
+that is not between two others), each group moved tabu for 5 moves. Its blocks are convex at
+the group level (a block holds every group on a path between two of its groups), hence
+feasible blocks; it returns those of weight at least a floor, which are columns, never a proof.
 """
 
 from __future__ import annotations
@@ -44,14 +55,17 @@ import time
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
+from stagecut import _core
 from stagecut.mtpp.model import MtppProblem
 
 __all__ = ["BlockSearch", "SearchFirst"]
 
-#: Nodes of the search between two looks at the clock.
-_CHECK = 256
+#: The tabu search's starts (the heaviest groups), moves from each, tenure and most blocks returned.
+LOCAL_STARTS = 24
+LOCAL_MOVES = 60
+LOCAL_TENURE = 5
+LOCAL_WANT = 20
 
 
 class BlockSearch:
@@ -112,12 +126,13 @@ class BlockSearch:
                 mk |= anc[w]
             anc[v] = mk
         # per position: its nodes as (ancestors, the positions of the groups of its descendants)
-        self.node_rules: list[list[tuple[int, npt.NDArray[np.bool_]]]] = []
+        self.node_rules: list[list[tuple[int, int]]] = []  # (node mask, position mask)
         for i in range(ng):
             rules = []
             for c in _bits(self.gmask[i]):
-                barred = np.zeros(ng, dtype=bool)
-                barred[[pos[group_of[d]] for d in _bits(desc[c])]] = True
+                barred = 0
+                for d in _bits(desc[c]):
+                    barred |= 1 << pos[group_of[d]]
                 rules.append((anc[c], barred))
             self.node_rules.append(rules)
         # tensors: producer r (node u with comm > 0) -> the positions of its consumers' other groups
@@ -129,19 +144,10 @@ class BlockSearch:
         self.nprod = len(prods)
         self.pcomm = np.array([g.nodes[u].comm for u, _ in prods])
         self.ppos = np.array([pos[group_of[u]] for u, _ in prods], dtype=np.int64)
-        # (producer, consumer position) pairs; left[r, i]: consumer positions of r at i or after
-        er, eh = [], []
-        left = np.zeros((len(prods), ng + 1))
         self.incoming: list[list[int]] = [[] for _ in range(ng)]  # position -> producers feeding it
         for r, (_, cons) in enumerate(prods):
             for h in cons:
-                er.append(r)
-                eh.append(h)
-                left[r, : h + 1] += 1
                 self.incoming[h].append(r)
-        self.er = np.array(er, dtype=np.int64)
-        self.eh = np.array(eh, dtype=np.int64)
-        self.left = left
         self.out_of = [[r for r in range(len(prods)) if int(self.ppos[r]) == i] for i in range(ng)]
         p = problem
         self.finite_memory = math.isfinite(p.memory)
@@ -149,6 +155,24 @@ class BlockSearch:
         self.slope = 0.0 if not self.finite_memory or p.bandwidth is None else 1.0 / p.bandwidth
         self.limit = p.memory - p.reserved_memory if self.finite_memory else math.inf
         self.nodes = 0
+        self._core = _core.BlockSearch(
+            float(t), self.work.tolist(), self.params.tolist(), [_words(mk, n) for mk in self.gmask],
+            [[(_words(anc, n), _words(below, ng)) for anc, below in rules]
+             for rules in self.node_rules],
+            self.pcomm.tolist(), self.ppos.tolist(), [cons for _, cons in prods], self.incoming, self.out_of,
+            self.hard, self.slope, self.limit, n)
+        # the groups each group reaches and is reached from (itself included), by position
+        down = [0] * ng
+        up = [0] * ng
+        for i, rules in enumerate(self.node_rules):
+            for anc_c, below in rules:
+                down[i] |= below
+                for a in _bits(anc_c):
+                    up[i] |= 1 << pos[group_of[a]]
+        self._local = _core.BlockLocal(
+            float(t), self.work.tolist(), self.params.tolist(), self.pcomm.tolist(), self.ppos.tolist(),
+            [cons for _, cons in prods], [_words(x, ng) for x in down], [_words(x, ng) for x in up],
+            self.hard, self.slope, self.limit)
 
     def block_mask(self, inside: list[int]) -> int:
         mk = 0
@@ -164,154 +188,26 @@ class BlockSearch:
         ``floor`` (``M`` then the largest bound of the branches left), or ``(-inf, [], True)``
         when there is none. Stopped by ``time_limit`` (seconds) or after ``nodes`` nodes, ``M``
         is the largest bound of the branches left (``solved`` false). ``gap`` is not used (the
-        search is exact)."""
-        deadline = None if time_limit is None else time.monotonic() + max(0.0, time_limit)
-        t, m = self.t, self.m
-        pv = np.array([pi[j] for j in self.order], dtype=float)
-        scale = max(1.0, float(np.abs(pv).sum()))
-        tol = 1e-9 * scale
-        best = -math.inf
-        best_in: list[int] = []
-        target = -math.inf if floor is None else floor
-        cut_by_floor = False
-        stopped = False
-        open_bounds: list[float] = []  # (the bounds of the branches left when stopped)
-        # the state of a branch: position, in positions, node mask in, barred positions, paid
-        # producers, decided-in producers, cost paid, weight in, parameters in
-        stack: list[tuple[int, tuple[int, ...], int, npt.NDArray[np.bool_], npt.NDArray[np.bool_],
-                          npt.NDArray[np.bool_], float, float, float, float]] = []
-        root_bar = np.zeros(m, dtype=bool)
-        zeros = np.zeros(self.nprod, dtype=bool)
-        root_bound = self._bound(0, pv, root_bar, zeros, zeros, 0.0, 0.0, 0.0)
-        stack.append((0, (), 0, root_bar, zeros, zeros, 0.0, 0.0, 0.0, root_bound))
-        count = 0
-        while stack:
-            i, inside, imask, barred, paid, pin, cost, weight, params, bound = stack.pop()
-            if bound == -math.inf:
-                continue
-            if bound < max(best, target) - tol:
-                if best < target:
-                    cut_by_floor = True
-                continue
-            count += 1
-            if (nodes is not None and count > nodes) or (
-                    count % _CHECK == 0 and deadline is not None and time.monotonic() >= deadline):
-                stopped = True
-                open_bounds = [bound] + [s[-1] for s in stack]
-                break
-            # this block closed here (every later group out): pays the tensors still open
-            if inside:
-                stop_cost = cost + float(self.pcomm[pin & ~paid & (self.left[:, i] > 0)].sum())
-                if stop_cost <= t and weight > best:
-                    best, best_in = weight, list(inside)
-                    if floor is not None and best >= floor - tol:
-                        open_bounds = [bound] + [s[-1] for s in stack]
-                        break
-            if i == m:
-                continue
-            children = []
-            # out: tensors of in-producers feeding it are paid; nodes reached from the block bar what they reach
-            paid_o = paid
-            feeds = self.incoming[i]
-            if feeds:
-                pay = [r for r in feeds if pin[r] and not paid[r]]
-                if pay:
-                    paid_o = paid.copy()
-                    paid_o[pay] = True
-                    cost_o = cost + float(self.pcomm[pay].sum())
-                else:
-                    cost_o = cost
-            else:
-                cost_o = cost
-            bar_o = barred
-            if imask:
-                for anc, below in self.node_rules[i]:
-                    if anc & imask:
-                        bar_o = bar_o | below
-            if cost_o <= t:
-                b = self._bound(i + 1, pv, bar_o, paid_o, pin, cost_o, weight, params)
-                children.append((b, (i + 1, inside, imask, bar_o, paid_o, pin, cost_o, weight, params, b)))
-            # in: not barred, tensors of out-producers feeding it paid, its own work and parameters
-            if not barred[i]:
-                new_params = params + float(self.params[i])
-                if not (self.hard and new_params > self.limit * (1 + 1e-12)):
-                    paid_i, pin_i = paid, pin
-                    cost_i = cost + float(self.work[i])
-                    if feeds:
-                        pay = [r for r in feeds if not pin[r] and not paid[r]]
-                        if pay:
-                            paid_i = paid.copy()
-                            paid_i[pay] = True
-                            cost_i += float(self.pcomm[pay].sum())
-                    if self.slope:
-                        cost_i += (self._over(new_params) - self._over(params))
-                    own = self.out_of[i]
-                    if own:
-                        pin_i = pin.copy()
-                        pin_i[own] = True
-                    if cost_i <= t:
-                        w_i = weight + float(pv[i])
-                        b = self._bound(i + 1, pv, barred, paid_i, pin_i, cost_i, w_i, new_params)
-                        children.append((b, (i + 1, (*inside, i), imask | self.gmask[i], barred, paid_i, pin_i,
-                                             cost_i, w_i, new_params, b)))
-            children.sort(key=lambda c: c[0])
-            for _, state in children:  # (the larger bound popped first)
-                stack.append(state)
+        search is exact). The search runs in the Rust core, interruptible by Ctrl-C."""
+        pv = [float(pi[j]) for j in self.order]
+        upper, inside, solved, count = self._core.solve(pv, time_limit, floor, nodes)
         self.nodes += count
-        masks = [self.block_mask(best_in)] if best_in else []
-        if stopped:
-            top = max([best, *open_bounds] + ([target] if cut_by_floor else []))
-            return top, masks if floor is None else [], False  # (with a floor: only blocks above it)
-        if floor is not None:
-            if best >= floor - tol:  # (stopped at its first block: the bounds of the branches left)
-                return max([best, *open_bounds]), masks, False
-            return -math.inf, [], True
-        return best, masks, True
+        return upper, ([self.block_mask(inside)] if inside else []), solved
 
-    def _over(self, params: float) -> float:
-        x = params - self.limit
-        return x * self.slope if x > 0 else 0.0
 
-    def _bound(self, i: int, pv: npt.NDArray[np.float64], barred: npt.NDArray[np.bool_],
-               paid: npt.NDArray[np.bool_], pin: npt.NDArray[np.bool_], cost: float, weight: float,
-               params: float) -> float:
-        """An upper bound on ``pi(S)`` over the blocks completing this branch (module docs);
-        ``-inf`` when none can."""
-        t = self.t
-        if i >= self.m:
-            return weight
-        a = self.work[i:].copy()
-        if self.slope and params + float(self.params[i:].sum()) > self.limit:
-            if params >= self.limit:
-                a += self.slope * self.params[i:]
-        budget = t - cost
-        if self.nprod:
-            left = self.left[:, i]
-            open_ = (left > 0) & ~paid & (self.ppos < i)
-            if open_.any():
-                share = np.zeros(self.nprod)
-                share[open_] = self.pcomm[open_] / left[open_]
-                sign = np.where(pin, -1.0, 1.0)
-                sel = self.eh >= i
-                er, eh = self.er[sel], self.eh[sel] - i
-                a += np.bincount(eh, weights=(share * sign)[er], minlength=self.m - i)
-                budget -= float(self.pcomm[open_ & pin].sum())
-        p = pv[i:]
-        ok = ~barred[i:]
-        if self.hard:
-            ok &= params + self.params[i:] <= self.limit * (1 + 1e-12)
-        p, a = p[ok], a[ok]
-        keep = (p > 0) | (a < 0)
-        p, a = p[keep], a[keep]
-        if not len(p):
-            return weight if budget >= 0 else -math.inf
-        if budget + float(-a[a < 0].sum()) < 0:
-            return -math.inf  # (even every group that gives budget back leaves it negative)
-        nz = a != 0
-        lam = p[nz] / a[nz]
-        lam = np.concatenate([[0.0], lam[lam > 0]])
-        vals = lam * budget + np.maximum(0.0, p[None, :] - lam[:, None] * a[None, :]).sum(axis=1)
-        return weight + float(vals.min())
+    def heavy(self, pi: list[float], floor: float, time_limit: float | None = None,
+              starts: int = LOCAL_STARTS) -> list[int]:
+        """Blocks of weight at least ``floor`` found by the tabu search of the Rust core (node
+        masks, the heaviest first; it proves nothing): from the ``starts`` heaviest groups."""
+        pv = [float(pi[j]) for j in self.order]
+        tops = [int(i) for i in np.argsort(pv)[::-1][:starts] if pv[int(i)] > 0]
+        found = self._local.search(pv, tops, float(floor), LOCAL_MOVES, LOCAL_TENURE, LOCAL_WANT, 0, time_limit)
+        return [self.block_mask(inside) for _, inside in found]
+
+
+def _words(mask: int, width: int) -> list[int]:
+    """A bitset of ``width`` bits as 64-bit words, least significant first."""
+    return [(mask >> (64 * j)) & 0xFFFFFFFFFFFFFFFF for j in range((width + 63) // 64)]
 
 
 def _bits(mask: int) -> list[int]:
@@ -325,11 +221,12 @@ def _bits(mask: int) -> list[int]:
 
 
 class SearchFirst:
-    """:class:`BlockSearch` for at most ``budget`` seconds, then ``fallback`` (the pricing MIP)
-    when the search neither found a block nor finished: the search finds a block above the
-    floor in a few hundred nodes when the master is far from its optimum, and proves small
-    pricing problems outright; the MIP proves the large ones sooner. Both answers are proven
-    upper bounds, so the smaller is kept."""
+    """With a floor, the tabu search first: blocks above the floor it finds are returned as
+    columns (``M = inf``: no proof). Then :class:`BlockSearch` for at most ``budget`` seconds,
+    then ``fallback`` (the pricing MIP) when the search neither found a block nor finished: the
+    search finds a block above the floor when the master is far from its optimum, and proves
+    small pricing problems outright; the MIP proves the large ones sooner. Both answers are
+    proven upper bounds, so the smaller is kept."""
 
     def __init__(self, search: BlockSearch, fallback: Any, budget: float) -> None:
         self.search, self.fallback, self.budget = search, fallback, budget
@@ -338,7 +235,12 @@ class SearchFirst:
     def solve(self, pi: list[float], time_limit: float | None = None, gap: float | None = None,
               floor: float | None = None) -> tuple[float, list[int], bool]:
         start = time.monotonic()
+        if floor is not None:  # (blocks above the floor found quickly: columns, no proof)
+            found = self.search.heavy(pi, floor, self.budget if time_limit is None else min(self.budget, time_limit))
+            if found:
+                return math.inf, found, False
         first = self.budget if time_limit is None else min(self.budget, time_limit)
+        first = max(0.0, first - (time.monotonic() - start))
         upper, masks, done = self.search.solve(pi, first, floor=floor)
         if done or (floor is not None and masks):  # (a proof, or a block above the floor)
             return upper, masks, done
