@@ -28,7 +28,7 @@ pub struct BlockLocal {
     pub work: Vec<f64>,
     pub params: Vec<f64>,
     pub pcomm: Vec<f64>,
-    /// Per producer: its position and its consumers' other positions.
+    /// Per producer: its position and its consumers' other positions (distinct, ascending).
     pub ppos: Vec<usize>,
     pub cons: Vec<Vec<usize>>,
     /// Per position: the positions it reaches and that reach it (itself included).
@@ -69,6 +69,9 @@ impl BlockLocal {
         }
         if ppos.iter().chain(cons.iter().flatten()).any(|&p| p >= m) || t.is_nan() {
             return bad("a position out of range, or T NaN");
+        }
+        if cons.iter().zip(&ppos).any(|(cs, p)| cs.is_empty() || cs.windows(2).any(|w| w[0] >= w[1]) || cs.contains(p)) {
+            return bad("a producer's consumer positions not distinct, ascending and other than its own");
         }
         if desc.iter().chain(&anc).any(|b| b.words() != m.div_ceil(64)) {
             return bad("a bitset of the wrong width");

@@ -162,13 +162,16 @@ class BlockSearch:
             self.pcomm.tolist(), self.ppos.tolist(), [cons for _, cons in prods], self.incoming, self.out_of,
             self.hard, self.slope, self.limit, n)
         # the groups each group reaches and is reached from (itself included), by position
-        down = [0] * ng
-        up = [0] * ng
-        for i, rules in enumerate(self.node_rules):
-            for anc_c, below in rules:
-                down[i] |= below
-                for a in _bits(anc_c):
-                    up[i] |= 1 << pos[group_of[a]]
+        # (through whole groups: a forced group may hold nodes with no path between them, so this
+        # is the transitive closure of the group graph, not of the nodes' own reach)
+        down = [1 << i for i in range(ng)]
+        up = [1 << i for i in range(ng)]
+        for i in reversed(range(ng)):
+            for b in succ[order[i]]:
+                down[i] |= down[pos[b]]
+        for i in range(ng):
+            for b in succ[order[i]]:
+                up[pos[b]] |= up[i]
         self._local = _core.BlockLocal(
             float(t), self.work.tolist(), self.params.tolist(), self.pcomm.tolist(), self.ppos.tolist(),
             [cons for _, cons in prods], [_words(x, ng) for x in down], [_words(x, ng) for x in up],
@@ -190,7 +193,8 @@ class BlockSearch:
         is the largest bound of the branches left (``solved`` false). ``gap`` is not used (the
         search is exact). The search runs in the Rust core, interruptible by Ctrl-C."""
         pv = [float(pi[j]) for j in self.order]
-        upper, inside, solved, count = self._core.solve(pv, time_limit, floor, nodes)
+        limit = None if time_limit is None else max(0.0, time_limit)
+        upper, inside, solved, count = self._core.solve(pv, limit, floor, nodes)
         self.nodes += count
         return upper, ([self.block_mask(inside)] if inside else []), solved
 
@@ -201,7 +205,8 @@ class BlockSearch:
         masks, the heaviest first; it proves nothing): from the ``starts`` heaviest groups."""
         pv = [float(pi[j]) for j in self.order]
         tops = [int(i) for i in np.argsort(pv)[::-1][:starts] if pv[int(i)] > 0]
-        found = self._local.search(pv, tops, float(floor), LOCAL_MOVES, LOCAL_TENURE, LOCAL_WANT, 0, time_limit)
+        limit = None if time_limit is None else max(0.0, time_limit)
+        found = self._local.search(pv, tops, float(floor), LOCAL_MOVES, LOCAL_TENURE, LOCAL_WANT, 0, limit)
         return [self.block_mask(inside) for _, inside in found]
 
 
@@ -239,8 +244,8 @@ class SearchFirst:
             found = self.search.heavy(pi, floor, self.budget if time_limit is None else min(self.budget, time_limit))
             if found:
                 return math.inf, found, False
-        first = self.budget if time_limit is None else min(self.budget, time_limit)
-        first = max(0.0, first - (time.monotonic() - start))
+        # (the branch and bound keeps its own budget, within what is left of the time limit)
+        first = self.budget if time_limit is None else min(self.budget, time_limit - (time.monotonic() - start))
         upper, masks, done = self.search.solve(pi, first, floor=floor)
         if done or (floor is not None and masks):  # (a proof, or a block above the floor)
             return upper, masks, done
