@@ -74,6 +74,32 @@ def test_sdp_bound_300_steps(benchmark, n):
     assert r.bound > spectral_bound(p).bound
 
 
+@pytest.mark.parametrize("search", ["branch-and-bound", "tabu"])
+def test_partition_lp_pricing_100_nodes(benchmark, search):
+    """One pricing of ``partition-lp`` on the 100-node Barabasi-Albert graph at k = 8 and the T
+    its first step tests: the branch and bound for 200,000 nodes, or the tabu search for blocks
+    above a floor; weights: each group's share of the work, summing to 8.8 (a master's weights
+    sum to more than k while T is not refuted)."""
+    from stagecut.mtpp.model import MtppProblem
+    from stagecut.mtpp.partlp import _Blocks
+    from stagecut.mtpp.pricing import BlockSearch
+
+    p = MtppProblem(regal_graph(100, model="barabasi_albert", seed=0), devices=8)
+    blocks = _Blocks(p)
+    work = [sum(p.work(i) for i in range(len(p.graph.nodes)) if blocks.members[j] >> i & 1)
+            for j in range(len(blocks.members))]
+    pi = [8.8 * w / sum(work) for w in work]
+    s = BlockSearch(p, blocks.members, 3445.1)
+    if search == "tabu":
+        masks = benchmark.pedantic(lambda: s.heavy(pi, 1.0), rounds=5, iterations=1)
+        benchmark.extra_info.update(blocks=len(masks))
+        assert masks and all(sum(pi[g] for g in blocks.groups(m)) >= 1.0 - 1e-9 for m in masks)
+    else:
+        upper, masks, done = benchmark.pedantic(lambda: s.solve(pi, nodes=200_000), rounds=3, iterations=1)
+        benchmark.extra_info.update(upper=upper, done=done)
+        assert upper >= max([sum(pi[g] for g in blocks.groups(m)) for m in masks], default=-1e300)
+
+
 @pytest.mark.parametrize("n", [200, 2000])
 @pytest.mark.parametrize("kicks", [0, 100])
 def test_moves_of_single_groups(benchmark, n, kicks):
