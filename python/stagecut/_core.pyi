@@ -20,6 +20,8 @@ __all__ = [
     "mtpp_slice",
     "mtpp_exact",
     "mtpp_segment_io",
+    "BlockSearch",
+    "BlockLocal",
     "piper_plan",
     "LatencyEvaluator",
 ]
