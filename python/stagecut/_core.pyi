@@ -86,29 +86,27 @@ class BlockSearch:
     """The exact pricing of ``partition-lp`` at one ``T`` (``stagecut.mtpp.pricing``): per
     position (a forced group, in topological order) its work, parameters, node bitset and
     convexity rules (a node's ancestors, the positions its descendants bar); per producer its
-    cost, position and consumer positions; the memory model; bitsets as 64-bit words."""
+    cost, position and consumer positions (distinct, ascending, not its own); the memory model;
+    bitsets as 64-bit words."""
 
     def __new__(
         cls, t: float, work: list[float], params: list[float], gmask: list[list[int]],
         rules: list[list[tuple[list[int], list[int]]]], pcomm: list[float], ppos: list[int],
-        cons: list[list[int]], incoming: list[list[int]], out_of: list[list[int]], hard: bool, slope: float,
-        limit: float, nodes: int,
+        cons: list[list[int]], hard: bool, slope: float, limit: float, nodes: int,
     ) -> BlockSearch: ...
     def solve(
         self, pv: list[float], time_limit: float | None = None, floor: float | None = None, nodes: int | None = None,
     ) -> tuple[float, list[int], bool, int]:
         """``(M, positions of the block found, searched to its end, nodes searched)``."""
+    def local(self, desc: list[list[int]], anc: list[list[int]]) -> BlockLocal:
+        """The tabu search on the same costs, with each position's reach and reachers (bitsets of
+        positions, itself included)."""
 
 @final
 class BlockLocal:
-    """The tabu search for heavy blocks at one ``T`` (``stagecut.mtpp.pricing``): per position
-    its work, parameters and reachability (bitsets of positions, itself included); per producer
-    its cost, position and consumer positions; the memory model."""
+    """The tabu search for heavy blocks at one ``T`` (``stagecut.mtpp.pricing``); made by
+    :meth:`BlockSearch.local`."""
 
-    def __new__(
-        cls, t: float, work: list[float], params: list[float], pcomm: list[float], ppos: list[int],
-        cons: list[list[int]], desc: list[list[int]], anc: list[list[int]], hard: bool, slope: float, limit: float,
-    ) -> BlockLocal: ...
     def search(
         self, pv: list[float], starts: list[int], floor: float, moves: int, tenure: int, want: int, seed: int,
         time_limit: float | None = None,

@@ -1,6 +1,7 @@
-//! Bindings for the exact pricing of the `partition-lp` bound: `_core.BlockSearch`, built once
-//! per tested `T` from the tables `stagecut.mtpp.pricing.BlockSearch` derives, and solved for
-//! many weight vectors. Bitsets come as 64-bit words, least significant first.
+//! Bindings for the pricing of the `partition-lp` bound: `_core.BlockSearch` (the exact branch
+//! and bound), built once per tested `T` from the tables `stagecut.mtpp.pricing.BlockSearch`
+//! derives and solved for many weight vectors, and `_core.BlockLocal` (the tabu search), made
+//! from it by `BlockSearch.local`. Bitsets come as 64-bit words, least significant first.
 
 use std::sync::Arc;
 
@@ -8,7 +9,7 @@ use pyo3::prelude::*;
 
 use super::run;
 use crate::error::CoreResult;
-use crate::mtpp::pricing::{BlockSearch, Bits};
+use crate::mtpp::pricing::{BlockCosts, BlockSearch, Bits};
 use crate::mtpp::pricing_local::BlockLocal;
 
 /// One pricing problem at a fixed `T` (see `stagecut.mtpp.pricing`).
@@ -19,18 +20,21 @@ pub struct PyBlockSearch {
 
 type Rule = (Vec<u64>, Vec<u64>);
 
+fn bitsets(words: &[Vec<u64>], width: usize) -> CoreResult<Vec<Bits>> {
+    words.iter().map(|w| Bits::from_words(w, width)).collect()
+}
+
 #[pymethods]
 impl PyBlockSearch {
     #[new]
-    #[pyo3(signature = (t, work, params, gmask, rules, pcomm, ppos, cons, incoming, out_of, hard, slope, limit, nodes))]
+    #[pyo3(signature = (t, work, params, gmask, rules, pcomm, ppos, cons, hard, slope, limit, nodes))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         t: f64, work: Vec<f64>, params: Vec<f64>, gmask: Vec<Vec<u64>>, rules: Vec<Vec<Rule>>, pcomm: Vec<f64>,
-        ppos: Vec<usize>, cons: Vec<Vec<usize>>, incoming: Vec<Vec<usize>>, out_of: Vec<Vec<usize>>, hard: bool,
-        slope: f64, limit: f64, nodes: usize,
+        ppos: Vec<usize>, cons: Vec<Vec<usize>>, hard: bool, slope: f64, limit: f64, nodes: usize,
     ) -> PyResult<PyBlockSearch> {
         let m = work.len();
-        let gmask = gmask.iter().map(|w| Bits::from_words(w, nodes)).collect::<CoreResult<Vec<_>>>()?;
+        let gmask = bitsets(&gmask, nodes)?;
         let rules = rules
             .iter()
             .map(|rs| {
@@ -39,10 +43,8 @@ impl PyBlockSearch {
                     .collect::<CoreResult<Vec<_>>>()
             })
             .collect::<CoreResult<Vec<_>>>()?;
-        let inner = BlockSearch::new(
-            t, work, params, gmask, rules, pcomm, ppos, cons, incoming, out_of, hard, slope, limit, nodes,
-        )?;
-        Ok(PyBlockSearch { inner: Arc::new(inner) })
+        let c = BlockCosts { t, work, params, pcomm, ppos, cons, hard, slope, limit };
+        Ok(PyBlockSearch { inner: Arc::new(BlockSearch::new(c, gmask, rules, nodes)?) })
     }
 
     /// `(M, positions of the block found, searched to its end, nodes)`; see the Python class.
@@ -54,6 +56,14 @@ impl PyBlockSearch {
         let r = run(py, time_limit, move |cancel| s.solve(&pv, floor, nodes, cancel))?;
         Ok((r.upper, r.inside, r.solved, r.count))
     }
+
+    /// The tabu search on the same costs, with each position's reach (`desc`) and reachers
+    /// (`anc`) as bitsets of positions.
+    fn local(&self, desc: Vec<Vec<u64>>, anc: Vec<Vec<u64>>) -> PyResult<PyBlockLocal> {
+        let m = self.inner.c.m();
+        let inner = BlockLocal::new(self.inner.c.clone(), bitsets(&desc, m)?, bitsets(&anc, m)?)?;
+        Ok(PyBlockLocal { inner: Arc::new(inner) })
+    }
 }
 
 /// The tabu search for heavy blocks at a fixed `T` (see `stagecut.mtpp.pricing`).
@@ -64,20 +74,6 @@ pub struct PyBlockLocal {
 
 #[pymethods]
 impl PyBlockLocal {
-    #[new]
-    #[pyo3(signature = (t, work, params, pcomm, ppos, cons, desc, anc, hard, slope, limit))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        t: f64, work: Vec<f64>, params: Vec<f64>, pcomm: Vec<f64>, ppos: Vec<usize>, cons: Vec<Vec<usize>>,
-        desc: Vec<Vec<u64>>, anc: Vec<Vec<u64>>, hard: bool, slope: f64, limit: f64,
-    ) -> PyResult<PyBlockLocal> {
-        let m = work.len();
-        let bits = |v: &Vec<Vec<u64>>| v.iter().map(|w| Bits::from_words(w, m)).collect::<CoreResult<Vec<_>>>();
-        let (desc, anc) = (bits(&desc)?, bits(&anc)?);
-        let inner = BlockLocal::new(t, work, params, pcomm, ppos, cons, desc, anc, hard, slope, limit)?;
-        Ok(PyBlockLocal { inner: Arc::new(inner) })
-    }
-
     /// `[(weight, positions)]`: blocks of weight at least `floor`, the heaviest first.
     #[pyo3(signature = (pv, starts, floor, moves, tenure, want, seed, time_limit=None))]
     #[allow(clippy::too_many_arguments)]

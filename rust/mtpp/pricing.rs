@@ -92,33 +92,86 @@ impl Bits {
     }
 }
 
-/// The data of one pricing problem at a fixed `T` (positions are the groups in topological
-/// order; producers are the nodes whose tensor reaches another group).
-#[derive(Debug)]
-pub struct BlockSearch {
+/// What both pricings need at a fixed `T`: positions are the groups in topological order,
+/// producers the nodes whose tensor reaches another group; a block costs its work, each tensor
+/// it splits once, and its overflow (or is infeasible past a hard memory limit).
+#[derive(Debug, Clone)]
+pub struct BlockCosts {
     pub t: f64,
     /// Work and parameters of each position.
     pub work: Vec<f64>,
     pub params: Vec<f64>,
-    /// The nodes of each position (node bitsets).
-    pub gmask: Vec<Bits>,
-    /// Per position, per node of it: (its ancestors, the positions of its descendants' groups).
-    pub rules: Vec<Vec<(Bits, Bits)>>,
-    /// Per producer: its cost, its position, its consumers' other positions (ascending).
+    /// Per producer: its cost, its position, its consumers' other positions (distinct, ascending).
     pub pcomm: Vec<f64>,
     pub ppos: Vec<usize>,
     pub cons: Vec<Vec<usize>>,
-    /// Per position: the producers it consumes from, and those it holds.
-    pub incoming: Vec<Vec<usize>>,
-    pub out_of: Vec<Vec<usize>>,
     /// Memory: a hard limit (`hard`), or an overflow of `slope` per unit past `limit`.
     pub hard: bool,
     pub slope: f64,
     pub limit: f64,
+}
+
+impl BlockCosts {
+    /// Check the arrays' shapes and ranges.
+    pub fn check(&self) -> CoreResult<()> {
+        let m = self.work.len();
+        let bad = |what: &str| Err(CoreError::InvalidInput(format!("block pricing: {what}")));
+        if self.params.len() != m {
+            return bad("per-position arrays of different lengths");
+        }
+        if self.ppos.len() != self.pcomm.len() || self.cons.len() != self.pcomm.len() {
+            return bad("per-producer arrays of different lengths");
+        }
+        if self.t.is_nan() {
+            return bad("T is NaN");
+        }
+        if self.ppos.iter().chain(self.cons.iter().flatten()).any(|&p| p >= m) {
+            return bad("a position out of range");
+        }
+        let odd = |(cs, p): (&Vec<usize>, &usize)| {
+            cs.is_empty() || cs.windows(2).any(|w| w[0] >= w[1]) || cs.contains(p)
+        };
+        if self.cons.iter().zip(&self.ppos).any(odd) {
+            return bad("a producer's consumer positions not distinct, ascending and other than its own");
+        }
+        Ok(())
+    }
+
+    pub fn m(&self) -> usize {
+        self.work.len()
+    }
+
+    /// The overflow of a block holding `params`.
+    pub fn over(&self, params: f64) -> f64 {
+        let x = params - self.limit;
+        if x > 0.0 {
+            x * self.slope
+        } else {
+            0.0
+        }
+    }
+
+    /// Whether a block holding `params` is within a hard memory limit.
+    pub fn fits(&self, params: f64) -> bool {
+        !(self.hard && params > self.limit * (1.0 + 1e-12))
+    }
+}
+
+/// The branch and bound at a fixed `T`.
+#[derive(Debug)]
+pub struct BlockSearch {
+    pub c: BlockCosts,
+    /// The nodes of each position (node bitsets).
+    pub gmask: Vec<Bits>,
+    /// Per position, per node of it: (its ancestors, the positions of its descendants' groups).
+    pub rules: Vec<Vec<(Bits, Bits)>>,
     /// Nodes (the width of the node bitsets).
     pub nodes: usize,
-    /// Derived: `left[r * (m + 1) + i]`, the consumer positions of `r` at `i` or after, and
-    /// the parameters of the positions from `i` on.
+    /// Derived: per position, the producers it consumes from and those it holds;
+    /// `left[r * (m + 1) + i]`, the consumer positions of `r` at `i` or after; the parameters
+    /// of the positions from `i` on.
+    incoming: Vec<Vec<usize>>,
+    out_of: Vec<Vec<usize>>,
     left: Vec<u32>,
     params_after: Vec<f64>,
 }
@@ -150,40 +203,27 @@ struct State {
 const CHECK: u32 = 256;
 
 impl BlockSearch {
-    /// Check the arrays' shapes and derive the tables the search uses.
-    pub fn finish(mut self) -> CoreResult<BlockSearch> {
-        let m = self.work.len();
-        let np = self.pcomm.len();
+    /// Check the data and derive the tables the search uses.
+    pub fn new(c: BlockCosts, gmask: Vec<Bits>, rules: Vec<Vec<(Bits, Bits)>>, nodes: usize) -> CoreResult<BlockSearch> {
+        c.check()?;
+        let (m, np) = (c.m(), c.pcomm.len());
         let bad = |what: &str| Err(CoreError::InvalidInput(format!("block search: {what}")));
-        if self.params.len() != m || self.gmask.len() != m || self.rules.len() != m {
+        if gmask.len() != m || rules.len() != m {
             return bad("per-position arrays of different lengths");
         }
-        if self.incoming.len() != m || self.out_of.len() != m {
-            return bad("per-position producer lists of the wrong length");
-        }
-        if self.ppos.len() != np || self.cons.len() != np {
-            return bad("per-producer arrays of different lengths");
-        }
-        if self.t.is_nan() {
-            return bad("T is NaN");
-        }
-        let lists = self.incoming.iter().chain(&self.out_of).flatten();
-        if lists.clone().any(|&r| r >= np) || self.ppos.iter().any(|&p| p >= m) {
-            return bad("a producer or position out of range");
-        }
-        if self.cons.iter().flatten().any(|&h| h >= m) {
-            return bad("a consumer position out of range");
-        }
-        let words_n = self.nodes.div_ceil(64);
-        let words_m = m.div_ceil(64);
-        for (g, rules) in self.gmask.iter().zip(&self.rules) {
+        let (words_n, words_m) = (nodes.div_ceil(64), m.div_ceil(64));
+        for (g, rules) in gmask.iter().zip(&rules) {
             if g.0.len() != words_n || rules.iter().any(|(a, b)| a.0.len() != words_n || b.0.len() != words_m) {
                 return bad("a bitset of the wrong width");
             }
         }
+        let mut incoming = vec![Vec::new(); m];
+        let mut out_of = vec![Vec::new(); m];
         let mut left = vec![0u32; np * (m + 1)];
-        for (r, cs) in self.cons.iter().enumerate() {
+        for (r, cs) in c.cons.iter().enumerate() {
+            out_of[c.ppos[r]].push(r);
             for &h in cs {
+                incoming[h].push(r);
                 for x in &mut left[r * (m + 1)..=r * (m + 1) + h] {
                     *x += 1;
                 }
@@ -191,47 +231,18 @@ impl BlockSearch {
         }
         let mut params_after = vec![0.0; m + 1];
         for i in (0..m).rev() {
-            params_after[i] = params_after[i + 1] + self.params[i];
+            params_after[i] = params_after[i + 1] + c.params[i];
         }
-        self.left = left;
-        self.params_after = params_after;
-        Ok(self)
-    }
-
-    /// A search with the data given and its tables empty (call [`BlockSearch::finish`]).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        t: f64, work: Vec<f64>, params: Vec<f64>, gmask: Vec<Bits>, rules: Vec<Vec<(Bits, Bits)>>,
-        pcomm: Vec<f64>, ppos: Vec<usize>, cons: Vec<Vec<usize>>, incoming: Vec<Vec<usize>>,
-        out_of: Vec<Vec<usize>>, hard: bool, slope: f64, limit: f64, nodes: usize,
-    ) -> CoreResult<BlockSearch> {
-        BlockSearch {
-            t, work, params, gmask, rules, pcomm, ppos, cons, incoming, out_of, hard, slope, limit, nodes,
-            left: Vec::new(), params_after: Vec::new(),
-        }
-        .finish()
+        Ok(BlockSearch { c, gmask, rules, nodes, incoming, out_of, left, params_after })
     }
 
     fn m(&self) -> usize {
-        self.work.len()
+        self.c.m()
     }
 
     #[inline]
     fn left(&self, r: usize, i: usize) -> u32 {
         self.left[r * (self.m() + 1) + i]
-    }
-
-    fn over(&self, params: f64) -> f64 {
-        let x = params - self.limit;
-        if x > 0.0 {
-            x * self.slope
-        } else {
-            0.0
-        }
-    }
-
-    fn fits(&self, params: f64) -> bool {
-        !(self.hard && params > self.limit * (1.0 + 1e-12))
     }
 
     /// An upper bound on the weight of every block completing a branch at position `i`
@@ -243,25 +254,25 @@ impl BlockSearch {
         if i >= m {
             return weight;
         }
-        let mut a: Vec<f64> = self.work[i..].to_vec();
-        if self.slope != 0.0 && params + self.params_after[i] > self.limit && params >= self.limit {
-            for (x, p) in a.iter_mut().zip(&self.params[i..]) {
-                *x += self.slope * p;
+        let mut a: Vec<f64> = self.c.work[i..].to_vec();
+        if self.c.slope != 0.0 && params + self.params_after[i] > self.c.limit && params >= self.c.limit {
+            for (x, p) in a.iter_mut().zip(&self.c.params[i..]) {
+                *x += self.c.slope * p;
             }
         }
-        let mut budget = self.t - cost;
-        for r in 0..self.pcomm.len() {
+        let mut budget = self.c.t - cost;
+        for r in 0..self.c.pcomm.len() {
             let l = self.left(r, i);
-            if l == 0 || paid.get(r) || self.ppos[r] >= i {
+            if l == 0 || paid.get(r) || self.c.ppos[r] >= i {
                 continue;
             }
-            let share = self.pcomm[r] / l as f64;
+            let share = self.c.pcomm[r] / l as f64;
             let signed = if pin.get(r) { -share } else { share };
-            for &h in self.cons[r].iter().filter(|&&h| h >= i) {
+            for &h in self.c.cons[r].iter().filter(|&&h| h >= i) {
                 a[h - i] += signed;
             }
             if pin.get(r) {
-                budget -= self.pcomm[r];
+                budget -= self.c.pcomm[r];
             }
         }
         let mut items: Vec<(f64, f64)> = Vec::with_capacity(m - i);
@@ -269,7 +280,7 @@ impl BlockSearch {
         for (j, &aj) in a.iter().enumerate() {
             let pos = i + j;
             let p = pv[pos];
-            if barred.get(pos) || !self.fits(params + self.params[pos]) || !(p > 0.0 || aj < 0.0) {
+            if barred.get(pos) || !self.c.fits(params + self.c.params[pos]) || !(p > 0.0 || aj < 0.0) {
                 continue;
             }
             if aj < 0.0 {
@@ -307,7 +318,7 @@ impl BlockSearch {
         if pv.iter().any(|x| !x.is_finite()) || floor.is_some_and(|f| f.is_nan()) {
             return Err(CoreError::InvalidInput("block search: a weight or the floor is not finite".into()));
         }
-        let t = self.t;
+        let t = self.c.t;
         let scale = pv.iter().map(|x| x.abs()).sum::<f64>().max(1.0);
         let tol = 1e-9 * scale;
         let target = floor.unwrap_or(f64::NEG_INFINITY);
@@ -315,7 +326,7 @@ impl BlockSearch {
         let mut cut_by_floor = false;
         let mut stopped = false;
         let mut open: Vec<f64> = Vec::new();
-        let np = self.pcomm.len();
+        let np = self.c.pcomm.len();
         let zeros_p = Bits::zeros(np);
         let root_bar = Bits::zeros(m);
         let root = self.bound(0, pv, &root_bar, &zeros_p, &zeros_p, 0.0, 0.0, 0.0);
@@ -352,7 +363,7 @@ impl BlockSearch {
                 let stop_cost = s.cost
                     + (0..np)
                         .filter(|&r| s.pin.get(r) && !s.paid.get(r) && self.left(r, s.i) > 0)
-                        .map(|r| self.pcomm[r])
+                        .map(|r| self.c.pcomm[r])
                         .sum::<f64>();
                 if stop_cost <= t && s.weight > best {
                     best = s.weight;
@@ -375,7 +386,7 @@ impl BlockSearch {
             for &r in feeds {
                 if s.pin.get(r) && !s.paid.get(r) {
                     paid_o.set(r);
-                    cost_o += self.pcomm[r];
+                    cost_o += self.c.pcomm[r];
                 }
             }
             let mut bar_o = s.barred.clone();
@@ -394,18 +405,18 @@ impl BlockSearch {
                 });
             }
             // in: not barred, tensors of out-producers feeding it paid, its own work and parameters
-            let new_params = s.params + self.params[i];
-            if !s.barred.get(i) && self.fits(new_params) {
+            let new_params = s.params + self.c.params[i];
+            if !s.barred.get(i) && self.c.fits(new_params) {
                 let mut paid_i = s.paid.clone();
-                let mut cost_i = s.cost + self.work[i];
+                let mut cost_i = s.cost + self.c.work[i];
                 for &r in feeds {
                     if !s.pin.get(r) && !s.paid.get(r) {
                         paid_i.set(r);
-                        cost_i += self.pcomm[r];
+                        cost_i += self.c.pcomm[r];
                     }
                 }
-                if self.slope != 0.0 {
-                    cost_i += self.over(new_params) - self.over(s.params);
+                if self.c.slope != 0.0 {
+                    cost_i += self.c.over(new_params) - self.c.over(s.params);
                 }
                 let mut pin_i = s.pin.clone();
                 for &r in &self.out_of[i] {
@@ -456,14 +467,11 @@ mod tests {
         let bits = |i: usize| Bits::from_indices(&[i], n).unwrap();
         let below = |i: usize| Bits::from_indices(&(i..n).collect::<Vec<_>>(), n).unwrap();
         let above = |i: usize| Bits::from_indices(&(0..=i).collect::<Vec<_>>(), n).unwrap();
-        BlockSearch::new(
-            t, vec![w; n], vec![0.0; n], (0..n).map(bits).collect(),
-            (0..n).map(|i| vec![(above(i), below(i))]).collect(),
-            vec![c; n - 1], (0..n - 1).collect(), (1..n).map(|h| vec![h]).collect(),
-            (0..n).map(|h| if h == 0 { vec![] } else { vec![h - 1] }).collect(),
-            (0..n).map(|i| if i + 1 < n { vec![i] } else { vec![] }).collect(),
-            false, 0.0, f64::INFINITY, n,
-        )
+        let c = BlockCosts {
+            t, work: vec![w; n], params: vec![0.0; n], pcomm: vec![c; n - 1], ppos: (0..n - 1).collect(),
+            cons: (1..n).map(|h| vec![h]).collect(), hard: false, slope: 0.0, limit: f64::INFINITY,
+        };
+        BlockSearch::new(c, (0..n).map(bits).collect(), (0..n).map(|i| vec![(above(i), below(i))]).collect(), n)
         .unwrap()
     }
 

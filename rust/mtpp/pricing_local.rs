@@ -14,29 +14,19 @@
 
 use crate::cancel::{Cancel, Stop};
 use crate::error::{CoreError, CoreResult};
-use crate::mtpp::pricing::Bits;
+use crate::mtpp::pricing::{BlockCosts, Bits};
 use crate::mtpp::rng::Rng;
 
 /// The most groups an add may drop to stay within `T`.
 const REPAIR: usize = 3;
 
-/// The data of the local search at a fixed `T` (positions and producers as in
-/// [`super::pricing::BlockSearch`]).
+/// The local search at a fixed `T`.
 #[derive(Debug)]
 pub struct BlockLocal {
-    pub t: f64,
-    pub work: Vec<f64>,
-    pub params: Vec<f64>,
-    pub pcomm: Vec<f64>,
-    /// Per producer: its position and its consumers' other positions (distinct, ascending).
-    pub ppos: Vec<usize>,
-    pub cons: Vec<Vec<usize>>,
+    pub c: BlockCosts,
     /// Per position: the positions it reaches and that reach it (itself included).
     pub desc: Vec<Bits>,
     pub anc: Vec<Bits>,
-    pub hard: bool,
-    pub slope: f64,
-    pub limit: f64,
     /// Derived: per position, the producers whose tensor it touches; per producer, its groups.
     touch: Vec<Vec<usize>>,
     total: Vec<u32>,
@@ -54,56 +44,39 @@ struct Block {
 }
 
 impl BlockLocal {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        t: f64, work: Vec<f64>, params: Vec<f64>, pcomm: Vec<f64>, ppos: Vec<usize>, cons: Vec<Vec<usize>>,
-        desc: Vec<Bits>, anc: Vec<Bits>, hard: bool, slope: f64, limit: f64,
-    ) -> CoreResult<BlockLocal> {
-        let m = work.len();
-        let bad = |w: &str| Err(CoreError::InvalidInput(format!("block local search: {w}")));
-        if params.len() != m || desc.len() != m || anc.len() != m {
-            return bad("per-position arrays of different lengths");
-        }
-        if ppos.len() != pcomm.len() || cons.len() != pcomm.len() {
-            return bad("per-producer arrays of different lengths");
-        }
-        if ppos.iter().chain(cons.iter().flatten()).any(|&p| p >= m) || t.is_nan() {
-            return bad("a position out of range, or T NaN");
-        }
-        if cons.iter().zip(&ppos).any(|(cs, p)| cs.is_empty() || cs.windows(2).any(|w| w[0] >= w[1]) || cs.contains(p)) {
-            return bad("a producer's consumer positions not distinct, ascending and other than its own");
-        }
-        if desc.iter().chain(&anc).any(|b| b.words() != m.div_ceil(64)) {
-            return bad("a bitset of the wrong width");
+    pub fn new(c: BlockCosts, desc: Vec<Bits>, anc: Vec<Bits>) -> CoreResult<BlockLocal> {
+        c.check()?;
+        let m = c.m();
+        if desc.len() != m || anc.len() != m || desc.iter().chain(&anc).any(|b| b.words() != m.div_ceil(64)) {
+            return Err(CoreError::InvalidInput("block local search: reachability of the wrong shape".into()));
         }
         let mut touch = vec![Vec::new(); m];
-        let mut total = Vec::with_capacity(pcomm.len());
-        for (r, cs) in cons.iter().enumerate() {
-            touch[ppos[r]].push(r);
+        let mut total = Vec::with_capacity(c.pcomm.len());
+        for (r, cs) in c.cons.iter().enumerate() {
+            touch[c.ppos[r]].push(r);
             for &h in cs {
                 touch[h].push(r);
             }
             total.push(1 + cs.len() as u32);
         }
-        Ok(BlockLocal { t, work, params, pcomm, ppos, cons, desc, anc, hard, slope, limit, touch, total })
+        Ok(BlockLocal { c, desc, anc, touch, total })
     }
 
     fn m(&self) -> usize {
-        self.work.len()
+        self.c.m()
     }
 
     fn cost(&self, b: &Block) -> f64 {
-        if self.hard && b.params > self.limit * (1.0 + 1e-12) {
+        if !self.c.fits(b.params) {
             return f64::INFINITY;
         }
-        let over = if self.slope != 0.0 && b.params > self.limit { (b.params - self.limit) * self.slope } else { 0.0 };
-        b.work + b.io + over
+        b.work + b.io + self.c.over(b.params)
     }
 
     fn empty(&self) -> Block {
         Block {
             inside: Bits::zeros(self.m()),
-            count: vec![0; self.pcomm.len()],
+            count: vec![0; self.c.pcomm.len()],
             work: 0.0,
             params: 0.0,
             io: 0.0,
@@ -113,7 +86,7 @@ impl BlockLocal {
 
     fn paid(&self, r: usize, c: u32) -> f64 {
         if c > 0 && c < self.total[r] {
-            self.pcomm[r]
+            self.c.pcomm[r]
         } else {
             0.0
         }
@@ -136,8 +109,8 @@ impl BlockLocal {
         } else {
             b.inside.clear(g);
         }
-        b.work += s * self.work[g];
-        b.params += s * self.params[g];
+        b.work += s * self.c.work[g];
+        b.params += s * self.c.params[g];
         b.weight += s * pv[g];
     }
 
@@ -221,7 +194,7 @@ impl BlockLocal {
             for h in self.closure_adds(&b, &d0, &a0, g0) {
                 self.toggle(&mut b, h, pv);
             }
-            if self.cost(&b) > self.t {
+            if self.cost(&b) > self.c.t {
                 continue;
             }
             if b.weight >= floor && !found.iter().any(|(_, x)| *x == b.inside) {
@@ -240,8 +213,8 @@ impl BlockLocal {
                 let mut near = positive.clone();
                 for g in b.inside.ones() {
                     for &r in &self.touch[g] {
-                        near.set(self.ppos[r]);
-                        for &h in &self.cons[r] {
+                        near.set(self.c.ppos[r]);
+                        for &h in &self.c.cons[r] {
                             near.set(h);
                         }
                     }
@@ -265,19 +238,19 @@ impl BlockLocal {
                         self.toggle(&mut nb, h, pv);
                     }
                     let mut changed = changed;
-                    if !drop && self.cost(&nb) > self.t {
+                    if !drop && self.cost(&nb) > self.c.t {
                         // repair: drop the groups that lose least weight per cost saved
                         for _ in 0..REPAIR {
                             let Some(h) = self.best_drop(&nb, &changed, pv) else { break };
                             self.toggle(&mut nb, h, pv);
                             changed.push(h);
-                            if self.cost(&nb) <= self.t {
+                            if self.cost(&nb) <= self.c.t {
                                 break;
                             }
                         }
                     }
                     let c = self.cost(&nb);
-                    if c > self.t {
+                    if c > self.c.t {
                         continue;
                     }
                     // the heaviest, then the cheapest; ties broken at random

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 
 import pytest
 from tests.mtpp.sweeps import chunk_seeds, sweep
@@ -241,6 +242,18 @@ def _instance(s: int, rng: random.Random, n_max: int = 8) -> tuple[MtppProblem, 
     return p, blocks, t, _weights(blocks, rng)
 
 
+_Enumeration = tuple[int, MtppProblem, _Blocks, float, list[float], float]
+
+
+def _enumerated(seeds: range, rng: random.Random) -> Iterator[_Enumeration]:
+    """``(seed, problem, blocks, T, weights, heaviest feasible block by enumeration)`` per seed
+    (drawn lazily: the caller may draw from ``rng`` between instances)."""
+    for s in seeds:
+        p, blocks, t, pi = _instance(s, rng)
+        want, _, _ = _Enumerated(blocks, t).solve(pi)
+        yield s, p, blocks, t, pi, want
+
+
 def _feasible(blocks: _Blocks, t: float, m: int) -> bool:
     return blocks.cost(m) <= t * (1 + 1e-9) and blocks.convex.close(m) == m
 
@@ -252,9 +265,7 @@ def test_block_search_finds_the_heaviest_feasible_block():
     # cost or a convexity rule dropped moves it above or below)
     rng = random.Random(11)
     checked = 0
-    for s in range(760_000, 760_300):
-        p, blocks, t, pi = _instance(s, rng)
-        want, _, _ = _Enumerated(blocks, t).solve(pi)
+    for s, p, blocks, t, pi, want in _enumerated(range(760_000, 760_300), rng):
         got, masks, done = BlockSearch(p, blocks.members, t).solve(pi)
         assert done, s
         if want == -math.inf:
@@ -273,9 +284,7 @@ def test_block_search_with_a_floor_finds_a_block_or_proves_none():
     # (-inf, solved) only when the enumeration has none; its M stays an upper bound
     rng = random.Random(13)
     found = proved = 0
-    for s in range(770_000, 770_200):
-        p, blocks, t, pi = _instance(s, rng)
-        want, _, _ = _Enumerated(blocks, t).solve(pi)
+    for s, p, blocks, t, pi, want in _enumerated(range(770_000, 770_200), rng):
         if want == -math.inf:
             continue
         floor = want * rng.choice([0.5, 0.9, 0.99, 1.0, 1.0, 1.1]) if want > 0 else want + rng.choice([-0.1, 0.1])
@@ -298,9 +307,7 @@ def test_block_search_stopped_early_still_bounds_every_block():
     # the heaviest feasible block (with or without a floor), and "solved" is false
     rng = random.Random(17)
     stopped = 0
-    for s in range(780_000, 780_150):
-        p, blocks, t, pi = _instance(s, rng)
-        want, _, _ = _Enumerated(blocks, t).solve(pi)
+    for s, p, blocks, t, pi, want in _enumerated(range(780_000, 780_150), rng):
         for nodes in (1, 3, 8):
             for floor in (None, want if want > -math.inf else None):
                 got, masks, done = BlockSearch(p, blocks.members, t).solve(pi, floor=floor, nodes=nodes)
@@ -320,9 +327,7 @@ def test_the_tabu_search_finds_feasible_blocks_above_its_floor_and_mostly_the_he
     # the heaviest block on most instances
     rng = random.Random(19)
     checked = heaviest = 0
-    for s in range(780_000, 780_300):
-        p, blocks, t, pi = _instance(s, rng)
-        want, _, _ = _Enumerated(blocks, t).solve(pi)
+    for s, p, blocks, t, pi, want in _enumerated(range(780_000, 780_300), rng):
         if want == -math.inf or want <= 0:
             continue
         floor = want * rng.choice([0.5, 0.9, 1.0])

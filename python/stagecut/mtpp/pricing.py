@@ -106,11 +106,9 @@ class BlockSearch:
         pos = [0] * ng
         for i, j in enumerate(order):
             pos[j] = i
-        self.pos = pos
-        self.m = ng
         self.gmask = [groups[j] for j in order]
-        self.work = np.array([math.fsum(problem.work(i) for i in _bits(groups[j])) for j in order])
-        self.params = np.array([math.fsum(g.nodes[i].memory for i in _bits(groups[j])) for j in order])
+        work = [math.fsum(problem.work(i) for i in _bits(groups[j])) for j in order]
+        params = [math.fsum(g.nodes[i].memory for i in _bits(groups[j])) for j in order]
         # ancestors and descendants of every node (itself included)
         topo = g.topological_order()
         desc = [0] * n
@@ -125,42 +123,31 @@ class BlockSearch:
             for w in g.pred[v]:
                 mk |= anc[w]
             anc[v] = mk
-        # per position: its nodes as (ancestors, the positions of the groups of its descendants)
-        self.node_rules: list[list[tuple[int, int]]] = []  # (node mask, position mask)
+        # per position, per node: (its ancestors, the positions of the groups of its descendants)
+        rules = []
         for i in range(ng):
-            rules = []
+            node_rules = []
             for c in _bits(self.gmask[i]):
                 barred = 0
                 for d in _bits(desc[c]):
                     barred |= 1 << pos[group_of[d]]
-                rules.append((anc[c], barred))
-            self.node_rules.append(rules)
-        # tensors: producer r (node u with comm > 0) -> the positions of its consumers' other groups
+                node_rules.append((_words(anc[c], n), _words(barred, ng)))
+            rules.append(node_rules)
+        # tensors: producer (node u with comm > 0) -> the positions of its consumers' other groups
         prods = []
         for u in range(n):
             cons = sorted({pos[group_of[v]] for v in g.succ[u]} - {pos[group_of[u]]})
             if g.nodes[u].comm > 0 and cons:
                 prods.append((u, cons))
-        self.nprod = len(prods)
-        self.pcomm = np.array([g.nodes[u].comm for u, _ in prods])
-        self.ppos = np.array([pos[group_of[u]] for u, _ in prods], dtype=np.int64)
-        self.incoming: list[list[int]] = [[] for _ in range(ng)]  # position -> producers feeding it
-        for r, (_, cons) in enumerate(prods):
-            for h in cons:
-                self.incoming[h].append(r)
-        self.out_of = [[r for r in range(len(prods)) if int(self.ppos[r]) == i] for i in range(ng)]
         p = problem
-        self.finite_memory = math.isfinite(p.memory)
-        self.hard = self.finite_memory and p.bandwidth is None
-        self.slope = 0.0 if not self.finite_memory or p.bandwidth is None else 1.0 / p.bandwidth
-        self.limit = p.memory - p.reserved_memory if self.finite_memory else math.inf
+        finite = math.isfinite(p.memory)
+        slope = 0.0 if not finite or p.bandwidth is None else 1.0 / p.bandwidth
+        limit = p.memory - p.reserved_memory if finite else math.inf
         self.nodes = 0
         self._core = _core.BlockSearch(
-            float(t), self.work.tolist(), self.params.tolist(), [_words(mk, n) for mk in self.gmask],
-            [[(_words(anc, n), _words(below, ng)) for anc, below in rules]
-             for rules in self.node_rules],
-            self.pcomm.tolist(), self.ppos.tolist(), [cons for _, cons in prods], self.incoming, self.out_of,
-            self.hard, self.slope, self.limit, n)
+            float(t), work, params, [_words(mk, n) for mk in self.gmask], rules,
+            [float(g.nodes[u].comm) for u, _ in prods], [pos[group_of[u]] for u, _ in prods],
+            [cons for _, cons in prods], finite and p.bandwidth is None, slope, limit, n)
         # the groups each group reaches and is reached from (itself included), by position
         # (through whole groups: a forced group may hold nodes with no path between them, so this
         # is the transitive closure of the group graph, not of the nodes' own reach)
@@ -172,10 +159,7 @@ class BlockSearch:
         for i in range(ng):
             for b in succ[order[i]]:
                 up[pos[b]] |= up[i]
-        self._local = _core.BlockLocal(
-            float(t), self.work.tolist(), self.params.tolist(), self.pcomm.tolist(), self.ppos.tolist(),
-            [cons for _, cons in prods], [_words(x, ng) for x in down], [_words(x, ng) for x in up],
-            self.hard, self.slope, self.limit)
+        self._local = self._core.local([_words(x, ng) for x in down], [_words(x, ng) for x in up])
 
     def block_mask(self, inside: list[int]) -> int:
         mk = 0
