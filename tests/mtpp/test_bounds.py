@@ -12,7 +12,7 @@ from helpers import SHARED as WORKLOADS
 from helpers import require_shared, rescored_ip
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Node
-from stagecut.mtpp.bounds import LEVELS, mtpp_bound
+from stagecut.mtpp.bounds import LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.certify import certify
 from stagecut.mtpp.model import MtppProblem, lower_bound
 from stagecut.mtpp.model import evaluate as mtpp_evaluate
@@ -86,7 +86,7 @@ WHOLE_FIRST = ["simple", "subgraph", *(lv for lv in LEVELS if lv not in ("simple
 
 
 def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
-    from stagecut.mtpp.certify import _whole_graph_first
+    from stagecut.mtpp.certify import _default_ladder
 
     g = sc.Graph.chain([4.0, 1.0, 1.0, 4.0], comm=0.5)
     plan = [[0], [1, 2, 3]]
@@ -108,10 +108,36 @@ def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
     assert cert.status == "optimal" and [r.status for r in cert.levels[:2]] == ["optimal", "optimal"]
     assert {r.status for r in cert.levels[2:]} == {"skipped"} and cert.bound_source == "subgraph"
     assert cert.levels[2].reason == "plan already proven optimal"
-    # a graph with too many ideals keeps the order asked
-    big = MtppProblem(sc.regal_graph(100, model="erdos_renyi", seed=0), devices=8)
-    assert _whole_graph_first(big, tuple(LEVELS)) == tuple(LEVELS)
-    assert _whole_graph_first(MtppProblem(g, devices=2), ("exact",)) == ("exact",)
+    # without stop_when_proven the ladder keeps its order on a graph with few ideals
+    assert _default_ladder(MtppProblem(g, devices=2), False) == LEVELS
+
+
+def test_partition_lp_joins_the_default_ladder_on_graphs_of_many_ideals_and_few_groups(monkeypatch):
+    import importlib
+
+    from stagecut.mtpp.certify import PARTITION_LP_GROUPS, _default_ladder
+
+    module = importlib.import_module("stagecut.mtpp.certify")  # (the package's ``certify`` is the function)
+
+    with_lp = (*LEVELS[:LEVELS.index("sdp") + 1], "partition-lp", *LEVELS[LEVELS.index("sdp") + 1:])
+    for n in (40, PARTITION_LP_GROUPS):  # (too many ideals for the DP; at most that many groups)
+        p = MtppProblem(sc.regal_graph(n, model="erdos_renyi", seed=0), devices=8)
+        assert _default_ladder(p, True) == _default_ladder(p, False) == with_lp
+    big = MtppProblem(sc.regal_graph(PARTITION_LP_GROUPS + 1, model="erdos_renyi", seed=0), devices=8)
+    assert _default_ladder(big, True) == LEVELS
+    # what certify runs, and the share it gives the level: half of what is left
+    seen = {}
+
+    def bound(problem, *, level, time_limit, **kw):
+        seen[level] = time_limit
+        return BoundResult(level=level, bound=None, status="time_limit", seconds=0.0)
+
+    monkeypatch.setattr(module, "mtpp_bound", bound)
+    p = MtppProblem(sc.regal_graph(40, model="erdos_renyi", seed=0), devices=8)
+    cert = certify(p, sc.slice_graph(p, method="order"), time_limit=1000)
+    assert [r.level for r in cert.levels] == list(with_lp)
+    # (both get half of what is left, and the levels here take no time)
+    assert seen["partition-lp"] == pytest.approx(seen["sdp"], rel=1e-3) and seen["sdp"] > 100
 
 
 def test_certify_ratio_and_table():

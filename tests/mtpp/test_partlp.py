@@ -141,6 +141,38 @@ def test_partition_lp_through_mtpp_bound_and_certify():
     assert cert.bound_source == "partition-lp" and cert.lower_bound is not None and 8.9 < cert.lower_bound <= 9.0
 
 
+@pytest.mark.parametrize(("model", "k"), [("erdos_renyi", 3), ("erdos_renyi", 4), ("barabasi_albert", 3),
+                                          ("barabasi_albert", 4)])
+def test_the_plan_is_the_upper_end_of_the_searches_of_block_and_partition_lp(model, k, monkeypatch):
+    # the optimal plan (the DP's) costs 8 to 20% less than the partitions mtpp_bound knows by
+    # itself (one block; the cut of one order): given as ``start``, the searches climb below it, so
+    # partition-lp's six values of T land closer to the optimum (their first block columns too)
+    p = MtppProblem(sc.regal_graph(12, model=model, seed=0), devices=k)
+    plan = sc.slice_graph(p, method="dp")
+    blocks = [list(s.nodes) for s in plan.stages]
+    alone = mtpp_bound(p, level="partition-lp", time_limit=60)
+    given = mtpp_bound(p, level="partition-lp", time_limit=60, start=blocks)
+    assert alone.stats["upper"] > 1.08 * plan.objective and given.stats["upper"] == plan.objective
+    assert alone.bound is not None and given.bound is not None
+    assert alone.bound < given.bound <= plan.objective
+    # its blocks are the first columns (node positions: the graph's nodes are 0..11)
+    import importlib
+
+    bounds, seen = importlib.import_module("stagecut.mtpp.bounds"), []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["start"])
+        return partition_lp_bound(*args, **kwargs)
+
+    monkeypatch.setattr(bounds, "partition_lp_bound", spy)
+    mtpp_bound(p, level="partition-lp", time_limit=60, start=blocks)
+    assert seen == [blocks] and list(p.graph.ids) == list(range(12))
+    # certify gives the plan to both levels (the exact MIP gets no start from it: it would slow CBC)
+    cert = certify(p, plan, levels=("simple", "block", "partition-lp"), time_limit=60)
+    assert [r.stats.get("upper") for r in cert.levels] == [None, plan.objective, plan.objective]
+    assert cert.lower_bound is not None and given.bound <= cert.lower_bound <= plan.objective
+
+
 @pytest.mark.filterwarnings("ignore::stagecut.errors.StagecutWarning")
 def test_pricing_mip_stopped_at_its_first_block_finds_one_or_proves_none():
     # the column generation's MIP stops at its first block of weight >= floor: it must return

@@ -23,12 +23,13 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     before, ``k - 1 - i`` after, and ``cost(P) <= k_P T``, ``cost(S) <= k_S T``. The bound is
     the smallest of the ``k`` dual bounds (the true position gives at most ``OPT``); the MIPs
     are independent and run in worker processes.
-``partition-lp`` (only when asked for: :data:`EXTRA_LEVELS`)
+``partition-lp`` (:data:`EXTRA_LEVELS`: in the default ladder on graphs of at most 100 groups)
     The LP relaxation of covering the groups with the fewest blocks of cost ``<= T`` (column
     generation, :mod:`stagecut.mtpp.partlp`): a ``T`` where the LP needs more than ``k`` blocks
     is below the optimum, proven by one pricing MIP's dual bound (Farley's bound). For graphs
-    of a few dozen groups: on 24-node random graphs it reaches 0.999 of the optimum; on 100-node
-    ones it needs several minutes to tens of minutes per ``T`` near ``sdp``'s bound.
+    of a few dozen groups: on 24-node random graphs it reaches 0.999 of the optimum, on 40-node
+    ones 0.98 to 0.999 of the plan in 20 s; on 100-node ones it needs minutes per ``T`` near
+    ``sdp``'s bound.
 ``block``
     One small MIP per tested ``T`` (:mod:`stagecut.mtpp.blockmip`): the block paying the fewest
     tensors must hold what the others cannot, ``w >= W - (k - 1) (T - io)``; a ``T`` where no
@@ -79,7 +80,7 @@ from stagecut.mtpp.combinatorial import crossing_bound, node_cut_bound, subgraph
 from stagecut.mtpp.cover import cover_bound
 from stagecut.mtpp.formulations import MtppData, mtpp_data, relative_gap
 from stagecut.mtpp.formulations import build as build_model
-from stagecut.mtpp.model import MtppProblem, as_problem, block_cost, evaluate, forced_groups
+from stagecut.mtpp.model import MtppProblem, _positions, as_problem, block_cost, evaluate, forced_groups
 from stagecut.mtpp.model import lower_bound as _simple
 from stagecut.mtpp.partlp import partition_lp_bound
 from stagecut.mtpp.prefix import prefix_bound
@@ -94,9 +95,10 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
 #: The rungs of the ladder, weakest first.
 LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block", "bottleneck",
           "bottleneck-guess", "exact")
-#: Levels run only when asked for (``levels=`` of :func:`~stagecut.mtpp.certify.certify`, ``level=`` of
-#: :func:`mtpp_bound`): ``partition-lp`` solves many MIPs, and past a few dozen groups it needs several
-#: minutes to tens of minutes per ``T``.
+#: Levels not in :data:`LEVELS`: ``partition-lp`` solves many MIPs, and past a hundred groups it needs
+#: several minutes to tens of minutes per ``T``. :func:`~stagecut.mtpp.certify.certify`'s default
+#: ladder runs it on graphs of at most :data:`~stagecut.mtpp.certify.PARTITION_LP_GROUPS` groups that
+#: the whole graph's DP cannot solve; elsewhere it runs when named.
 EXTRA_LEVELS = ("partition-lp",)
 #: The levels computed without a MIP solver.
 COMBINATORIAL = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph")
@@ -283,10 +285,14 @@ def mtpp_bound(
         A lower bound already proven for this problem (e.g. by an earlier level): the MIPs start
         from it (``T >= known_bound``). A wrong value makes a wrong bound.
     start : list of blocks, optional
-        A partition (node ids, in pipeline order) the ``exact`` MIP starts from (a MIP start;
-        its cost also caps the tensor costs, see :func:`mtpp_data`). With CBC and budgets of
-        seconds this was measured to hurt (the solver spent its time on the start and proved
-        less), so :func:`~stagecut.mtpp.certify.certify` does not pass one.
+        A partition (node ids, in pipeline order), for instance the plan being certified. Its
+        cost (the evaluator's) is a known cost: the MIPs cap the tensor costs by it (see
+        :func:`mtpp_data`), and ``block`` and ``partition-lp`` search for their bound below it
+        (without it: below the cheaper of one block and SliceGraph's cut of one order, often 15 to
+        20% above a good plan); ``partition-lp`` takes its blocks as its first columns, and the
+        ``exact`` MIP starts from it (a MIP start). With CBC and budgets of seconds that MIP start
+        was measured to hurt (the solver spent its time on the start and proved less), so
+        :func:`~stagecut.mtpp.certify.certify` passes the plan to every MIP level but ``exact``.
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory`` (and ``level`` given positionally).
 
@@ -335,12 +341,13 @@ def mtpp_bound(
     if level in COMBINATORIAL:
         return _combinatorial(problem, level, deadline, t0)
     known = _known_cost(problem)
+    if start_cost is not None and math.isfinite(start_cost):
+        known = start_cost if known is None else min(known, start_cost)
     if level == "block":
         return _block(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
     if level == "partition-lp":
-        return _partition_lp(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
-    if start_cost is not None and math.isfinite(start_cost):
-        known = start_cost if known is None else min(known, start_cost)
+        columns = None if start is None else [_positions(problem, b, "start") for b in start]
+        return _partition_lp(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0, columns)
     floor = max(-math.inf if known_bound is None else float(known_bound),
                 _floor(problem, deadline, time_limit))
     d = mtpp_data(problem, upper=known, floor=floor)
@@ -426,20 +433,24 @@ def _block(problem: MtppProblem, known: float | None, known_bound: float | None,
     r = block_bound(problem, lo=lo, hi=known, time_limit=left, solver=solver, threads=threads, seed=seed)
     return BoundResult(level="block", bound=_some(r.bound), status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0,
-                       stats={"solves": r.solves, "mip_constraints": r.rows, "mip_vars": r.cols, "floor": lo})
+                       stats={"solves": r.solves, "mip_constraints": r.rows, "mip_vars": r.cols, "floor": lo,
+                              **({} if known is None else {"upper": known})})
 
 
 def _partition_lp(problem: MtppProblem, known: float | None, known_bound: float | None, deadline: float | None,
                   time_limit: float | None, solver: str, threads: int | None, seed: int | None,
-                  t0: float) -> BoundResult:
+                  t0: float, columns: list[list[int]] | None = None) -> BoundResult:
     """The ``partition-lp`` level (:mod:`stagecut.mtpp.partlp`), from the larger of ``known_bound``
-    and the simple and node-cut bounds, up to the cost of a known partition."""
+    and the simple and node-cut bounds, up to the cost of a known partition; ``columns``: a
+    partition's blocks (node positions), its first columns."""
     lo = max(-math.inf if known_bound is None else float(known_bound), _floor(problem, deadline, time_limit))
     left = None if deadline is None else max(0.1, deadline - time.monotonic())
-    r = partition_lp_bound(problem, lo=lo, hi=known, time_limit=left, solver=solver, threads=threads, seed=seed)
+    r = partition_lp_bound(problem, lo=lo, hi=known, time_limit=left, solver=solver, threads=threads, seed=seed,
+                           start=columns)
     return BoundResult(level="partition-lp", bound=_some(r.bound), status="optimal" if r.complete else "time_limit",
                        seconds=time.perf_counter() - t0,
-                       stats={"mips": r.mips, "lps": r.lps, "columns": r.columns, "floor": lo})
+                       stats={"mips": r.mips, "lps": r.lps, "columns": r.columns, "floor": lo,
+                              **({} if known is None else {"upper": known})})
 
 
 def _known_cost(problem: MtppProblem) -> float | None:

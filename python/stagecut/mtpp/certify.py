@@ -3,11 +3,13 @@
 :func:`certify` scores a plan with the independent MTPP evaluator, then runs the requested
 bounds in order (by default :data:`~stagecut.mtpp.bounds.LEVELS`: ``simple``, the combinatorial
 ``node-cut``, ``crossing``, ``cover``, ``prefix``, ``spectral``, ``sdp`` and ``subgraph``, then the MIPs ``block``,
-``bottleneck``, ``bottleneck-guess`` and ``exact``) within one time budget, and reports the best proven lower
-bound (capped by the plan's cost), the level it came from (``bound_source``) and the per-instance approximation ratio
-``objective / lower_bound``. A level that proved nothing has bound ``None`` ("no bound").
-Every MIP bound is the solver's dual bound, with its status; a level stopped by the time limit
-contributes its dual bound, never its primal value.
+``bottleneck``, ``bottleneck-guess`` and ``exact``; on a graph of at most :data:`PARTITION_LP_GROUPS`
+forced groups that the whole-graph DP cannot solve, ``partition-lp`` after ``sdp``) within one time
+budget, and reports the best proven lower bound (capped by the plan's cost), the level it came from
+(``bound_source``) and the per-instance approximation ratio ``objective / lower_bound``. A level
+that proved nothing has bound ``None`` ("no bound"). Every MIP bound is the solver's dual bound,
+with its status; a level stopped by the time limit contributes its dual bound, never its primal
+value.
 
 Examples
 --------
@@ -35,7 +37,7 @@ from stagecut.graph import Graph
 from stagecut.mtpp._args import renamed
 from stagecut.mtpp.bounds import COMBINATORIAL, EXTRA_LEVELS, LEVELS, BoundResult, mtpp_bound
 from stagecut.mtpp.improve import IMPROVE_SECONDS, improve_plan, improve_windows
-from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate
+from stagecut.mtpp.model import MtppEvaluation, MtppProblem, as_problem, evaluate, forced_groups
 from stagecut.mtpp.plan import SlicePlan, plan_blocks
 from stagecut.mtpp.slicegraph import AUTO_IDEALS
 from stagecut.mtpp.units import Units
@@ -167,6 +169,15 @@ COMBINATORIAL_SHARE = 0.2
 #: bound stops rising.
 SDP_SHARE = 0.5
 
+#: The share for the ``partition-lp`` level (in the default ladder on graphs of at most
+#: :data:`PARTITION_LP_GROUPS` forced groups, or when named): the strongest bound the ladder has on
+#: graphs of a few dozen groups, and each value of ``T`` it decides needs many pricings.
+PARTITION_LP_SHARE = 0.5
+
+#: The most forced groups on which the default ladder runs ``partition-lp`` (after ``sdp``), when the
+#: whole graph's DP cannot run.
+PARTITION_LP_GROUPS = 100
+
 #: Relative margin over the plan's cost within which a level's bound is round-off (capped at the
 #: cost); above it the bound is not taken.
 ABOVE_PLAN = 1e-6
@@ -252,13 +263,15 @@ def certify(
         ``stop_when_proven``, on a graph with at most 40,000 ideals the default ladder runs
         ``subgraph`` right after ``simple``: its exact DP solves the whole graph in seconds), and
         ``"partition-lp"``
-        (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: run only when named; the LP over every
-        block at once, for graphs of a few dozen groups). The MIP levels start from the best bound
-        of the levels before them.
+        (:data:`~stagecut.mtpp.bounds.EXTRA_LEVELS`: the LP over every block at once; the
+        default ladder runs it after ``sdp`` on a graph of more than 40,000 ideals and at most
+        :data:`PARTITION_LP_GROUPS` forced groups, elsewhere it runs only when named). The MIP
+        levels start from the best bound of the levels before them; the plan's cost (when it is
+        finite) is the known cost they search below, and its blocks ``partition-lp``'s first columns.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
-        left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so
-        far, status ``"time_limit"``), each MIP level an equal share of what is left with the
+        left (``sdp`` and ``partition-lp``: half of what is left; at least 5 s; stopped there it
+        gives its best bound so far, status ``"time_limit"``), each MIP level an equal share of what is left with the
         levels after it; the last level gets all of it, and time a level does not use goes to the
         next. A level with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
@@ -324,29 +337,37 @@ def certify(
     notes: list[str] = []
     if budget is not None:
         ev, found, notes = _improve(problem, ev, budget, time_limit, t0, improve_windows(improve))
-    if stop_when_proven and todo == LEVELS:  # (the default ladder: an order given is kept)
-        todo = _whole_graph_first(problem, todo)
+    if todo == LEVELS:  # (the default ladder: an order given is kept)
+        todo = _default_ladder(problem, stop_when_proven)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
-    table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip)
+    known = [list(s.nodes) for s in ev.stages] if math.isfinite(ev.objective) else None
+    table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip, known)
     cert = _certificate(problem, ev.stages, ladder, table, seed, t0)
     if budget is None:
         return cert
     return dataclasses.replace(cert, stats={**cert.stats, **found}, notes=(*notes, *cert.notes))
 
 
-def _whole_graph_first(problem: MtppProblem, todo: tuple[str, ...]) -> tuple[str, ...]:
-    """``todo`` with ``subgraph`` moved to the front (after ``simple``) when the graph has at most
-    :data:`~stagecut.mtpp.slicegraph.AUTO_IDEALS` ideals: its exact DP then solves the whole graph
-    in seconds, and its optimum ends the ladder (or bounds the plan) before the slower levels."""
-    if "subgraph" not in todo:
-        return todo
+def _default_ladder(problem: MtppProblem, stop_when_proven: bool) -> tuple[str, ...]:
+    """The default ladder for ``problem``: :data:`~stagecut.mtpp.bounds.LEVELS`, in that order but
+
+    - on a graph with at most :data:`~stagecut.mtpp.slicegraph.AUTO_IDEALS` ideals, with
+      ``stop_when_proven``, ``subgraph`` right after ``simple``: its exact DP then solves the whole
+      graph in seconds, and its optimum ends the ladder (or bounds the plan) before the slower levels;
+    - on a graph with more ideals and at most :data:`PARTITION_LP_GROUPS` forced groups, with
+      ``partition-lp`` after ``sdp``: there it is the strongest level, and the MIP levels after it
+      start from its bound."""
     try:
         Units(problem, True).count_ideals(AUTO_IDEALS)
     except TooManyIdealsError:
-        return todo
-    rest = [lv for lv in todo if lv not in ("simple", "subgraph")]
-    return (*(("simple",) if "simple" in todo else ()), "subgraph", *rest)
+        if len(set(forced_groups(problem))) > PARTITION_LP_GROUPS:
+            return LEVELS
+        at = LEVELS.index("sdp") + 1
+        return (*LEVELS[:at], "partition-lp", *LEVELS[at:])
+    if not stop_when_proven:
+        return LEVELS
+    return ("simple", "subgraph", *(lv for lv in LEVELS if lv not in ("simple", "subgraph")))
 
 
 def _improve_budget(improve: Any) -> float | None:
@@ -386,8 +407,9 @@ def _improve(problem: MtppProblem, ev: MtppEvaluation, budget: float, time_limit
 
 def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_limit: float | None, t0: float,
            stop_when_proven: bool, on_level: Callable[[BoundResult, float], None] | None,
-           mip: dict[str, Any]) -> tuple[BoundResult, ...]:
-    """Run the levels in order within the budget; skipped levels get a row too."""
+           mip: dict[str, Any], plan: list[list[NodeId]] | None = None) -> tuple[BoundResult, ...]:
+    """Run the levels in order within the budget; skipped levels get a row too. ``plan``: the
+    plan's blocks, when it is feasible (the MIP levels' known cost)."""
     table = []
     for i, lv in enumerate(todo):
         left = None if time_limit is None else float(time_limit) - (time.perf_counter() - t0)
@@ -399,12 +421,17 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:
-            # (no MIP start from the plan: with CBC it cost the exact MIP its bound at short budgets)
+            # (the plan is every MIP level's known cost and partition-lp's first columns, but no MIP
+            # start for exact: with CBC that cost the exact MIP its bound at short budgets)
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
+            if lv not in COMBINATORIAL and lv != "exact" and plan is not None:
+                extra["start"] = plan
             if left is None or i == len(todo) - 1:
                 pass  # (the last level: all of it)
             elif lv in COMBINATORIAL:  # (they stop with their best so far: leave the next levels time)
                 left = min(left, max(5.0, (SDP_SHARE if lv == "sdp" else COMBINATORIAL_SHARE) * left))
+            elif lv == "partition-lp":  # (it too stops with its best bound so far)
+                left = min(left, max(5.0, PARTITION_LP_SHARE * left))
             else:  # (an equal share with the levels after it: none starves the next)
                 left /= len(todo) - i
             r = mtpp_bound(problem, level=lv, time_limit=left, **mip, **extra)
