@@ -3,6 +3,7 @@ Rust core, and ``import stagecut`` loads its public names on first use (the same
 same objects)."""
 
 import argparse
+import importlib
 import json
 import re
 import resource
@@ -89,6 +90,7 @@ def test_the_parsers_choices_are_the_solvers():
     assert _choices.SLICE_METHODS == mtpp.METHODS
     assert _choices.CERTIFY_LEVELS == mtpp.LEVELS
     assert _choices.CERTIFY_EXTRA_LEVELS == mtpp.bounds.EXTRA_LEVELS
+    assert _choices.CERTIFY_PARTITION_LP_GROUPS == importlib.import_module("stagecut.mtpp.certify").PARTITION_LP_GROUPS
     assert _choices.LATENCY_METHODS == latency_solve.METHODS
 
 

@@ -20,8 +20,10 @@ SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "dp
 #: ``stagecut.mtpp.LEVELS``
 CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block",
                   "bottleneck", "bottleneck-guess", "exact")
-#: ``stagecut.mtpp.bounds.EXTRA_LEVELS`` (run only when named)
+#: ``stagecut.mtpp.bounds.EXTRA_LEVELS`` (not in ``LEVELS``)
 CERTIFY_EXTRA_LEVELS = ("partition-lp",)
+#: ``stagecut.mtpp.certify.PARTITION_LP_GROUPS``
+CERTIFY_PARTITION_LP_GROUPS = 100
 #: ``stagecut.latency.solve.METHODS``
 LATENCY_METHODS = ("auto", "best-device", "met", "greedy", "heft", "sa", "ea", "local", "milp", "split", "brute",
                    "pcie-greedy", "ip", "quickp", "quickp-p1", "metis", "mcmc", "m-heft", "m-greedy", "m-topo",

@@ -23,6 +23,7 @@ from typing import Any
 from stagecut.cli import _common
 from stagecut.cli._choices import CERTIFY_EXTRA_LEVELS as EXTRA
 from stagecut.cli._choices import CERTIFY_LEVELS as LEVELS
+from stagecut.cli._choices import CERTIFY_PARTITION_LP_GROUPS as PARTITION_LP_GROUPS
 from stagecut.cli.slice import add_mtpp_memory, mtpp_memory
 
 __all__ = ["add_parser", "run"]
@@ -104,13 +105,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "semidefinite relaxation), exact optima of subgraphs), "
                         "block (MIPs: the block paying the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
-                        f"bottlenecks), exact (the full MIP); only when named: partition-lp (the LP over "
-                        f"every block by column generation, slow beyond a few dozen nodes) "
-                        f"(default: {','.join(LEVELS)})")
+                        f"bottlenecks), exact (the full MIP), partition-lp (the LP over every block by column "
+                        f"generation, slow beyond a few dozen nodes) (default: {','.join(LEVELS)}, with "
+                        f"partition-lp after sdp on graphs of at most {PARTITION_LP_GROUPS} groups that the "
+                        f"whole-graph DP cannot solve)")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
-                        "(sdp half), a MIP level an equal share with the levels after it, the last level "
-                        "all of it (default: 600)")
+                        "(sdp and partition-lp half), a MIP level an equal share with the levels after it, the "
+                        "last level all of it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")
     p.add_argument("--solver", choices=("cbc", "highs"), default="cbc",
