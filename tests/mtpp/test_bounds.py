@@ -126,18 +126,27 @@ def test_partition_lp_joins_the_default_ladder_on_graphs_of_many_ideals_and_few_
     big = MtppProblem(sc.regal_graph(PARTITION_LP_GROUPS + 1, model="erdos_renyi", seed=0), devices=8)
     assert _default_ladder(big, True) == LEVELS
     # what certify runs, and the share it gives the level: half of what is left
-    seen = {}
+    seen, starts = {}, {}
 
     def bound(problem, *, level, time_limit, **kw):
-        seen[level] = time_limit
+        seen[level], starts[level] = time_limit, kw.get("start")
         return BoundResult(level=level, bound=None, status="time_limit", seconds=0.0)
 
     monkeypatch.setattr(module, "mtpp_bound", bound)
     p = MtppProblem(sc.regal_graph(40, model="erdos_renyi", seed=0), devices=8)
-    cert = certify(p, sc.slice_graph(p, method="order"), time_limit=1000)
+    plan = sc.slice_graph(p, method="order")
+    cert = certify(p, plan, time_limit=1000)
     assert [r.level for r in cert.levels] == list(with_lp)
     # (both get half of what is left, and the levels here take no time)
     assert seen["partition-lp"] == pytest.approx(seen["sdp"], rel=1e-3) and seen["sdp"] > 100
+    # the plan goes to every MIP level but exact (no MIP start for CBC); none to the others
+    given = [list(s.nodes) for s in plan.stages]
+    assert {lv for lv, st in starts.items() if st is not None} == {"partition-lp", "block", "bottleneck",
+                                                                     "bottleneck-guess"}
+    assert all(st == given for st in starts.values() if st is not None)
+    # named last, partition-lp gets all of what is left
+    certify(p, plan, levels=("sdp", "partition-lp"), time_limit=1000)
+    assert seen["partition-lp"] == pytest.approx(2 * seen["sdp"], rel=1e-3)
 
 
 def test_certify_ratio_and_table():

@@ -106,13 +106,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         "block (MIPs: the block paying the fewest tensors must be nearly full), bottleneck (MIP), "
                         "bottleneck-guess (MIPs over guessed "
                         f"bottlenecks), exact (the full MIP), partition-lp (the LP over every block by column "
-                        f"generation, slow beyond a few dozen nodes) (default: {','.join(LEVELS)}, with "
-                        f"partition-lp after sdp on graphs of at most {PARTITION_LP_GROUPS} groups that the "
-                        f"whole-graph DP cannot solve)")
+                        f"generation, minutes per tested T from about a hundred nodes) "
+                        f"(default: {','.join(LEVELS)}, with partition-lp after sdp on graphs of at most "
+                        f"{PARTITION_LP_GROUPS} groups that the whole-graph DP cannot solve)")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
-                        "(sdp and partition-lp half), a MIP level an equal share with the levels after it, the "
-                        "last level all of it (default: 600)")
+                        "(sdp half; at least 5 s), partition-lp half, another MIP level an equal share with the "
+                        "levels after it, the last level all of it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")
     p.add_argument("--solver", choices=("cbc", "highs"), default="cbc",

@@ -23,7 +23,7 @@ its consumers ``v`` charges ``comm(u)`` once when the tensor crosses the block b
     before, ``k - 1 - i`` after, and ``cost(P) <= k_P T``, ``cost(S) <= k_S T``. The bound is
     the smallest of the ``k`` dual bounds (the true position gives at most ``OPT``); the MIPs
     are independent and run in worker processes.
-``partition-lp`` (:data:`EXTRA_LEVELS`: in the default ladder on graphs of at most 100 groups)
+``partition-lp`` (:data:`EXTRA_LEVELS`; in the default ladder on graphs of at most 100 groups and over 40,000 ideals)
     The LP relaxation of covering the groups with the fewest blocks of cost ``<= T`` (column
     generation, :mod:`stagecut.mtpp.partlp`): a ``T`` where the LP needs more than ``k`` blocks
     is below the optimum, proven by one pricing MIP's dual bound (Farley's bound). For graphs
@@ -95,8 +95,8 @@ __all__ = ["COMBINATORIAL", "EXTRA_LEVELS", "LEVELS", "BoundStatus", "BoundResul
 #: The rungs of the ladder, weakest first.
 LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block", "bottleneck",
           "bottleneck-guess", "exact")
-#: Levels not in :data:`LEVELS`: ``partition-lp`` solves many MIPs, and past a hundred groups it needs
-#: several minutes to tens of minutes per ``T``. :func:`~stagecut.mtpp.certify.certify`'s default
+#: Levels not in :data:`LEVELS`: ``partition-lp`` solves many MIPs, and from about a hundred groups it
+#: needs several minutes to tens of minutes per ``T``. :func:`~stagecut.mtpp.certify.certify`'s default
 #: ladder runs it on graphs of at most :data:`~stagecut.mtpp.certify.PARTITION_LP_GROUPS` groups that
 #: the whole graph's DP cannot solve; elsewhere it runs when named.
 EXTRA_LEVELS = ("partition-lp",)
@@ -286,13 +286,14 @@ def mtpp_bound(
         from it (``T >= known_bound``). A wrong value makes a wrong bound.
     start : list of blocks, optional
         A partition (node ids, in pipeline order), for instance the plan being certified. Its
-        cost (the evaluator's) is a known cost: the MIPs cap the tensor costs by it (see
-        :func:`mtpp_data`), and ``block`` and ``partition-lp`` search for their bound below it
-        (without it: below the cheaper of one block and SliceGraph's cut of one order, often 15 to
-        20% above a good plan); ``partition-lp`` takes its blocks as its first columns, and the
-        ``exact`` MIP starts from it (a MIP start). With CBC and budgets of seconds that MIP start
-        was measured to hurt (the solver spent its time on the start and proved less), so
-        :func:`~stagecut.mtpp.certify.certify` passes the plan to every MIP level but ``exact``.
+        cost (the evaluator's), when finite, is a known cost: the MIPs cap the tensor costs by it
+        (see :func:`mtpp_data`), and ``block`` and ``partition-lp`` search for their bound below it
+        (without it: below the cheaper of one block and SliceGraph's cut of one order, 8 to 22%
+        above a good plan on 12- to 100-node random graphs); ``partition-lp`` takes its blocks as
+        its first columns, and the ``exact`` MIP starts from it (a MIP start). With CBC and
+        budgets of seconds that MIP start was measured to hurt (the solver spent its time on the
+        start and proved less), so :func:`~stagecut.mtpp.certify.certify` passes the plan to every
+        MIP level but ``exact``.
     stages, fast_memory
         Deprecated names of ``devices`` and ``memory`` (and ``level`` given positionally).
 
@@ -335,7 +336,8 @@ def mtpp_bound(
     check_options(time_limit, gap, threads, seed, solver)
     if workers is not None:
         workers = check_int(workers, "workers", minimum=1)
-    start_cost = None if start is None else evaluate(problem, [list(b) for b in start]).objective
+    given: list[list[NodeId]] | None = None if start is None else [list(b) for b in start]
+    start_cost = None if given is None else evaluate(problem, given).objective
     t0 = time.perf_counter()
     deadline = None if time_limit is None or math.isinf(time_limit) else time.monotonic() + float(time_limit)
     if level in COMBINATORIAL:
@@ -346,12 +348,12 @@ def mtpp_bound(
     if level == "block":
         return _block(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0)
     if level == "partition-lp":
-        columns = None if start is None else [_positions(problem, b, "start") for b in start]
+        columns = None if given is None else [_positions(problem, b, "start") for b in given]
         return _partition_lp(problem, known, known_bound, deadline, time_limit, solver, threads, seed, t0, columns)
     floor = max(-math.inf if known_bound is None else float(known_bound),
                 _floor(problem, deadline, time_limit))
     d = mtpp_data(problem, upper=known, floor=floor)
-    begin = None if start is None or level != "exact" else [list(b) for b in start]
+    begin = None if level != "exact" else given
     if level in ("exact", "bottleneck") or d.k == 1:
         r = _solve_one(d, "exact" if d.k == 1 else level, None, _left(deadline, time_limit), solver, gap, threads,
                        seed, verbose, deadline, begin)

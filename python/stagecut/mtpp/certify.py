@@ -267,11 +267,14 @@ def certify(
         default ladder runs it after ``sdp`` on a graph of more than 40,000 ideals and at most
         :data:`PARTITION_LP_GROUPS` forced groups, elsewhere it runs only when named). The MIP
         levels start from the best bound of the levels before them; the plan's cost (when it is
-        finite) is the known cost they search below, and its blocks ``partition-lp``'s first columns.
+        finite) is the known cost of every MIP level but ``exact`` (``block`` and ``partition-lp``
+        search below it), and its blocks ``partition-lp``'s first columns. ``levels`` equal to
+        :data:`~stagecut.mtpp.bounds.LEVELS` (the default) is the default ladder, reordered as above.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
-        left (``sdp`` and ``partition-lp``: half of what is left; at least 5 s; stopped there it
-        gives its best bound so far, status ``"time_limit"``), each MIP level an equal share of what is left with the
+        left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so
+        far, status ``"time_limit"``), ``partition-lp`` half of what is left (at least 5 s; it too
+        gives its best bound so far), each MIP level an equal share of what is left with the
         levels after it; the last level gets all of it, and time a level does not use goes to the
         next. A level with no time left is ``"skipped"``.
     solver, threads, workers, gap, seed, verbose
@@ -341,8 +344,8 @@ def certify(
         todo = _default_ladder(problem, stop_when_proven)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
-    known = [list(s.nodes) for s in ev.stages] if math.isfinite(ev.objective) else None
-    table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip, known)
+    in_hand = [list(s.nodes) for s in ev.stages] if math.isfinite(ev.objective) else None
+    table = _climb(problem, ladder, todo, time_limit, t0, stop_when_proven, on_level, mip, in_hand)
     cert = _certificate(problem, ev.stages, ladder, table, seed, t0)
     if budget is None:
         return cert
@@ -421,8 +424,8 @@ def _climb(problem: MtppProblem, ladder: _Ladder, todo: tuple[str, ...], time_li
         elif left is not None and left <= 0.05:
             r = BoundResult(level=lv, bound=None, status="skipped", seconds=0.0, reason="no time left")
         else:
-            # (the plan is every MIP level's known cost and partition-lp's first columns, but no MIP
-            # start for exact: with CBC that cost the exact MIP its bound at short budgets)
+            # (the plan is the known cost of every MIP level but exact, and partition-lp's first
+            # columns; exact gets no MIP start from it: with CBC that cost it its bound at short budgets)
             extra: dict[str, Any] = {} if lv in COMBINATORIAL else {"known_bound": ladder.known()}
             if lv not in COMBINATORIAL and lv != "exact" and plan is not None:
                 extra["start"] = plan
