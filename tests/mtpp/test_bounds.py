@@ -97,9 +97,11 @@ def test_the_whole_graphs_dp_runs_first_only_where_the_graph_has_few_ideals():
     assert cert.bound_source == "subgraph" and cert.lower_bound == 5.5 and cert.best_objective == 5.5
     assert {r.status for r in cert.levels[2:]} == {"skipped"} and cert.status == "feasible"
     assert cert.levels[2].reason == "the bound is the optimum: the subgraph level's partition meets it"
-    # levels given: the order asked is kept
+    # levels given: the order asked is kept, even when they are the default's
     cert = certify(g, plan, devices=2, levels=("node-cut", "exact", "subgraph"))
     assert [r.level for r in cert.levels] == ["node-cut", "exact", "subgraph"]
+    cert = certify(g, plan, devices=2, levels=LEVELS)
+    assert [r.level for r in cert.levels] == list(LEVELS) and cert.lower_bound == 5.5
     # without stop_when_proven the default order is kept, and every level runs
     cert = certify(g, plan, devices=2, stop_when_proven=False)
     assert [r.level for r in cert.levels] == list(LEVELS) and "skipped" not in {r.status for r in cert.levels}
@@ -144,6 +146,8 @@ def test_partition_lp_joins_the_default_ladder_on_graphs_of_many_ideals_and_few_
     assert {lv for lv, st in starts.items() if st is not None} == {"partition-lp", "block", "bottleneck",
                                                                      "bottleneck-guess"}
     assert all(st == given for st in starts.values() if st is not None)
+    # all of LEVELS named: run as named, without partition-lp
+    assert [r.level for r in certify(p, plan, levels=LEVELS, time_limit=1000).levels] == list(LEVELS)
     # named last, partition-lp gets all of what is left
     certify(p, plan, levels=("sdp", "partition-lp"), time_limit=1000)
     assert seen["partition-lp"] == pytest.approx(2 * seen["sdp"], rel=1e-3)

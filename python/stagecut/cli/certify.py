@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from stagecut.mtpp import certify
     from stagecut.mtpp.certify import solved_for
 
-    levels = _levels(args.levels)
+    levels = None if args.levels is None else _levels(args.levels)
     graph = _common.load_graph(args.graph)
     placement = _common.read_placement(args.split, graph)
     display = _common.display_of(args, graph)
@@ -97,7 +97,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _common.add_devices(p, "number of stages", "a saved slice result's, else the file's maxFPGAs, at least "
                         "the split's stages",
                         old=("--stages",))
-    p.add_argument("--levels", default=",".join(LEVELS),
+    p.add_argument("--levels", default=None,
                    help="comma-separated ladder of bounds, climbed in order: simple (closed form), "
                         "node-cut, crossing, cover, prefix, spectral, sdp, subgraph (combinatorial: min cuts, forced "
                         "crossings, the blocks convex sets need, what a hard memory limit forces on the pipeline's "
@@ -108,7 +108,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         f"bottlenecks), exact (the full MIP), partition-lp (the LP over every block by column "
                         f"generation, minutes per tested T from about a hundred nodes) "
                         f"(default: {','.join(LEVELS)}, with partition-lp after sdp on graphs of at most "
-                        f"{PARTITION_LP_GROUPS} groups that the whole-graph DP cannot solve)")
+                        f"{PARTITION_LP_GROUPS} groups that the whole-graph DP cannot solve, and subgraph "
+                        f"after simple on graphs it can; levels given run as given)")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
                         "(sdp half; at least 5 s), partition-lp half, another MIP level an equal share with the "

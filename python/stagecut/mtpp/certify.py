@@ -230,7 +230,7 @@ def _verdict(objective: float, ladder: _Ladder) -> tuple[float | None, float | N
 
 @reports
 def certify(
-    graph: Graph | MtppProblem, plan: Any, *, devices: int | None = None, levels: Sequence[str] | str = LEVELS,
+    graph: Graph | MtppProblem, plan: Any, *, devices: int | None = None, levels: Sequence[str] | str | None = None,
     time_limit: float | None = 600.0, memory: float | None = None, bandwidth: float | None = None,
     reserved_memory: float | None = None, kind: str | None = None, colocate: bool | None = None, solver: str = "cbc",
     threads: int | None = None, workers: int | None = None, gap: float | None = None, seed: int = 0,
@@ -255,7 +255,7 @@ def certify(
         With a problem, all of these come from it.
     plan : SlicePlan, any Result, list of blocks or mapping
         The partition to certify (see :func:`plan_blocks`).
-    levels : sequence of str
+    levels : sequence of str, optional
         Names from :data:`~stagecut.mtpp.bounds.LEVELS` (``"simple"``, ``"node-cut"``, ``"crossing"``,
         ``"cover"``, ``"prefix"``, ``"spectral"``, ``"sdp"``, ``"subgraph"``, ``"block"``, ``"bottleneck"``,
         ``"bottleneck-guess"``,
@@ -268,8 +268,8 @@ def certify(
         :data:`PARTITION_LP_GROUPS` forced groups, elsewhere it runs only when named). The MIP
         levels start from the best bound of the levels before them; the plan's cost (when it is
         finite) is the known cost of every MIP level but ``exact`` (``block`` and ``partition-lp``
-        search below it), and its blocks ``partition-lp``'s first columns. ``levels`` equal to
-        :data:`~stagecut.mtpp.bounds.LEVELS` (the default) is the default ladder, reordered as above.
+        search below it), and its blocks ``partition-lp``'s first columns. Levels given (even all of
+        :data:`~stagecut.mtpp.bounds.LEVELS`) run as given; ``None`` (the default) is the default ladder.
     time_limit : float, optional
         Budget in seconds for the whole ladder; each combinatorial level gets a fifth of what is
         left (``sdp``: half of what is left; at least 5 s; stopped there it gives its best bound so
@@ -325,7 +325,7 @@ def certify(
     (6.5, 5.5, 'feasible', 5.5)
     """
     t0 = time.perf_counter()
-    todo = _check_levels(levels)
+    todo = LEVELS if levels is None else _check_levels(levels)
     if time_limit is not None:
         check_number(time_limit, "time_limit (seconds)", allow_inf=True, positive=True, error=InvalidArgumentError)
     devices = renamed("certify", "devices", devices, "stages", stages)
@@ -340,7 +340,7 @@ def certify(
     notes: list[str] = []
     if budget is not None:
         ev, found, notes = _improve(problem, ev, budget, time_limit, t0, improve_windows(improve))
-    if todo == LEVELS:  # (the default ladder: an order given is kept)
+    if levels is None:  # (the default ladder: levels given are run as given)
         todo = _default_ladder(problem, stop_when_proven)
     ladder = _Ladder(ev.objective)
     mip = {"gap": gap, "threads": threads, "seed": seed, "solver": solver, "workers": workers, "verbose": verbose}
