@@ -51,7 +51,8 @@ def test_every_method_round_trips_and_the_evaluator_reproduces_its_objective(met
     if method == "auto":  # (few ideals: the exact DP's optimum, no search; tests/mtpp/test_slice_auto_dp.py)
         assert plan.seed is None and plan.stats["auto_method"] == "dp" and plan.status == "optimal"
     else:
-        assert plan.seed == (4 if method in ("brkga", "random", "mla", "mla-weighted", "spectral-order") else None)
+        seeded = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel")
+        assert plan.seed == (4 if method in seeded else None)
     roundtrip(plan)
     problem = MtppProblem(g, **SETTINGS)
     ev = evaluate(problem, plan.stages)

@@ -225,13 +225,14 @@ def _spy_runs(monkeypatch) -> list[tuple[str, int]]:
 
 
 def test_auto_is_the_cheapest_of_its_searches_and_names_it(monkeypatch):
-    p = _problem()
-    parts = {m: slice_graph(p, method=m, seed=3 + i, decodes=300) for i, m in enumerate(slicegraph_module.PORTFOLIO)}
-    costs = [parts[m].objective for m in slicegraph_module.PORTFOLIO]
+    p = _problem()  # (80 nodes: too few for the multilevel search, which auto leaves out)
+    portfolio = [m for m in slicegraph_module.PORTFOLIO if m != "multilevel"]
+    parts = {m: slice_graph(p, method=m, seed=3 + i, decodes=300) for i, m in enumerate(portfolio)}
+    costs = [parts[m].objective for m in portfolio]
     runs = _spy_runs(monkeypatch)
     plan = slice_graph(p, method="auto", seed=3, decodes=300)
     assert runs == [("spectral-order", 3), ("mla-weighted", 4), ("brkga", 5), ("mla", 6)]
-    win = slicegraph_module.PORTFOLIO[costs.index(min(costs))]  # the first to reach the least cost
+    win = portfolio[costs.index(min(costs))]  # the first to reach the least cost
     assert plan.objective == min(costs) and plan.method == "auto"
     assert plan.stats["auto_method"] == win and plan.seed == parts[win].seed
     assert [s.nodes for s in plan.stages] == [s.nodes for s in parts[win].stages]

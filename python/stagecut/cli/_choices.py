@@ -16,7 +16,7 @@ PARTITION_METHODS = ("auto", "dp", "dpl", "ip", "local-search", "pipedream", "sc
 #: ``stagecut.throughput.DEFAULT_MAX_IDEALS``
 PARTITION_MAX_IDEALS = 200_000
 #: ``stagecut.mtpp.METHODS``
-SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "dp", "order", "auto")
+SLICE_METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel", "dp", "order", "auto")
 #: ``stagecut.mtpp.LEVELS``
 CERTIFY_LEVELS = ("simple", "node-cut", "crossing", "cover", "prefix", "spectral", "sdp", "subgraph", "block",
                   "bottleneck", "bottleneck-guess", "exact")

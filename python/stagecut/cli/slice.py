@@ -64,8 +64,8 @@ def mtpp_memory(args: argparse.Namespace, graph: Any) -> dict[str, Any]:
 #: defaults of the search flags (the flags default to None: given or not is checked)
 POPULATION, GENERATIONS, ISLANDS, MAX_IDEALS = 100, 100, 1, 1_000_000
 #: the search methods (they read --decodes, --restarts, --population, --generations and --islands;
-#: spectral-order only the first two)
-SEARCH = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "auto")
+#: spectral-order only the first two, multilevel only --restarts)
+SEARCH = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel", "auto")
 SEARCH_ONLY = (("decodes", "--decodes"), ("population", "--population"), ("generations", "--generations"),
                ("islands", "--islands"), ("restarts", "--restarts"))
 
@@ -96,8 +96,10 @@ def run(args: argparse.Namespace) -> int:
 
     _common.requires(args, args.method == "dp", "--method dp", (("max_ideals", "--max-ideals"),))
     _common.requires(args, args.method in SEARCH, f"--method {', '.join(SEARCH)}", SEARCH_ONLY)
-    brkga = [m for m in SEARCH if m != "spectral-order"]
-    _common.requires(args, args.method != "spectral-order", f"--method {', '.join(brkga)}", SEARCH_ONLY[1:4])
+    brkga = [m for m in SEARCH if m not in ("spectral-order", "multilevel")]
+    _common.requires(args, args.method in brkga, f"--method {', '.join(brkga)}", SEARCH_ONLY[1:4])
+    _common.requires(args, args.method != "multilevel", f"--method {', '.join(m for m in SEARCH if m != 'multilevel')}",
+                     SEARCH_ONLY[:1])
     if args.restarts == "auto" and args.time_limit is None:
         raise _common.bad_argument("--restarts", "auto runs searches until the time limit: give --time-limit S")
     graph = _common.load_graph(args.graph)
@@ -123,18 +125,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                    help="brkga: genetic search over node priorities, each order cut optimally by SliceGraph; "
                         "random: the best of --decodes random orders; mla, mla-weighted: search for an order "
                         "with short edges first; spectral-order: sweeps along the graph's spectral embedding "
-                        "(--decodes of them; best on graphs with a geometry); dp: the proven optimum (ideal DP, "
+                        "(--decodes of them; best on graphs with a geometry); multilevel: coarsen the graph by "
+                        "contracting edges, plan the coarsest graph, refine the plan on the way back (best on "
+                        "sparse graphs of hundreds of nodes and more); dp: the proven optimum (ideal DP, "
                         "small graphs); order: SliceGraph on one topological order; auto: dp when the graph has "
-                        "at most 40,000 ideals (half the time limit at most), else spectral-order, "
-                        "mla-weighted, brkga and mla in turn (and --restarts more), the cheapest plan kept "
-                        "(default: brkga)")
+                        "at most 40,000 ideals (half the time limit at most), else spectral-order, multilevel "
+                        "(on more than 150 units), mla-weighted, brkga and mla in turn (and --restarts more), "
+                        "the cheapest plan kept (default: brkga)")
     p.add_argument("--time-limit", type=_common.positive_number, default=None, metavar="S",
                    help="seconds; on expiry the best answer so far (status time_limit) and its bound (default: none)")
     improve = p.add_mutually_exclusive_group()
     improve.add_argument("--improve", type=_common.positive_number, default=None, metavar="S",
                    help="then improve the plan by exact re-splits of two blocks at a time for at most S seconds, "
-                        "inside --time-limit (default: 2 s for brkga, random, mla, mla-weighted and "
-                        "spectral-order; none for "
+                        "inside --time-limit (default: 2 s for brkga, random, mla, mla-weighted, "
+                        "spectral-order and multilevel; none for "
                         "order and dp); the answer is never worse than the search's")
     improve.add_argument("--no-improve", action="store_true",
                    help="the search's plan as it is: no re-splits of two blocks")

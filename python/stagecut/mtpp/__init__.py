@@ -15,6 +15,8 @@
   then the moves of single groups of :mod:`~stagecut.mtpp.moves`;
 * :mod:`~stagecut.mtpp.spectral_order`: orders from the graph's spectral embedding
   (``method="spectral-order"``);
+* :mod:`~stagecut.mtpp.multilevel`: plans by coarsening the graph, planning the coarsest level and
+  refining on the way back (``method="multilevel"``);
 * :mod:`~stagecut.mtpp.restarts`: ``slice_graph``'s restarts from more seeds and its ``"auto"``
   portfolio of searches;
 * :mod:`~stagecut.mtpp.certify`: :func:`certify`: a plan's cost against the best bound.

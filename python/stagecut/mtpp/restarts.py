@@ -39,9 +39,9 @@ __all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "polish", "polish_reserve", 
 
 #: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 4]``, seed ``seed + i``;
 #: without ``"spectral-order"`` on graphs too large for it).
-PORTFOLIO = ("spectral-order", "mla-weighted", "brkga", "mla")
+PORTFOLIO = ("spectral-order", "multilevel", "mla-weighted", "brkga", "mla")
 #: The seeded searches (restarts apply to them).
-SEEDED = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "auto")
+SEEDED = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel", "auto")
 
 
 class _Settings(Protocol):

@@ -19,6 +19,9 @@ The methods (:data:`METHODS`):
 ``"mla"``, ``"mla-weighted"``
     BRKGA on the (tensor-cost weighted) linear-arrangement cost of the order, then SliceGraph
     on the best order (Appendix C.1).
+``"multilevel"``
+    Coarsen by acyclic edge contractions, plan the coarsest level, refine on the way back
+    (:mod:`~stagecut.mtpp.multilevel`): the cheapest plans on sparse graphs of hundreds of nodes.
 ``"dp"``
     The exact optimum (ideal DP; :class:`~stagecut.errors.TooManyIdealsError` past ``max_ideals``).
 ``"order"``
@@ -28,16 +31,15 @@ The methods (:data:`METHODS`):
     Sweeps along the graph's spectral embedding (:mod:`~stagecut.mtpp.spectral_order`), each
     order cut by SliceGraph; far cheaper plans than the searches on graphs with a geometry.
 ``"auto"``
-    The exact DP first when the graph has few ideals (at most :data:`AUTO_IDEALS`; operator
-    graphs of CNNs and transformers, inference and training, have a few hundred to a few
-    tens of thousands, and the DP proves the optimum in well under a second to a few seconds),
-    for at most half the time limit (30 s with none). Otherwise (or if the DP did not finish: its
-    best partition stays a candidate), the searches in turn (:data:`PORTFOLIO`: ``"spectral-order"``,
-    ``"mla-weighted"``, ``"brkga"``, ``"mla"``), each from its own seed and with its re-splits, the cheapest plan
-    kept; ``restarts`` more runs continue the cycle. No one search wins everywhere: the spectral
-    sweeps win on lattice-like and geometric graphs, by 7 to 18% at 1,000 and 2,000 nodes; on
-    graphs of 1,000 nodes and more the weighted arrangement search finds plans a few percent
-    cheaper than a BRKGA run that its time limit stopped; on a few hundred nodes any may win.
+    The exact DP first when the graph has at most :data:`AUTO_IDEALS` ideals (traced operator
+    graphs have a few hundred to a few tens of thousands: the DP proves the optimum in seconds at
+    most), for at most half the time limit (30 s with none). Otherwise (or if the DP did not
+    finish: its best partition stays a candidate), the searches of :data:`PORTFOLIO` in turn
+    (``"multilevel"`` only on more than :data:`~stagecut.mtpp.multilevel.MIN_UNITS` units), each
+    from its own seed and with its re-splits, the cheapest plan kept; ``restarts`` more runs
+    continue the cycle. No one search wins everywhere: the spectral sweeps on lattice-like and
+    geometric graphs, the multilevel search on sparse random graphs (by 4 to 8% at 500 to 2,000
+    nodes); on a hundred nodes or so any may win.
 
 Examples
 --------
@@ -57,7 +59,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,13 +70,11 @@ from stagecut._deadline import DeadlineReached, check_time_limit, deadline
 from stagecut.errors import (
     InvalidArgumentError,
     MemoryLimitError,
-    StagecutWarning,
     TooManyIdealsError,
     internal_error,
-    user_stacklevel,
 )
 from stagecut.graph import Graph
-from stagecut.mtpp import spectral_order
+from stagecut.mtpp import multilevel, spectral_order
 from stagecut.mtpp._args import positional, renamed
 from stagecut.mtpp.exact import Relaxation, solve_exact
 from stagecut.mtpp.improve import after_search, improve_budget, improve_windows
@@ -83,7 +82,7 @@ from stagecut.mtpp.model import MtppProblem, as_problem, evaluate, lower_bound, 
 from stagecut.mtpp.plan import SlicePlan
 from stagecut.mtpp.restarts import PORTFOLIO, check_restarts, polish, polish_reserve, restart, run_options
 from stagecut.mtpp.restarts import SEEDED as _SEEDED
-from stagecut.mtpp.units import CoreArrays, Units
+from stagecut.mtpp.units import CoreArrays, Units, warn_cycle_groups
 from stagecut.mtpp.user_order import Priorities, order_priorities, positions, priority_values
 from stagecut.progress import Progress, reports
 from stagecut.results import NodeId, Stage, Stat, Status
@@ -101,7 +100,7 @@ AUTO_DP_SHARE = 0.5
 AUTO_DP_SECONDS = 30.0
 
 #: The values of ``slice_graph(method=...)``.
-METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "dp", "order", "auto")
+METHODS = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel", "dp", "order", "auto")
 _SEGMENT_COSTS = ("auto", "scan", "fenwick")
 
 
@@ -192,24 +191,6 @@ def _options(method: Any, seed: Any, population: Any, generations: Any, decodes:
     )
 
 
-def _warn_cycle_groups(problem: MtppProblem, groups: list[int]) -> None:
-    g = problem.graph
-    classes = {nd.colocation if nd.colocation is not None else ("node", i) for i, nd in enumerate(g.nodes)}
-    if len(set(groups)) < len(classes):
-        sizes: dict[int, int] = {}
-        for grp in groups:
-            sizes[grp] = sizes.get(grp, 0) + 1
-        big = max(sizes, key=sizes.__getitem__)
-        warnings.warn(
-            f"colocation classes on a directed cycle must share one block (acyclic quotient): "
-            f"{len(classes)} classes make {len(set(groups))} groups, the largest holds {sizes[big]} nodes "
-            f"(with node {g.nodes[big].id!r}); a backward pass wired in reverse does this. "
-            "colocate=False treats the graph as a plain DAG",
-            StagecutWarning,
-            stacklevel=user_stacklevel(),
-        )
-
-
 # ------------------------------------------------------------------------------ method="order"
 def _order_kwargs(problem: MtppProblem, units: Units, opts: _Options, order: Sequence[NodeId] | None,
                   priorities: Priorities | None) -> dict[str, Any]:
@@ -257,6 +238,11 @@ def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, An
     short by the time limit, the search's best so far (one order: none)."""
     budget = opts.decodes if opts.decodes is not None else opts.population * max(opts.generations, 1)
     budget = min(budget, 2**63)  # more is no limit
+    if opts.method == "multilevel":
+        ml = multilevel.search(problem, opts.seed)
+        return _Found(objective=ml["objective"], blocks=ml["blocks"], order=[], history=ml["history"],
+                      stats={"decodes": 0, **{k: ml[k] for k in ("levels", "coarsest", "planned")}},
+                      timed_out=ml["time_limit_reached"])
     if opts.method == "spectral-order":  # (single orders: the scan prices a segment as the DP reaches it)
         seg = "scan" if opts.segment_costs == "auto" else opts.segment_costs
         out = spectral_order.search(units, problem.devices, opts.seed, opts.decodes or spectral_order.SWEEPS, seg)
@@ -499,10 +485,11 @@ def slice_graph(
     budget = improve_budget(improve, opts.method in _SEEDED)
     units = Units(problem, fold_leaves and order is None and priorities is None)
     if problem.colocate:
-        _warn_cycle_groups(problem, units.groups)
+        warn_cycle_groups(problem, units.groups)
     if opts.method == "spectral-order":
         spectral_order.check_units(units)
-    portfolio = tuple(m for m in PORTFOLIO if m != "spectral-order" or len(units.members) <= spectral_order.MAX_UNITS)
+    portfolio = tuple(m for m in PORTFOLIO if (m != "spectral-order" or len(units.members) <= spectral_order.MAX_UNITS)
+                      and (m != "multilevel" or len(units.members) > multilevel.MIN_UNITS and not multilevel.nested()))
     more = check_restarts(restarts, opts.method, limit)
     kw = _order_kwargs(problem, units, opts, order, priorities)
     if opts.method == "auto":
@@ -528,7 +515,7 @@ def slice_graph(
             plan = restart(again, opts, plan, more, start, portfolio, reserve)
             if reserve:
                 plan = polish(problem, plan, opts.seed, start)
-            if len(portfolio) < len(PORTFOLIO):
+            if "spectral-order" not in portfolio:
                 plan = dataclasses.replace(plan, notes=(*plan.notes, (
                     f"spectral-order left out: {len(units.members)} units, more than {spectral_order.MAX_UNITS}")))
         elif opts.method in _SEEDED:

@@ -33,6 +33,7 @@ Examples
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,9 +45,10 @@ from networkx.utils import UnionFind
 
 from stagecut import _core
 from stagecut._deadline import remaining
+from stagecut.errors import StagecutWarning, user_stacklevel
 from stagecut.mtpp.model import MtppProblem, forced_groups
 
-__all__ = ["Units", "RelaxedLeaf", "CoreArrays", "components"]
+__all__ = ["Units", "RelaxedLeaf", "CoreArrays", "components", "warn_cycle_groups"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -260,3 +262,23 @@ def components(units: Units) -> int:
     for t, p in enumerate(t_prod):
         ug.add_edges_from((int(p), int(c)) for c in cons[off[t]:off[t + 1]])
     return int(nx.number_connected_components(ug))
+
+
+def warn_cycle_groups(problem: MtppProblem, groups: list[int]) -> None:
+    """Warn (:class:`~stagecut.errors.StagecutWarning`) when colocation classes on a directed cycle
+    were merged into one group (``groups``: :func:`forced_groups`)."""
+    g = problem.graph
+    classes = {nd.colocation if nd.colocation is not None else ("node", i) for i, nd in enumerate(g.nodes)}
+    if len(set(groups)) < len(classes):
+        sizes: dict[int, int] = {}
+        for grp in groups:
+            sizes[grp] = sizes.get(grp, 0) + 1
+        big = max(sizes, key=sizes.__getitem__)
+        warnings.warn(
+            f"colocation classes on a directed cycle must share one block (acyclic quotient): "
+            f"{len(classes)} classes make {len(set(groups))} groups, the largest holds {sizes[big]} nodes "
+            f"(with node {g.nodes[big].id!r}); a backward pass wired in reverse does this. "
+            "colocate=False treats the graph as a plain DAG",
+            StagecutWarning,
+            stacklevel=user_stacklevel(),
+        )
