@@ -115,6 +115,19 @@ def test_moves_of_single_groups(benchmark, n, kicks):
     assert plan.objective <= start.objective
 
 
+@pytest.mark.parametrize("n", [500, 2000])
+@pytest.mark.parametrize("model", ["erdos_renyi", "barabasi_albert"])
+def test_multilevel_search(benchmark, n, model):
+    """``method="multilevel"`` (coarsening, the coarsest level's plan, the refinement), k = 8,
+    against the cheapest of the other searches' plans (each with its re-splits)."""
+    g = regal_graph(n, model=model, seed=0)
+    plan = benchmark.pedantic(lambda: slice_graph(g, devices=8, method="multilevel", improve=False), rounds=2,
+                              iterations=1)
+    others = min(slice_graph(g, devices=8, method=m).objective for m in ("brkga", "mla-weighted", "spectral-order"))
+    benchmark.extra_info.update(objective=plan.objective, others=others, levels=plan.stats["levels"])
+    assert plan.objective < others
+
+
 @pytest.mark.parametrize("n", [50, 100, 200, 400, 800])
 def test_decode_rate_vs_n(benchmark, n):
     g = regal_graph(n, model="erdos_renyi", seed=n)

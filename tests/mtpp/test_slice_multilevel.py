@@ -138,14 +138,26 @@ def test_auto_runs_it_on_graphs_of_many_units_and_never_inside_itself(monkeypatc
     assert not multilevel.nested()
     seen.clear()
     monkeypatch.setattr(multilevel, "MIN_UNITS", 10)  # (the coarsest level has more: only the guard stops it)
+    entered: list[bool] = []
+    real = multilevel.search
+
+    def spy(problem, seed):
+        entered.append(multilevel.nested())
+        assert not multilevel.nested(), "the multilevel search ran inside itself"
+        return real(problem, seed)
+
+    monkeypatch.setattr(multilevel, "search", spy)
     slice_graph(small, method="auto", decodes=200)
-    assert seen.count("multilevel") == 1 and not multilevel.nested()
+    assert seen.count("multilevel") == 1 and entered == [False] and not multilevel.nested()
 
 
 def test_a_time_limit_after_the_coarsest_level_gives_its_plan(monkeypatch):
     p = MtppProblem(sc.regal_graph(300, model="barabasi_albert", seed=6), devices=8)
     full = slice_graph(p, method="multilevel", improve=False)
+    levels = multilevel.coarsen(p, 0)
     monkeypatch.setattr(multilevel, "expired", lambda: True)
+    assert multilevel.coarsen(p, 0) == [forced_groups(p)]  # (past the deadline no pass runs)
+    monkeypatch.setattr(multilevel, "coarsen", lambda problem, seed: levels)  # (the time ran out after it)
     cut = slice_graph(p, method="multilevel", improve=False)
     assert cut.status == "time_limit" and cut.objective is not None and len(cut.history) == 1
     assert evaluate(p, [list(s.nodes) for s in cut.stages]).objective == cut.objective

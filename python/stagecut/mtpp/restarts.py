@@ -6,8 +6,9 @@ plan (the first on ties); ``restarts="auto"`` runs as many as fit in the time li
 seed ends at varies by a few percent from seed to seed on graphs of a few hundred nodes (the
 re-splits end at different local optima), so the best of several seeds is usually cheaper than
 one longer search. ``method="auto"`` runs the searches of :data:`PORTFOLIO` in turn (run ``i``:
-``PORTFOLIO[i % 4]`` from seed ``seed + i``; ``"spectral-order"`` is left out on graphs too large
-for it), at least one of each; no one search wins on every graph.
+search ``i`` modulo their number, from seed ``seed + i``; ``"spectral-order"`` is left out on
+graphs too large for it, ``"multilevel"`` on graphs too small for it), at least one of each; no
+one search wins on every graph.
 
 No run starts once a plan is proven optimal or infeasible, or when the time left is shorter than
 the quickest run so far (the status is then ``"time_limit"``: more time could find a cheaper
@@ -37,8 +38,9 @@ from stagecut.validate import check_int
 
 __all__ = ["PORTFOLIO", "SEEDED", "check_restarts", "polish", "polish_reserve", "restart", "run_options"]
 
-#: The searches ``method="auto"`` runs in turn (run ``i`` is ``PORTFOLIO[i % 4]``, seed ``seed + i``;
-#: without ``"spectral-order"`` on graphs too large for it).
+#: The searches ``method="auto"`` runs in turn (run ``i`` is search ``i`` modulo their number, seed
+#: ``seed + i``; without ``"spectral-order"`` on graphs too large for it, nor ``"multilevel"`` on
+#: graphs of at most :data:`~stagecut.mtpp.multilevel.MIN_UNITS` units).
 PORTFOLIO = ("spectral-order", "multilevel", "mla-weighted", "brkga", "mla")
 #: The seeded searches (restarts apply to them).
 SEEDED = ("brkga", "random", "mla", "mla-weighted", "spectral-order", "multilevel", "auto")
