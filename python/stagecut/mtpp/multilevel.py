@@ -13,7 +13,7 @@ an even share of the graph's work over :func:`target` clusters (and, under a har
 limit, with parameters that fit one device), and only when no other path joins the two
 clusters: the quotient stays acyclic, so a partition of the clusters with an acyclic quotient
 is one of the nodes. Passes run until at most :func:`target` clusters are left or a pass
-removes fewer than :data:`STALL` of them.
+removes fewer than :data:`STALL` of them, or the time limit passes.
 
 **Coarsest plan, refinement.** Each level is an MTPP problem of its own: the same graph and
 memory model with the clusters as colocation classes, so every valid plan of a level is a valid
@@ -118,7 +118,7 @@ def coarsen(problem: MtppProblem, seed: int = 0) -> list[list[int]]:
     room = problem.memory - problem.reserved_memory if problem.bandwidth is None else math.inf
     rng = random.Random(seed)
     levels = [label]
-    while cg.number_of_nodes() > goal:
+    while cg.number_of_nodes() > goal and not expired():
         before = cg.number_of_nodes()
         into = _pass(cg, weight, work, params, cap, room, goal, rng)
         if before - cg.number_of_nodes() < STALL * before:
@@ -138,8 +138,8 @@ def _pass(cg: nx.DiGraph[int], weight: dict[tuple[int, int], float], work: dict[
     candidates = sorted(((score(e), e) for e in weight), key=lambda t: (-t[0], t[1]))
     touched: set[int] = set()
     into: dict[int, int] = {}
-    for _, (a, b) in candidates:
-        if cg.number_of_nodes() <= goal:
+    for tried, (_, (a, b)) in enumerate(candidates):
+        if cg.number_of_nodes() <= goal or (tried % 256 == 255 and expired()):
             break
         if a in touched or b in touched or work[a] + work[b] > cap or params[a] + params[b] > room:
             continue
