@@ -141,10 +141,10 @@ def test_auto_runs_it_on_graphs_of_many_units_and_never_inside_itself(monkeypatc
     entered: list[bool] = []
     real = multilevel.search
 
-    def spy(problem, seed):
+    def spy(problem, seed, plan):
         entered.append(multilevel.nested())
         assert not multilevel.nested(), "the multilevel search ran inside itself"
-        return real(problem, seed)
+        return real(problem, seed, plan)
 
     monkeypatch.setattr(multilevel, "search", spy)
     slice_graph(small, method="auto", decodes=200)
@@ -164,14 +164,13 @@ def test_a_time_limit_after_the_coarsest_level_gives_its_plan(monkeypatch):
     assert cut.objective > full.objective  # (the refinement was skipped: coarser, costlier)
 
 
-def test_a_time_limit_before_the_coarsest_plan_gives_none(monkeypatch):
+def test_a_time_limit_before_the_coarsest_plan_gives_none():
     p = MtppProblem(sc.regal_graph(300, model="barabasi_albert", seed=6), devices=8)
 
     def out_of_time(*args, **kwargs):
         raise DeadlineReached("time limit reached")
 
-    monkeypatch.setattr("stagecut.mtpp.slicegraph.slice_graph", out_of_time)
-    found = multilevel.search(p, 0)
+    found = multilevel.search(p, 0, out_of_time)
     assert found["time_limit_reached"] and found["blocks"] == [] and found["objective"] == math.inf
 
 

@@ -36,14 +36,16 @@ import contextlib
 import dataclasses
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
 import networkx as nx
 
 from stagecut._deadline import DeadlineReached, expired, remaining
+from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups
+from stagecut.mtpp.plan import SlicePlan
 
 __all__ = ["CAP", "MIN_UNITS", "STALL", "coarsen", "levels_problem", "nested", "search", "target"]
 
@@ -177,16 +179,13 @@ def levels_problem(problem: MtppProblem, label: list[int]) -> MtppProblem:
                        colocate=True)
 
 
-def search(problem: MtppProblem, seed: int) -> dict[str, Any]:
+def search(problem: MtppProblem, seed: int, plan: Callable[..., SlicePlan]) -> dict[str, Any]:
     """The multilevel search (module docs) within the caller's deadline: ``objective``,
     ``blocks`` (node positions), ``history`` (the plan's cost at each level refined, coarsest
     first), ``levels``, ``coarsest`` (its clusters), ``planned`` (the clusters of the level first
     planned: the coarsest, or under a hard memory limit the first finer level that has a plan),
     ``time_limit_reached``; the cost ``inf`` and no blocks when no level has a plan (infeasible,
-    or no time)."""
-    from stagecut.mtpp.improve import improve_plan  # (improve imports the searches' helpers)
-    from stagecut.mtpp.slicegraph import slice_graph
-
+    or no time). ``plan`` is :func:`~stagecut.mtpp.slicegraph.slice_graph` (given by it: no import cycle)."""
     g = problem.graph
     levels = coarsen(problem, seed)
     out: dict[str, Any] = {"objective": math.inf, "blocks": [], "history": [], "levels": len(levels),
@@ -198,20 +197,20 @@ def search(problem: MtppProblem, seed: int) -> dict[str, Any]:
         share = None if left is None else max(COARSE_SHARE * left, 1e-3)
         try:
             with _nesting():
-                plan = slice_graph(problem if top == 0 else levels_problem(problem, levels[top]), method="auto",
-                                   seed=seed, time_limit=share, improve=True)
+                found = plan(problem if top == 0 else levels_problem(problem, levels[top]), method="auto",
+                             seed=seed, time_limit=share, improve=True)
         except DeadlineReached:
             out["time_limit_reached"] = True
             return out
-        if plan.stages or plan.status == "time_limit" or top == 0:
+        if found.stages or found.status == "time_limit" or top == 0:
             break
         top -= 1
     out["planned"] = len(set(levels[top]))
-    if plan.objective is None or not plan.stages:
-        out["time_limit_reached"] = plan.status == "time_limit"
+    if found.objective is None or not found.stages:
+        out["time_limit_reached"] = found.status == "time_limit"
         return out
-    blocks = [list(s.nodes) for s in plan.stages]
-    out["history"].append(plan.objective)
+    blocks = [list(s.nodes) for s in found.stages]
+    out["history"].append(found.objective)
     for j in range(top - 1, -1, -1):
         if expired():
             out["time_limit_reached"] = True

@@ -239,7 +239,7 @@ def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, An
     budget = opts.decodes if opts.decodes is not None else opts.population * max(opts.generations, 1)
     budget = min(budget, 2**63)  # more is no limit
     if opts.method == "multilevel":
-        ml = multilevel.search(problem, opts.seed)
+        ml = multilevel.search(problem, opts.seed, slice_graph)
         return _Found(objective=ml["objective"], blocks=ml["blocks"], order=[], history=ml["history"],
                       stats={"decodes": 0, **{k: ml[k] for k in ("levels", "coarsest", "planned")}},
                       timed_out=ml["time_limit_reached"])
