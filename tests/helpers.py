@@ -2,6 +2,7 @@
 max-load objective (every assignment of nodes to devices whose quotient graph is acyclic, a chain
 of ideals, scored by the evaluator)."""
 
+import contextlib
 import itertools
 import json
 import math
@@ -206,3 +207,18 @@ def record_runs(monkeypatch, what=lambda opts: opts.method):
 
     monkeypatch.setattr(slicegraph, "_run", spy)
     return seen
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds):
+    """Ctrl-C (``_thread.interrupt_main``, as SIGINT would) ``seconds`` into the block; the timer
+    is cancelled when the block ends first."""
+    import _thread
+    import threading
+
+    timer = threading.Timer(seconds, _thread.interrupt_main)
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 
 import networkx as nx
 import pytest
 
 import stagecut as sc
-from helpers import record_runs
+from helpers import ctrl_c_after, record_runs
 from stagecut._deadline import DeadlineReached
 from stagecut.mtpp import multilevel
 from stagecut.mtpp.model import MtppProblem, evaluate, forced_groups
@@ -53,7 +52,8 @@ def _check_levels(p: MtppProblem, levels: list[list[int]]) -> None:
         q.add_nodes_from(set(label))
         q.add_edges_from((label[u], label[v]) for u in range(n) for v in g.succ[u] if label[u] != label[v])
         assert nx.is_directed_acyclic_graph(q)
-        assert all(label[i] in {i for i in range(n) if label[i] == i} for i in range(n))  # (labelled by a member)
+        names = {i for i in range(n) if label[i] == i}
+        assert all(label[i] in names for i in range(n))  # (each cluster labelled by a member)
     for c in set(levels[-1]):
         members = [i for i in range(n) if levels[-1][i] == c]
         if len({levels[0][i] for i in members}) > 1:  # (a merge happened: the cap and the memory hold)
@@ -175,16 +175,9 @@ def test_a_time_limit_before_the_coarsest_plan_gives_none():
 
 
 def test_ctrl_c_is_not_swallowed():
-    import _thread
-
     g = sc.regal_graph(2000, model="barabasi_albert", seed=0)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            slice_graph(g, devices=8, method="multilevel")
-    finally:
-        timer.cancel()
+    with ctrl_c_after(0.5), pytest.raises(KeyboardInterrupt):
+        slice_graph(g, devices=8, method="multilevel")
 
 
 def test_cli(capsys):

@@ -21,7 +21,7 @@ import pytest
 from tests.mtpp.test_combinatorial import optimum_dp, random_problem
 
 import stagecut as sc
-from helpers import record_runs
+from helpers import ctrl_c_after, record_runs
 from stagecut.errors import InvalidArgumentError
 from stagecut.graph import Graph, Node
 from stagecut.mtpp import spectral_order
@@ -232,19 +232,14 @@ def test_waiting_for_the_eigendecomposition_stops_at_the_time_limit(monkeypatch)
 
 
 def test_ctrl_c_during_the_eigendecomposition_raises_keyboard_interrupt(monkeypatch):
-    import _thread
-
     release, finished = _blocked_eigh(monkeypatch)
     g = sc.regal_graph(60, model="barabasi_albert", seed=1)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_after(0.5), pytest.raises(KeyboardInterrupt):
             slice_graph(g, devices=4, method="spectral-order")
         waited = finished.is_set()
     finally:
         release.set()
-        timer.cancel()
     assert not waited
 
 
