@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import types
 
 import networkx as nx
 import pytest
@@ -172,6 +173,68 @@ def test_a_time_limit_before_the_coarsest_plan_gives_none():
 
     found = multilevel.search(p, 0, out_of_time)
     assert found["time_limit_reached"] and found["blocks"] == [] and found["objective"] == math.inf
+
+
+def _one_block_coarse(p: MtppProblem, calls: list[tuple[bool, bool]], whole=None):
+    """A ``plan`` for :func:`multilevel.search` that gives the whole graph as one block at every
+    coarse level (as on graphs whose tensors cost more than their work), and plans the graph
+    itself by ``slice_graph`` (or ``whole``)."""
+    def plan(problem, **kw):
+        calls.append((problem is p, multilevel.nested()))
+        if problem is not p:
+            one = types.SimpleNamespace(nodes=tuple(nd.id for nd in p.graph.nodes))
+            return types.SimpleNamespace(stages=(one,), objective=evaluate(p, [one.nodes]).objective,
+                                         status="feasible")
+        return (whole or slice_graph)(problem, **kw)
+    return plan
+
+
+def test_a_plan_no_split_pays_for_gets_the_graph_planned_itself():
+    p = MtppProblem(sc.regal_graph(300, model="erdos_renyi", seed=6), devices=8)
+    one = evaluate(p, [[nd.id for nd in p.graph.nodes]]).objective
+    # (the cost of one device is the evaluator's, overflow included)
+    params = sum(nd.memory for nd in p.graph.nodes)
+    soft = MtppProblem(p.graph, devices=8, memory=params / 3, bandwidth=params / 100)
+    whole = [[nd.id for nd in p.graph.nodes]]
+    assert multilevel._one_device(soft) == pytest.approx(evaluate(soft, whole).objective)
+    assert multilevel._one_device(soft) == pytest.approx(one + 200 / 3)  # (two thirds of the parameters over)
+    assert multilevel._one_device(p) == pytest.approx(one)
+    calls: list[tuple[bool, bool]] = []
+    out = multilevel.search(p, 0, _one_block_coarse(p, calls))
+    assert calls == [(False, True), (True, True)]  # (the coarsest level, then the graph; both nested)
+    assert out["whole"] and out["planned"] == len(p.graph.nodes) and out["objective"] < 0.5 * one
+    assert out["history"][0] == pytest.approx(one) and out["history"][-1] == out["objective"]
+    blocks = [[p.graph.nodes[i].id for i in b] for b in out["blocks"]]
+    assert evaluate(p, blocks).objective == pytest.approx(out["objective"], rel=1e-9)
+    # a plan that a split pays for: the graph is not planned again
+    calls.clear()
+
+    def real(problem, **kw):
+        calls.append((problem is p, multilevel.nested()))
+        return slice_graph(problem, **kw)
+
+    out = multilevel.search(p, 0, real)
+    assert calls == [(False, True)] and "whole" not in out and out["objective"] < 0.5 * one
+    # the time limit reached while the graph is planned: the refined plan stays
+    calls.clear()
+
+    def out_of_time(*args, **kwargs):
+        raise DeadlineReached("time limit reached")
+
+    out = multilevel.search(p, 0, _one_block_coarse(p, calls, whole=out_of_time))
+    assert out["time_limit_reached"] and out["objective"] == pytest.approx(one) and len(out["blocks"]) == 1
+
+
+@pytest.mark.slow
+def test_a_transformer_training_graph_gets_a_split(shared):
+    """A BERT training operator graph with colocation ignored: its coarse levels have no split that
+    pays (found with seed 1); the plan is the graph's own, at most 0.6 of one device."""
+    g = sc.read_workload(shared / "throughput-inputs" / "OperatorGraphs" / "bert_l-3_training.json")
+    p = MtppProblem(g, devices=8, colocate=False)
+    one = evaluate(p, [[nd.id for nd in g.nodes]]).objective
+    plan = slice_graph(p, method="multilevel", seed=1)
+    assert plan.objective < 0.6 * one and plan.stats["planned"] == len(set(forced_groups(p)))
+    assert any("the graph itself was planned too" in note for note in plan.notes)
 
 
 def test_ctrl_c_is_not_swallowed():

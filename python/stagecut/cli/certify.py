@@ -112,7 +112,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         f"after simple on graphs it can; levels given run as given)")
     p.add_argument("--time-limit", type=_common.positive_number, default=600.0, metavar="S",
                    help="seconds for the whole ladder; a combinatorial level gets a fifth of what is left "
-                        "(sdp half; at least 5 s), partition-lp half, another MIP level an equal share with the "
+                        "(sdp half; at least 5 s), partition-lp nine tenths, another MIP level an equal share with the "
                         "levels after it, the last level all of it (default: 600)")
     add_mtpp_memory(p, reserved=("--reserved",))
     _common.add_deprecated(p, "--reserved-memory", "reserved", "--reserved")

@@ -242,7 +242,9 @@ def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, An
         ml = multilevel.search(problem, opts.seed, slice_graph)
         return _Found(objective=ml["objective"], blocks=ml["blocks"], order=[], history=ml["history"],
                       stats={"decodes": 0, **{k: ml[k] for k in ("levels", "coarsest", "planned")}},
-                      timed_out=ml["time_limit_reached"])
+                      timed_out=ml["time_limit_reached"],
+                      notes=("the refined plan cost about as much as one device: the graph itself was planned "
+                             "too, by method='auto'",) if ml.get("whole") else ())
     if opts.method == "spectral-order":  # (single orders: the scan prices a segment as the DP reaches it)
         seg = "scan" if opts.segment_costs == "auto" else opts.segment_costs
         out = spectral_order.search(units, problem.devices, opts.seed, opts.decodes or spectral_order.SWEEPS, seg)
