@@ -128,7 +128,7 @@ def test_partition_lp_joins_the_default_ladder_on_graphs_of_many_ideals_and_few_
         assert _default_ladder(p, True) == _default_ladder(p, False) == with_lp
     big = MtppProblem(sc.regal_graph(PARTITION_LP_GROUPS + 1, model="erdos_renyi", seed=0), devices=8)
     assert _default_ladder(big, True) == LEVELS
-    # what certify runs, and the share it gives the level: half of what is left
+    # what certify runs, and the share it gives the level: PARTITION_LP_SHARE of what is left
     seen, starts = {}, {}
 
     def bound(problem, *, level, time_limit, **kw):

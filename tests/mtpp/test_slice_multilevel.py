@@ -204,6 +204,7 @@ def test_a_plan_no_split_pays_for_gets_the_graph_planned_itself():
     assert calls == [(False, True), (True, True)]  # (the coarsest level, then the graph; both nested)
     assert out["whole"] and out["planned"] == len(p.graph.nodes) and out["objective"] < 0.5 * one
     assert out["history"][0] == pytest.approx(one) and out["history"][-1] == out["objective"]
+    assert len(out["history"]) == out["levels"] + 1  # (a cost per level refined, then the graph's own plan)
     blocks = [[p.graph.nodes[i].id for i in b] for b in out["blocks"]]
     assert evaluate(p, blocks).objective == pytest.approx(out["objective"], rel=1e-9)
     # a plan that a split pays for: the graph is not planned again
@@ -223,6 +224,48 @@ def test_a_plan_no_split_pays_for_gets_the_graph_planned_itself():
 
     out = multilevel.search(p, 0, _one_block_coarse(p, calls, whole=out_of_time))
     assert out["time_limit_reached"] and out["objective"] == pytest.approx(one) and len(out["blocks"]) == 1
+    assert "whole" not in out
+    # the graph's own plan no cheaper: the refined plan stays, and the graph's is not reported as kept
+    calls.clear()
+    costlier = _one_block_coarse(p, [])
+    out = multilevel.search(p, 0, _one_block_coarse(p, calls, whole=lambda problem, **kw: costlier(p.graph, **kw)))
+    assert calls == [(False, True), (True, True)] and "whole" not in out
+    assert len(out["history"]) == out["levels"] and out["objective"] == pytest.approx(one)  # (one entry a level)
+    # no time left once refined: the graph is still planned within a positive limit (never 0 s)
+    calls.clear()
+    limits: list[float] = []
+
+    def timed(problem, **kw):
+        limits.append(kw["time_limit"])
+        return slice_graph(problem, **{**kw, "time_limit": None})
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(multilevel, "remaining", lambda: 0.0)
+        out = multilevel.search(p, 0, _one_block_coarse(p, calls, whole=timed))
+    assert limits[-1] == pytest.approx(1e-3) and out["whole"]
+    # inside "auto" (whose other searches plan the graph anyway) the graph is not planned again
+    calls.clear()
+    with multilevel.in_portfolio():
+        out = multilevel.search(p, 0, _one_block_coarse(p, calls))
+    assert calls == [(False, True)] and "whole" not in out
+    # under a hard memory limit the whole graph breaks, one device costs inf: never within 1% of it
+    hard = MtppProblem(p.graph, devices=8, memory=sum(nd.memory for nd in p.graph.nodes) / 3)
+    assert multilevel._one_device(hard) == math.inf
+
+
+def test_auto_runs_the_multilevel_search_as_part_of_its_portfolio(monkeypatch):
+    p = MtppProblem(sc.regal_graph(multilevel.MIN_UNITS + 50, model="erdos_renyi", seed=5), devices=8)
+    seen: list[bool] = []
+    real = multilevel.search
+
+    def spy(problem, seed, plan):
+        seen.append(multilevel._IN_PORTFOLIO.get())
+        return real(problem, seed, plan)
+
+    monkeypatch.setattr(multilevel, "search", spy)
+    slice_graph(p, method="auto", decodes=200)
+    slice_graph(p, method="multilevel")
+    assert seen == [True, False] and not multilevel._IN_PORTFOLIO.get()
 
 
 @pytest.mark.slow

@@ -32,8 +32,9 @@ operator graph (6 layers, 1,071 nodes, colocation ignored, ``k = 8``), every lev
 clusters up had no plan cheaper than the whole graph on one device, and the moves of the
 refinement cannot open a new block one group at a time. So when the refined plan costs within
 :data:`NO_SPLIT` of one device, the graph itself is planned by ``method="auto"`` (without the
-multilevel search) in the time left, and the cheaper plan is kept (``planned`` is then the graph's
-groups).
+multilevel search) in the time left, and the cheaper plan is kept (when it is the graph's own,
+``planned`` is the graph's groups). Not inside ``method="auto"``, whose other searches plan the
+graph anyway.
 
 A time limit (the caller's :func:`~stagecut._deadline.deadline`) stops the search with the plan
 of the finest level reached, which is valid for the graph.
@@ -56,7 +57,8 @@ from stagecut.mtpp.improve import improve_plan
 from stagecut.mtpp.model import MtppProblem, forced_groups
 from stagecut.mtpp.plan import SlicePlan
 
-__all__ = ["CAP", "MIN_UNITS", "NO_SPLIT", "STALL", "coarsen", "levels_problem", "nested", "search", "target"]
+__all__ = ["CAP", "MIN_UNITS", "NO_SPLIT", "STALL", "coarsen", "in_portfolio", "levels_problem", "nested", "search",
+           "target"]
 
 #: The most work a cluster may have, as a multiple of the graph's work over :func:`target`.
 CAP = 1.5
@@ -74,6 +76,7 @@ JITTER = 0.05
 NO_SPLIT = 0.01
 
 _NESTED: ContextVar[bool] = ContextVar("stagecut_multilevel_nested", default=False)
+_IN_PORTFOLIO: ContextVar[bool] = ContextVar("stagecut_multilevel_in_portfolio", default=False)
 
 
 def nested() -> bool:
@@ -89,6 +92,17 @@ def _nesting() -> Iterator[None]:
         yield
     finally:
         _NESTED.reset(token)
+
+
+@contextlib.contextmanager
+def in_portfolio() -> Iterator[None]:
+    """The searches of ``method="auto"`` run inside this: there the multilevel search does not plan
+    the graph itself when no split pays for its plan (the portfolio's other searches do)."""
+    token = _IN_PORTFOLIO.set(True)
+    try:
+        yield
+    finally:
+        _IN_PORTFOLIO.reset(token)
 
 
 def target(devices: int) -> int:
@@ -194,9 +208,10 @@ def levels_problem(problem: MtppProblem, label: list[int]) -> MtppProblem:
 def search(problem: MtppProblem, seed: int, plan: Callable[..., SlicePlan]) -> dict[str, Any]:
     """The multilevel search (module docs) within the caller's deadline: ``objective``,
     ``blocks`` (node positions), ``history`` (the plan's cost at each level refined, coarsest
-    first), ``levels``, ``coarsest`` (its clusters), ``planned`` (the clusters of the level first
-    planned: the coarsest, or under a hard memory limit the first finer level that has a plan),
-    ``whole`` (present when the graph itself was planned too), ``time_limit_reached``; the cost
+    first, then the cost of the graph's own plan when it is kept), ``levels``, ``coarsest`` (its
+    clusters), ``planned`` (the clusters of the level first planned: the coarsest, or under a hard
+    memory limit the first finer level that has a plan; the graph's groups when its own plan is
+    kept), ``whole`` (present when the graph's own plan is kept), ``time_limit_reached``; the cost
     ``inf`` and no blocks when no level has a plan (infeasible,
     or no time). ``plan`` is :func:`~stagecut.mtpp.slicegraph.slice_graph` (given by it: no import cycle)."""
     g = problem.graph
@@ -235,31 +250,34 @@ def search(problem: MtppProblem, seed: int, plan: Callable[..., SlicePlan]) -> d
         out["time_limit_reached"] = bool(imp.stats.get("time_limit_reached"))
     out["objective"] = out["history"][-1]  # (the evaluator's: every level's cost is the graph's)
     out["blocks"] = [[g.index[v] for v in b] for b in blocks]
-    if top > 0 and not expired() and out["objective"] >= (1 - NO_SPLIT) * _one_device(problem):
+    if top > 0 and not _IN_PORTFOLIO.get() and not expired() and out["objective"] >= (1 - NO_SPLIT) * _one_device(
+            problem):
         _plan_whole(problem, seed, plan, out)
     return out
 
 
 def _one_device(problem: MtppProblem) -> float:
-    """The cost of the whole graph in one block (work and overflow; memory aside)."""
+    """The cost of the whole graph in one block: its work and overflow (``inf`` under a hard memory
+    limit it breaks, so that no plan is ever within :data:`NO_SPLIT` of it)."""
     return sum(problem.work(i) for i in range(len(problem.graph.nodes))) + problem.overflow(
         sum(nd.memory for nd in problem.graph.nodes))
 
 
 def _plan_whole(problem: MtppProblem, seed: int, plan: Callable[..., SlicePlan], out: dict[str, Any]) -> None:
     """The graph itself planned by ``method="auto"`` (without the multilevel search), kept in ``out``
-    when cheaper: for a refined plan that no split pays for (module docs)."""
+    when cheaper (``out["whole"]``): for a refined plan that no split pays for (module docs)."""
     left = remaining()
     try:
         with _nesting():
-            found = plan(problem, method="auto", seed=seed, time_limit=left, improve=True)
+            found = plan(problem, method="auto", seed=seed, time_limit=None if left is None else max(left, 1e-3),
+                         improve=True)
     except DeadlineReached:
         out["time_limit_reached"] = True
         return
-    out["whole"] = True
     if found.objective is not None and found.stages and found.objective < out["objective"]:
         g = problem.graph
         out["objective"], out["blocks"] = found.objective, [[g.index[v] for v in s.nodes] for s in found.stages]
         out["history"].append(found.objective)
         out["planned"] = len(set(forced_groups(problem)))
+        out["whole"] = True
     out["time_limit_reached"] = found.status == "time_limit"

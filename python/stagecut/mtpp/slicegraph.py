@@ -56,6 +56,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -244,7 +245,7 @@ def _search(problem: MtppProblem, units: Units, opts: _Options, kw: dict[str, An
                       stats={"decodes": 0, **{k: ml[k] for k in ("levels", "coarsest", "planned")}},
                       timed_out=ml["time_limit_reached"],
                       notes=("the refined plan cost about as much as one device: the graph itself was planned "
-                             "too, by method='auto'",) if ml.get("whole") else ())
+                             "too, by method='auto', and its plan is kept",) if ml.get("whole") else ())
     if opts.method == "spectral-order":  # (single orders: the scan prices a segment as the DP reaches it)
         seg = "scan" if opts.segment_costs == "auto" else opts.segment_costs
         out = spectral_order.search(units, problem.devices, opts.seed, opts.decodes or spectral_order.SWEEPS, seg)
@@ -505,7 +506,7 @@ def slice_graph(
         if limit is not None:
             limit = max(0.0, limit - (start - t0))
     reserve = polish_reserve(budget, limit) if math.isinf(more) else 0.0  # (restarts="auto": time to polish)
-    with deadline(limit):
+    with deadline(limit), multilevel.in_portfolio() if opts.method == "auto" else contextlib.nullcontext():
         first = None if limit is None else limit - reserve
         with deadline(first):
             plan = _run(problem, units, run_options(opts, 0, portfolio), kw, fold_leaves, first, budget, improve,
