@@ -86,23 +86,22 @@ def nested() -> bool:
 
 
 @contextlib.contextmanager
-def _nesting() -> Iterator[None]:
-    token = _NESTED.set(True)
+def _raised(flag: ContextVar[bool]) -> Iterator[None]:
+    token = flag.set(True)
     try:
         yield
     finally:
-        _NESTED.reset(token)
+        flag.reset(token)
 
 
-@contextlib.contextmanager
-def in_portfolio() -> Iterator[None]:
+def _nesting() -> contextlib.AbstractContextManager[None]:
+    return _raised(_NESTED)
+
+
+def in_portfolio() -> contextlib.AbstractContextManager[None]:
     """The searches of ``method="auto"`` run inside this: there the multilevel search does not plan
     the graph itself when no split pays for its plan (the portfolio's other searches do)."""
-    token = _IN_PORTFOLIO.set(True)
-    try:
-        yield
-    finally:
-        _IN_PORTFOLIO.reset(token)
+    return _raised(_IN_PORTFOLIO)
 
 
 def target(devices: int) -> int:
@@ -250,8 +249,8 @@ def search(problem: MtppProblem, seed: int, plan: Callable[..., SlicePlan]) -> d
         out["time_limit_reached"] = bool(imp.stats.get("time_limit_reached"))
     out["objective"] = out["history"][-1]  # (the evaluator's: every level's cost is the graph's)
     out["blocks"] = [[g.index[v] for v in b] for b in blocks]
-    if top > 0 and not _IN_PORTFOLIO.get() and not expired() and out["objective"] >= (1 - NO_SPLIT) * _one_device(
-            problem):
+    no_split = out["objective"] >= (1 - NO_SPLIT) * _one_device(problem)
+    if no_split and top > 0 and not _IN_PORTFOLIO.get() and not expired():
         _plan_whole(problem, seed, plan, out)
     return out
 
