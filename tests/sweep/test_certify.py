@@ -233,7 +233,7 @@ def test_a_proven_infeasible_instance_is_a_row_not_an_error():
                                   "mtpp_testbed_600s.toml", "mtpp_testbed_600s_restarts.toml",
                                   "mtpp_testbed_600s_auto.toml", "mtpp_testbed_600s_partlp_k8.toml",
                                   "mtpp_testbed_60s_multilevel.toml", "mtpp_testbed_600s_multilevel_k8.toml",
-                                  "mtpp_testbed_600s_default_100_k8.toml"])
+                                  "mtpp_testbed_600s_default_100_k8.toml", "mtpp_testbed_600s_200_2000_k8.toml"])
 def test_the_testbed_parts_are_valid_certify_sweeps(name):
     spec = read_sweep(Path(__file__).resolve().parents[2] / "benches" / name)
     assert spec.objective == "certify" and spec.methods[0].name == "ladder"
