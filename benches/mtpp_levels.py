@@ -3,7 +3,8 @@
 Reads the rows of a ``stagecut sweep`` results table whose objective is ``certify`` (for instance
 ``benches/mtpp_testbed_60s.toml``'s), recomputes the fast combinatorial levels (``simple``,
 ``node-cut``, ``crossing``, ``cover``) on each instance, and prints per graph size and device count the geometric
-mean over the instances of each level's bound over the plan the sweep certified, the sweep's own
+mean over the instances of each level's bound over the plan the sweep certified (or the cheaper
+partition a level of its ladder found), the sweep's own
 bound (its method's column), and how many times smaller the gap is than with ``simple`` alone::
 
     python benches/mtpp_levels.py benches/mtpp_testbed_60s.results [more tables] [--json levels.json] \\
@@ -92,10 +93,13 @@ def settings_of(row: dict[str, Any], graph: Any) -> dict[str, Any]:
 
 
 def _record(r: dict[str, Any], nodes: int | None, regal: bool) -> dict[str, Any]:
-    """What every instance's record holds from its row: the instance, its group, plan and bound."""
+    """What every instance's record holds from its row: the instance, its group, plan and bound
+    (the plan: the cheaper of the one certified and a partition a level of its ladder found)."""
+    better = json.loads(r["detail"]).get("best_objective") if r.get("detail") else None
+    plan = r["objective"] if better is None else min(r["objective"], float(better))
     return {"graph": r["graph"], "nodes": nodes, "group": nodes if regal else OPS, "devices": r["devices"],
             "method": r["method"], "memory": r.get("memory"), "time_limit": r.get("time_limit"),
-            "plan": r["objective"], "bound": r["lower_bound"]}
+            "plan": plan, "bound": r["lower_bound"]}
 
 
 def measure_one(r: dict[str, Any], time_limit: float = 30.0, base: pathlib.Path | None = None) -> dict[str, Any]:
@@ -127,7 +131,7 @@ def ladder_one(r: dict[str, Any]) -> dict[str, Any]:
     # (in the ladder's order, whatever order the levels ran in: certify may run subgraph first)
     for level, bound, status, seconds in sorted(rows, key=lambda row: rank.get(row[0], len(rank))):
         if bound is not None:
-            best = max(best, min(float(bound), r["objective"]))
+            best = max(best, min(float(bound), rec["plan"]))
         rec[level], rec[level + "_status"], rec[level + "_s"] = best, status, seconds
     return rec
 

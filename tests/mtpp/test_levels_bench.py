@@ -131,3 +131,17 @@ def test_the_ladder_columns_climb_from_the_rows_detail(ml):
     assert "| 100 | 8 | 1 | 0.7000 | 0.7500 | 0.8200 | 0.8200 | 0.8200 | 0.8200 | 1.7x |" in text
     with pytest.raises(SystemExit, match="no detail column"):
         ml.ladder_one({**row, "detail": None})
+
+
+def test_a_cheaper_partition_the_ladder_found_is_the_plan_its_bounds_are_set_against(ml):
+    import json
+
+    # the plan costs 100; the subgraph level's DP found and proved a partition of 90
+    levels = [["simple", 70.0, "optimal", 0.0], ["subgraph", 90.0, "optimal", 5.0]]
+    detail = {"bound_source": "subgraph", "levels": levels, "best_objective": 90.0}
+    row = {"graph": "regal:100:erdos_renyi:0", "devices": 8, "method": "ladder", "memory": "none", "time_limit": 60.0,
+           "objective": 100.0, "lower_bound": 90.0, "detail": json.dumps(detail)}
+    r = ml.ladder_one(row)
+    assert r["plan"] == 90.0 and r["subgraph"] == 90.0
+    assert "| 100 | 8 | 1 | 0.7778 | 1.0000 | 1.0000 | every instance proven |" in ml.table([r], ("simple", "subgraph"))
+    assert ml.ladder_one({**row, "detail": json.dumps({**detail, "best_objective": None})})["plan"] == 100.0

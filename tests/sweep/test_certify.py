@@ -257,5 +257,24 @@ def test_the_detail_column_is_strict_json_with_no_bound_null_and_infeasible_inf(
 
     back = json.loads(text, parse_constant=refuse)
     assert back == {"bound_source": "simple", "levels": [["simple", "inf", "optimal", 0.0],
-                                                         ["exact", None, "time_limit", 1.25]]}
+                                                         ["exact", None, "time_limit", 1.25]], "best_objective": None}
     assert _detail(types.SimpleNamespace(method="slice", levels=())) is None
+    cheaper = _detail(types.SimpleNamespace(method="certify", levels=levels, bound_source="simple", best_objective=9.5))
+    assert json.loads(cheaper, parse_constant=refuse)["best_objective"] == 9.5
+
+
+def test_a_cheaper_partition_a_level_found_is_the_instances_best_plan_in_the_summary():
+    from stagecut.sweep.report import summarize
+
+    def row(graph, method, objective, bound, best):
+        detail = json.dumps({"bound_source": "subgraph", "levels": [], "best_objective": best})
+        return {"problem": "certify", "graph": graph, "devices": 8, "method": method, "objective": objective,
+                "lower_bound": bound, "status": "optimal" if bound >= objective else "feasible", "runtime_s": 1.0,
+                "detail": detail}
+
+    # the plan costs 10; the ladder found and proved a partition of 9.5: certified, it is optimal
+    rows = [row("a", "ladder", 10.0, 9.5, 9.5), row("b", "ladder", 4.0, 3.0, None)]
+    s = {r.method: r for r in summarize(rows)}
+    assert s["all"].bound_best == pytest.approx(math.sqrt(1.0 * 0.75))
+    assert s["ladder"].bound_best == pytest.approx(math.sqrt(1.0 * 0.75))
+    assert s["all"].optimal == 0.5

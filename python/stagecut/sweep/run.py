@@ -238,7 +238,8 @@ def run_task(task: Task) -> dict[str, Any]:
 
 
 def _detail(result: Any) -> str | None:
-    """The ``detail`` column: a certificate's ladder, level by level (JSON); ``None`` otherwise."""
+    """The ``detail`` column: a certificate's ladder, level by level, and the cost of a cheaper
+    partition a level found (``best_objective``, ``null`` when none) (JSON); ``None`` otherwise."""
     levels = getattr(result, "levels", None)
     if result.method != "certify" or not isinstance(levels, tuple):
         return None
@@ -246,8 +247,10 @@ def _detail(result: Any) -> str | None:
     def bound(x: float | None) -> float | str | None:  # (strict JSON: no Infinity; "inf" for a proven infeasibility)
         return x if x is None or math.isfinite(x) else str(x)
 
+    best = getattr(result, "best_objective", None)
     return json.dumps({"bound_source": result.bound_source,
-                       "levels": [[r.level, bound(r.bound), r.status, round(r.seconds, 3)] for r in levels]},
+                       "levels": [[r.level, bound(r.bound), r.status, round(r.seconds, 3)] for r in levels],
+                       "best_objective": best if best is not None and math.isfinite(best) else None},
                       allow_nan=False)
 
 
