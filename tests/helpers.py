@@ -21,6 +21,24 @@ SHARED = ROOT.parent / "shared" / "workloads"
 BENCHES = ROOT / "benches"
 
 
+def hide_module(monkeypatch, name):
+    """Make ``import name`` (and its submodules) raise ``ImportError`` for the rest of the test,
+    as on a machine without that optional package."""
+    import builtins
+    import sys
+
+    real = builtins.__import__
+
+    def hidden(wanted, *args, **kwargs):
+        if wanted == name or wanted.startswith(name + "."):
+            raise ImportError(wanted)
+        return real(wanted, *args, **kwargs)
+
+    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        monkeypatch.delitem(sys.modules, loaded)
+    monkeypatch.setattr(builtins, "__import__", hidden)
+
+
 def bench_module(name):
     """Import ``benches/NAME.py`` (the benchmark scripts are not a package)."""
     import importlib

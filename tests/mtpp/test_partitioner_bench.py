@@ -3,13 +3,12 @@ Mt-KaHyPar, is an optional tool and not needed here): a partition is priced as t
 its blocks, the repair always gives an acyclic quotient, and a missing partitioner is one clear
 message."""
 
-import builtins
 import random
 
 import pytest
 
 import stagecut as sc
-from helpers import bench_module
+from helpers import bench_module, hide_module
 from stagecut.mtpp.model import MtppProblem, evaluate
 
 
@@ -42,14 +41,7 @@ def test_a_cyclic_quotient_is_seen(pc):
 
 
 def test_without_the_partitioner_the_script_says_how_to_get_it(pc, monkeypatch):
-    real = builtins.__import__
-
-    def no_partitioner(name, *args, **kwargs):
-        if name == "mtkahypar":
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_partitioner)
+    hide_module(monkeypatch, "mtkahypar")
     with pytest.raises(SystemExit, match="pip install mtkahypar"):
         pc.partitions(MtppProblem(sc.Graph.chain([1.0, 1.0]), devices=2), [0.01], 1)
 

@@ -278,3 +278,4 @@ def test_a_cheaper_partition_a_level_found_is_the_instances_best_plan_in_the_sum
     assert s["all"].bound_best == pytest.approx(math.sqrt(1.0 * 0.75))
     assert s["ladder"].bound_best == pytest.approx(math.sqrt(1.0 * 0.75))
     assert s["all"].optimal == 0.5
+    assert s["ladder"].answer_baseline == pytest.approx(1.0)  # (its own baseline: the same best partitions)

@@ -8,6 +8,7 @@ import os
 import pytest
 
 import stagecut as sc
+from helpers import hide_module
 from stagecut.cli._common import load_graph
 from stagecut.sweep.run import run_task
 from stagecut.sweep.spec import expand, sweep_from_dict
@@ -62,21 +63,11 @@ def test_a_scheduler_a_client_and_a_worker_count_exclude_each_other(tmp_path):
 
 
 def test_without_dask_the_sweep_says_how_to_install_it(monkeypatch):
-    import builtins
-    import sys
 
     from stagecut.errors import BackendUnavailableError
     from stagecut.sweep import run
 
-    real = builtins.__import__
-
-    def no_dask(name, *args, **kwargs):
-        if name == "distributed" or name.startswith("distributed."):
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    monkeypatch.delitem(sys.modules, "distributed", raising=False)
-    monkeypatch.setattr(builtins, "__import__", no_dask)
+    hide_module(monkeypatch, "distributed")
     message = r"^sweeps run on Dask: pip install 'stagecut\[sweep\]' \(dask\[distributed\] and pyarrow\)$"
     with pytest.raises(BackendUnavailableError, match=message):
         run._distributed()

@@ -3,13 +3,12 @@ checked against values worked out by hand."""
 
 from __future__ import annotations
 
-import builtins
 import math
 import os
-import sys
 
 import pytest
 
+from helpers import hide_module
 from stagecut.errors import BackendUnavailableError, InvalidArgumentError
 from stagecut.sweep.report import format_report, summarize
 from stagecut.sweep.table import read_results, write_row
@@ -53,16 +52,7 @@ def test_a_parquet_file_without_a_column_is_named(tmp_path):
 
 
 def test_without_pyarrow_the_table_says_how_to_install_it(tmp_path, monkeypatch):
-    real = builtins.__import__
-
-    def no_pyarrow(name, *args, **kwargs):
-        if name == "pyarrow" or name.startswith("pyarrow."):
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    hide_module(monkeypatch, "pyarrow")
     with pytest.raises(BackendUnavailableError, match=r"stagecut\[sweep\]"):
         read_results(tmp_path)
     with pytest.raises(BackendUnavailableError, match=r"stagecut\[sweep\]"):

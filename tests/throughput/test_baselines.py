@@ -4,7 +4,7 @@ import os
 import random
 
 import pytest
-from tests.helpers import brute_force, random_inference_graph, random_training_graph
+from tests.helpers import brute_force, hide_module, random_inference_graph, random_training_graph
 
 import stagecut as sc
 from stagecut.errors import BackendUnavailableError, InvalidGraphError
@@ -162,19 +162,11 @@ def test_scotch_with_gpart():
 
 
 def test_scotch_without_a_backend(monkeypatch):
-    import builtins
 
     import stagecut.throughput.baselines as b
 
     monkeypatch.setattr(b, "find_gpart", lambda: None)
-    real = builtins.__import__
-
-    def no_pymetis(name, *args, **kwargs):
-        if name == "pymetis":
-            raise ImportError(name)
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_pymetis)
+    hide_module(monkeypatch, "pymetis")
     import importlib.util
 
     real_find = importlib.util.find_spec

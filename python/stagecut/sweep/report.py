@@ -182,8 +182,7 @@ def summarize(rows: Sequence[Mapping[str, Any]] | str | os.PathLike[str],
                           if label in by and by[label]["status"] != ERROR and _ok(by[label]["lower_bound"])}
             solved = {key: a for key, a in answer.items() if a is not None}
             bb, n_ratio = _gmean(proved[key] / a for key, a in solved.items() if key in proved and a != 0)
-            base_of = {key: float(by[base]["objective"]) for key, by in group.items()
-                       if base in by and by[base]["status"] != ERROR and _ok(by[base]["objective"])}
+            base_of = {key: min(_costs(by[base])) for key, by in group.items() if base in by and _costs(by[base])}
             ab, _ = _gmean(a / base_of[key] for key, a in solved.items() if key in base_of and base_of[key] != 0)
             proven = sum(1 for key, a in solved.items() if key in proved and proved[key] >= a * (1 - _TOL) - _TOL)
             times = [float(r["runtime_s"]) for r in task_rows if r["status"] != ERROR and _ok(r.get("runtime_s"))]
